@@ -1,0 +1,16 @@
+"""ccbench_kit: benchmark and analyse collective communication.
+
+Every rank's latency of every iteration, across sizes and algorithms, as an
+xarray Dataset (schema ``ccbench/1``); see ``ds.ccb`` for analysis.
+
+>>> import ccbench_kit as ccb
+>>> ds = ccb.run("all_reduce", nranks=4, sizes="8:64M:2", algorithms=["ring", "mpi"])
+>>> ds.ccb.busbw()
+"""
+__version__ = "0.1.0"
+
+from . import dataset  # noqa: E402,F401  (registers the ds.ccb accessor)
+from .api import load, run, save  # noqa: E402
+from .errors import CCBenchError, ConfigError, RunError  # noqa: E402
+
+__all__ = ["CCBenchError", "ConfigError", "RunError", "load", "run", "save", "__version__"]

@@ -1,0 +1,171 @@
+"""The Python API: run, load, save.  The CLI is a thin shell over this."""
+import datetime
+import os
+import secrets
+import tempfile
+
+from . import collectives
+from .backends import backend_algorithms
+from .config import RunConfig
+from .dataset import load, save
+from .dataset.schema import PLACEMENTS
+from .errors import ConfigError
+from .units import parse_size, sweep
+
+__all__ = ["load", "run", "run_many", "save", "make_config", "inside_mpi_job"]
+
+_MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+
+
+def inside_mpi_job():
+    """True when this process is already a rank of an MPI job."""
+    if any(k in os.environ for k in _MPI_ENV):
+        return True
+    import sys
+    mpi = sys.modules.get("mpi4py.MPI")
+    # a singleton MPI (size 1, no launcher) is not a job to run inside
+    return bool(mpi and mpi.Is_initialized() and not mpi.Is_finalized()
+                and mpi.COMM_WORLD.Get_size() > 1)
+
+
+def _placements(placement):
+    if placement in (None, "both"):
+        return list(PLACEMENTS)
+    if isinstance(placement, str):
+        return [p.strip() for p in placement.replace("-", "_").split(",")]
+    return list(placement)
+
+
+def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=None,
+                stepfactor=None, stepbytes=None, algorithms=("mpi",), dtype="fp32",
+                op="sum", root=0, placement="both", warmup=5, iters=20, agg_iters=1,
+                blocking=False, check=None, seed=None, stats=("avg",), backend="mpi",
+                out=None, command=""):
+    """A validated `RunConfig` from keyword arguments (see `run`)."""
+    coll = collectives.get(collective)
+    if sizes is None:
+        sizes = sweep(minbytes, maxbytes if maxbytes is not None else minbytes,
+                      stepfactor, stepbytes)
+    else:
+        sizes = [parse_size(s, "sizes") for s in ([sizes] if isinstance(sizes, (int, str)) else sizes)]
+    if isinstance(algorithms, str):
+        algorithms = [a.strip() for a in algorithms.split(",") if a.strip()]
+    if check is True:
+        check = "random"
+    if check and seed is None and check == "random":
+        seed = secrets.randbelow(2**31)
+    cfg = RunConfig(
+        collective=coll.name, sizes=list(sizes), nranks=nranks, algorithms=list(algorithms),
+        dtype=dtype, op=op, root=root, placements=_placements(placement), warmup=warmup,
+        iters=iters, agg_iters=agg_iters, blocking=bool(blocking), check=check or "",
+        seed=int(seed or 0), stats=list(stats), backend=backend, out=out or "", command=command)
+    cfg.validate(backend_algorithms(backend, coll.name))
+    # Sizes too small for one element per rank are dropped from a sweep (as
+    # nccl-tests prints empty rows for them); if none is left it is an error.
+    valid, first_error = [], None
+    for s in cfg.sizes:
+        try:
+            coll.layout(s, _itemsize(cfg.dtype), cfg.nranks)
+            valid.append(s)
+        except ConfigError as e:
+            first_error = first_error or e
+    if not valid:
+        raise first_error
+    cfg.skipped_sizes = [s for s in cfg.sizes if s not in valid]
+    cfg.sizes = valid
+    return cfg
+
+
+def _itemsize(dtype):
+    from .dtypes import get_dtype
+    return get_dtype(dtype).itemsize
+
+
+def run(collective, nranks=2, sizes=None, *, progress=None, timeout=None, hosts=None,
+        **options):
+    """Benchmark one collective and return its ``ccbench/1`` Dataset.
+
+    Parameters
+    ----------
+    collective : str
+        ``all_reduce``, ``allr``, ``all_gather``... (see `ccbench_kit.collectives`).
+    nranks : int
+        Ranks to start with mpirun on this machine. Ignored in-process, where the
+        job's own size is used.
+    sizes : list of int or str, optional
+        Sizes in bytes (``"64M"`` style accepted); else `minbytes`, `maxbytes`
+        and `stepfactor` or `stepbytes` make a sweep, as ``-b -e -f -i`` do.
+    algorithms : list of str
+        ``["mpi", "ring"]``...; ``["all"]`` for every one.
+    check : {None, "random", "all_ones"}
+        Compare every output with a numpy golden result (fills `wrong`).
+    out : str, optional
+        Results file (netCDF); written after every size. A temporary file
+        otherwise.
+    progress : callable, optional
+        Called with a dict per completed size.
+    timeout : float, optional
+        Seconds for the whole run.
+
+    Returns
+    -------
+    xarray.Dataset
+        On rank 0 when run in-process inside an MPI job; None on other ranks.
+    """
+    if inside_mpi_job():
+        return _run_in_process(collective, sizes, progress=progress, **options)
+    cfg = make_config(collective, nranks, sizes, **options)
+    tmp = None
+    if not cfg.out:
+        fd, tmp = tempfile.mkstemp(prefix="ccbench-", suffix=".nc")
+        os.close(fd)
+        cfg.out = tmp
+    from .launch.mpirun import launch
+
+    launch(cfg, on_event=progress, timeout=timeout, hosts=hosts)
+    ds = load(cfg.out)
+    if tmp:
+        ds = ds.load()
+        os.unlink(tmp)
+    return ds
+
+
+def run_many(collectives_, nranks=2, sizes=None, *, out=None, **options):
+    """Run several collectives one after another; {collective: Dataset}.
+
+    With `out`, every collective lands in that one file (the first in the
+    root group, the others in groups named after them; see `dataset.io`),
+    rewritten after each collective so that finished ones are never lost.
+    """
+    names = [collectives.get(c).name for c in collectives_]
+    done = {}
+    for name in names:
+        part = None
+        if out:
+            part = f"{out}.{name}.part"
+        done[name] = run(name, nranks, sizes, out=part, **options)
+        if out:
+            done[name] = done[name].load()
+            save(done, out)
+            os.unlink(part)
+    return done
+
+
+def _run_in_process(collective, sizes, progress=None, **options):
+    from mpi4py import MPI
+
+    from .harness import Sweep
+
+    comm = MPI.COMM_WORLD.Dup()
+    options.pop("nranks", None)
+    cfg = make_config(collective, comm.Get_size(), sizes, **options)
+    on_partial = (lambda ds: save(ds, cfg.out)) if cfg.out else None
+    try:
+        return Sweep(comm, cfg, emit=progress, on_partial=on_partial).run()
+    finally:
+        comm.Free()
+
+
+def default_out(collective):
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.join("results", f"{collective}-{stamp}.nc")

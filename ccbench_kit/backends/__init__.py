@@ -1,0 +1,31 @@
+"""Backends: where buffers live and how a collective is run and timed.
+
+`mpi` runs on host buffers through the engine (ext/); `nccl` on GPUs.
+Each backend offers: ``algorithms(coll)``, ``alloc(n, dtype)``,
+``upload(buf, host)``, ``download(buf)``, ``time(...)``, ``library``,
+``timing``, ``device_name`` and ``close()``.
+"""
+from ..errors import ConfigError
+
+NAMES = ("mpi", "nccl")
+
+
+def get_backend(name, comm, **options):
+    if name == "mpi":
+        from .mpi import MPIBackend
+        return MPIBackend(comm, **options)
+    if name == "nccl":
+        from .nccl import NCCLBackend
+        return NCCLBackend(comm, **options)
+    raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}", "--backend")
+
+
+def backend_algorithms(name, collective):
+    """The algorithms `name` offers for `collective`, without starting MPI."""
+    if name == "mpi":
+        from .mpi import engine_algorithms
+        return engine_algorithms(collective)
+    if name == "nccl":
+        from .nccl import nccl_algorithms
+        return nccl_algorithms(collective)
+    raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}", "--backend")

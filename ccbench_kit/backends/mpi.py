@@ -1,0 +1,67 @@
+"""Backend `mpi`: host buffers, collectives run by the engine (ext/)."""
+import numpy as np
+
+
+def _engine():
+    import sys
+    if "mpi4py.MPI" not in sys.modules:
+        from ..api import inside_mpi_job
+        if not inside_mpi_job():
+            # A launcher only reads the engine's tables; initialising MPI here
+            # would make it a singleton MPI process for nothing.
+            import mpi4py
+            mpi4py.rc.initialize = False
+            mpi4py.rc.finalize = False
+    from .. import _engine
+    return _engine
+
+
+def engine_algorithms(collective):
+    """Algorithms the engine has for `collective` (`mpi` = the library's call)."""
+    return _engine().algorithms(collective)
+
+
+class MPIBackend:
+    name = "mpi"
+    timing = "host-clock"
+
+    def __init__(self, comm, segment_bytes=0):
+        self.comm = comm
+        self.segment_bytes = segment_bytes
+        self.engine = _engine()
+
+    @property
+    def library(self):
+        from mpi4py import MPI
+        return MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()
+
+    @property
+    def device_name(self):
+        return "cpu"
+
+    def algorithms(self, collective):
+        return self.engine.algorithms(collective)
+
+    def alloc(self, nelems, dtype):
+        return np.zeros(max(nelems, 1), dtype=dtype.storage)[:nelems]
+
+    def scratch(self, collective, algorithm, count, dtype, nranks):
+        n = self.engine.scratch_bytes(collective, algorithm, count, dtype.itemsize, nranks)
+        return np.empty(n, dtype=np.uint8) if n else None
+
+    def upload(self, buf, host):
+        buf[...] = host
+
+    def download(self, buf):
+        return np.array(buf, copy=True)
+
+    def time(self, collective, algorithm, buffers, *, count, dtype, op, root,
+             warmup, iters, agg=1, blocking=False, **vectors):
+        """Per-iteration latency and local start (µs) of one algorithm."""
+        return self.engine.time_loop(
+            self.comm, collective, algorithm, buffers, dtype=dtype.engine, op=op,
+            count=count, root=max(root, 0), warmup=warmup, iters=iters, agg=agg,
+            blocking=blocking, segment_bytes=self.segment_bytes, **vectors)
+
+    def close(self):
+        pass

@@ -1,0 +1,88 @@
+"""``ccbench run COLLECTIVE``: nccom-test's flags, nccl-tests' table."""
+import shlex
+import sys
+
+from .. import api
+from ..table import format_table
+from ..units import format_size
+
+
+def add_parser(sub):
+    p = sub.add_parser("run", help="benchmark one collective over a size sweep",
+                       description="Benchmark a collective; print nccl-tests' table and "
+                                   "write the per-rank, per-iteration Dataset.")
+    p.add_argument("collective", help="all_reduce (allr), all_gather (allg), ...; "
+                                      "several, comma-separated, go into one file")
+    p.add_argument("-r", "--nworkers", type=int, default=2, help="ranks (default 2)")
+    g = p.add_argument_group("sizes")
+    g.add_argument("-b", "--minbytes", default="32M", help="first size (8, 1K, 64M, 1kb, 1MB...)")
+    g.add_argument("-e", "--maxbytes", default=None, help="last size (default: minbytes)")
+    g.add_argument("-f", "--stepfactor", default=None, help="multiply the size by this each step")
+    g.add_argument("-i", "--stepbytes", default=None, help="add this many bytes each step")
+    g = p.add_argument_group("iterations")
+    g.add_argument("-n", "--iters", type=int, default=20, help="measured iterations (default 20)")
+    g.add_argument("-w", "--warmup_iters", "--warmup-iters", dest="warmup", type=int, default=5,
+                   help="warm-up iterations, not returned (default 5)")
+    g.add_argument("-m", "--agg-iters", dest="agg_iters", type=int, default=1,
+                   help="operations aggregated into one timed iteration")
+    g.add_argument("-z", "--blocking", type=int, choices=(0, 1), default=0,
+                   help="1: barrier before every iteration")
+    g = p.add_argument_group("data")
+    g.add_argument("-d", "--datatype", dest="dtype", default="fp32", help="fp32, bf16, int8... (nccl-tests names too)")
+    g.add_argument("-o", "--op", default="sum", help="sum, prod, min, max, avg")
+    g.add_argument("--root", type=int, default=0, help="root rank of rooted collectives")
+    g.add_argument("-c", "--check", nargs="?", const="random", default=None,
+                   choices=("random", "all_ones"), help="check results against numpy")
+    g.add_argument("--seed", type=int, default=None, help="seed for --check random")
+    g.add_argument("--placement", default="both", help="out_of_place, in_place or both")
+    g = p.add_argument_group("algorithms and backend")
+    g.add_argument("--algorithms", default="mpi", help="comma-separated, or all")
+    g.add_argument("--backend", default="mpi", help="mpi (CPU) or nccl (GPU)")
+    g = p.add_argument_group("output")
+    g.add_argument("--out", default=None, help="results file (default results/COLL-TIME.nc)")
+    g.add_argument("-t", "--stats", nargs="+", default=["avg"], help="avg p50 p99 ...")
+    g.add_argument("--non-interactive", action="store_true", help="no progress lines")
+    g.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
+    p.set_defaults(func=main)
+
+
+def main(args):
+    names = [c for c in args.collective.split(",") if c]
+    out = args.out or api.default_out("-".join(n.replace("-", "_") for n in names))
+    argv = sys.argv if sys.argv and sys.argv[0].endswith("ccbench") else ["ccbench", "run"]
+    cfg_kw = dict(
+        minbytes=args.minbytes, maxbytes=args.maxbytes, stepfactor=args.stepfactor,
+        stepbytes=args.stepbytes, algorithms=args.algorithms, dtype=args.dtype, op=args.op,
+        root=args.root, placement=args.placement, warmup=args.warmup, iters=args.iters,
+        agg_iters=args.agg_iters, blocking=bool(args.blocking), check=args.check,
+        seed=args.seed, stats=args.stats, backend=args.backend, out=out,
+        command=shlex.join(argv))
+    if args.nworkers < 1:
+        from ..errors import ConfigError
+        raise ConfigError(f"need at least 1 rank, got {args.nworkers}", "-r/--nworkers")
+    progress = None if args.non_interactive else _progress
+    cfgs = [api.make_config(name, args.nworkers, **cfg_kw) for name in names]
+    seed = cfgs[0].seed
+    if cfgs[0].check == "random":
+        print(f"# check: random, seed {seed}", file=sys.stderr)
+    kw = {**cfg_kw, "seed": seed, "progress": progress, "timeout": args.timeout}
+    if len(cfgs) == 1:
+        results = {cfgs[0].collective: api.run(names[0], args.nworkers, cfgs[0].sizes, **kw)}
+    else:
+        kw.pop("out")
+        results = api.run_many(names, args.nworkers, None, out=out, **kw)
+    for name, ds in results.items():
+        library = ds.attrs.get("library", "").split(",")[0]
+        print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
+              f"{ds.attrs['backend']} ({library}), {ds.attrs['warmup']} warm-up + "
+              f"{ds.attrs['iters']} iterations")
+        for line in format_table(ds, stats=args.stats):
+            print(line)
+    print(f"# results: {out}")
+    return 0
+
+
+def _progress(ev):
+    if ev.get("event") == "size":
+        print(f"  [{ev['index'] + 1}/{ev['total']}] {format_size(ev['size'])} done, "
+              f"best busbw {ev['busbw']:.3g} GB/s", file=sys.stderr, flush=True)

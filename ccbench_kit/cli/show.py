@@ -1,0 +1,23 @@
+"""``ccbench show FILE``: the table of a results file, as ``run`` printed it."""
+from ..dataset import open_parts
+from ..table import format_table
+
+
+def add_parser(sub):
+    p = sub.add_parser("show", help="print the table of a results file")
+    p.add_argument("results", help="a .nc results file")
+    p.add_argument("-t", "--stats", nargs="+", default=["avg"], help="avg p50 p99 ...")
+    p.add_argument("--rank-stat", default="max", choices=("max", "min", "mean"),
+                   help="reduction over ranks of each iteration (default max)")
+    p.set_defaults(func=main)
+
+
+def main(args):
+    for name, ds in open_parts(args.results).items():
+        a = ds.attrs
+        print(f"# {name}: {a.get('nranks')} ranks, {a.get('dtype')}, backend {a.get('backend')} "
+              f"({a.get('library')}), created {a.get('created')}"
+              + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE"))
+        for line in format_table(ds, stats=args.stats, rank_stat=args.rank_stat):
+            print(line)
+    return 0

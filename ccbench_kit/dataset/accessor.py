@@ -1,0 +1,99 @@
+"""``ds.ccb``: times, bandwidths and tables of a ``ccbench/1`` Dataset."""
+import numpy as np
+import xarray as xr
+
+from . import stats as _stats
+
+
+@xr.register_dataset_accessor("ccb")
+class CCBAccessor:
+    """Analysis of one collective's results.
+
+    Examples
+    --------
+    >>> ds.ccb.time("p99")          # µs, dims (algorithm, placement, size)
+    >>> ds.ccb.busbw()              # GB/s (1 GB = 1e9 B)
+    >>> print(ds.ccb.summary().to_string())
+    """
+
+    def __init__(self, ds):
+        self._ds = ds
+
+    # -- basics ---------------------------------------------------------
+    @property
+    def collective(self):
+        from ..collectives import get
+        return get(self._ds.attrs["collective"])
+
+    @property
+    def nranks(self):
+        """Ranks in one group (the bus factor's p)."""
+        ds = self._ds
+        if "group_size" in ds.attrs:
+            return int(ds.attrs["group_size"])
+        return int(ds.attrs.get("nranks", ds.sizes.get("rank", 1)))
+
+    @property
+    def bus_factor(self):
+        return self.collective.bus_factor(self.nranks)
+
+    def iteration_time(self, rank_stat="max"):
+        """Each iteration's time (µs): `rank_stat` over ranks of `latency`."""
+        return _stats.over_ranks(self._ds["latency"], rank_stat)
+
+    def time(self, stat="avg", rank_stat="max"):
+        """Reported time (µs), dims (algorithm, placement, size).
+
+        The max over ranks of each iteration (by default), then `stat`
+        (avg, min, max, std, median, pNN) over iterations.
+        """
+        return _stats.over_iterations(self.iteration_time(rank_stat), stat)
+
+    def algbw(self, stat="avg", rank_stat="max"):
+        """size / time in GB/s (GB = 1e9 B), dims (algorithm, placement, size)."""
+        t = self.time(stat, rank_stat)
+        bw = self._ds["size"] / (t * 1e3)
+        bw.attrs = {"units": "GB/s", "long_name": f"algbw ({stat} over iterations, {rank_stat} over ranks)"}
+        return bw.rename("algbw")
+
+    def busbw(self, stat="avg", rank_stat="max"):
+        """algbw × the collective's bus factor, in GB/s."""
+        bw = self.algbw(stat, rank_stat) * self.bus_factor
+        bw.attrs = {"units": "GB/s", "long_name": f"busbw ({stat} over iterations, {rank_stat} over ranks)"}
+        return bw.rename("busbw")
+
+    # -- tables -----------------------------------------------------------
+    def summary(self, stats=("avg",), rank_stat="max"):
+        """A table like nccl-tests': one row per (size, algorithm), column
+        groups per placement. Returns a pandas DataFrame.
+
+        Bandwidths use the first statistic in `stats`.
+        """
+        import pandas as pd
+
+        ds = self._ds
+        stats = [_stats.check_stat(s) for s in (stats if not isinstance(stats, str) else [stats])]
+        times = {s: self.time(s, rank_stat).compute() for s in stats}
+        alg = self.algbw(stats[0], rank_stat).compute()
+        bus = alg * self.bus_factor
+        wrong = ds["wrong"].compute()
+        rows = []
+        for si, size in enumerate(ds["size"].values):
+            for a in ds["algorithm"].values:
+                row = {"size": int(size), "count": int(ds["count"].values[si]),
+                       "type": ds.attrs.get("dtype", ""),
+                       "redop": ds.attrs.get("op", "") or "none",
+                       "root": int(ds.attrs.get("root", -1)), "algorithm": str(a)}
+                for p in ds["placement"].values:
+                    sel = dict(algorithm=a, placement=p, size=size)
+                    for s in stats:
+                        row[(p, f"time:{s}")] = float(times[s].sel(sel))
+                    row[(p, "algbw")] = float(alg.sel(sel))
+                    row[(p, "busbw")] = float(bus.sel(sel))
+                    row[(p, "#wrong")] = int(wrong.sel(sel))
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+    def avg_busbw(self, stat="avg", rank_stat="max"):
+        """Mean busbw over every row, as nccl-tests' "Avg bus bandwidth"."""
+        return float(np.nanmean(self.busbw(stat, rank_stat).values))

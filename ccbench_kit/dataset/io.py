@@ -1,0 +1,110 @@
+"""Reading and writing results: netCDF through h5netcdf, written atomically.
+
+One collective is one Dataset.  A run of several collectives is a DataTree
+with one child per collective; on disk the first collective sits in the root
+group (so a plain ``xarray.open_dataset(path)`` reads a complete Dataset) and
+the others in groups named after them.  DataTree itself cannot hold that
+layout in memory, because the collectives' `size` coords differ and a child
+must align with its parent.
+"""
+import json
+import os
+import tempfile
+
+import xarray as xr
+
+from ..errors import CCBenchError
+from .schema import SCHEMA
+
+
+class SchemaError(CCBenchError):
+    """A file that is not a ccbench/1 results file."""
+
+
+def _encoding(ds):
+    enc = {}
+    for name in ("latency", "start"):
+        if name in ds and ds[name].size:
+            shape = ds[name].shape
+            # one chunk = one (algorithm, placement, size) block of all ranks
+            # and iterations, so a lazy reduction over sizes streams
+            enc[name] = {"zlib": True, "complevel": 1,
+                         "chunksizes": (1, 1, 1) + tuple(max(s, 1) for s in shape[3:])}
+    return enc
+
+
+def save(data, path):
+    """Write a Dataset, a DataTree or a {collective: Dataset} mapping to `path`.
+
+    The file appears whole or not at all: it is written beside `path` and
+    renamed over it.
+    """
+    parts = _as_parts(data)
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".ccb-", suffix=".nc.tmp", dir=folder)
+    os.close(fd)
+    try:
+        first, *rest = parts
+        ds0 = parts[first].copy()
+        ds0.attrs["collectives"] = json.dumps(list(parts))
+        ds0.to_netcdf(tmp, engine="h5netcdf", mode="w", encoding=_encoding(ds0))
+        for name in rest:
+            parts[name].to_netcdf(tmp, engine="h5netcdf", mode="a", group=name,
+                                  encoding=_encoding(parts[name]))
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _as_parts(data):
+    if isinstance(data, xr.Dataset):
+        return {data.attrs.get("collective") or "results": data}
+    if isinstance(data, xr.DataTree):
+        return {name: node.to_dataset() for name, node in data.children.items()}
+    if isinstance(data, dict):
+        if not data:
+            raise ValueError("nothing to save")
+        return dict(data)
+    raise TypeError(f"cannot save {type(data).__name__}")
+
+
+def _check_schema(ds, path):
+    schema = ds.attrs.get("schema")
+    if schema != SCHEMA:
+        raise SchemaError(f"{path}: not a {SCHEMA} results file (schema attr is "
+                          f"{schema!r}); convert it with `ccbench import` or use a "
+                          "kit version that reads it")
+    return ds
+
+
+def open_parts(path, chunks=None):
+    """{collective: Dataset} for every collective in the file (lazy with `chunks`)."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise CCBenchError(f"{path}: no such results file")
+    try:
+        root = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
+    except (OSError, ValueError) as e:
+        raise SchemaError(f"{path}: not a readable netCDF results file ({e})") from e
+    _check_schema(root, path)
+    names = json.loads(root.attrs.get("collectives") or "[]") or [root.attrs.get("collective")]
+    parts = {names[0]: root}
+    for name in names[1:]:
+        parts[name] = _check_schema(
+            xr.open_dataset(path, engine="h5netcdf", group=name, chunks=chunks), path)
+    for ds in parts.values():
+        ds.attrs.pop("collectives", None)
+    return parts
+
+
+def load(path, chunks=None):
+    """The results in `path`: a Dataset for one collective, else a DataTree."""
+    parts = open_parts(path, chunks=chunks)
+    if len(parts) == 1:
+        return next(iter(parts.values()))
+    return xr.DataTree.from_dict(parts)

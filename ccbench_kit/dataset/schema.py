@@ -1,0 +1,83 @@
+"""Schema ``ccbench/1``: one Dataset per collective (DESIGN.md).
+
+dims (algorithm, placement, size, rank, iteration); `latency` and optional
+`start` in µs; `wrong` per (algorithm, placement, size); flat attrs with
+nested data as JSON strings, since netCDF takes no dicts, None or bools.
+"""
+import json
+
+import numpy as np
+import xarray as xr
+
+SCHEMA = "ccbench/1"
+DIMS = ("algorithm", "placement", "size", "rank", "iteration")
+PLACEMENTS = ("out_of_place", "in_place")
+REQUIRED_ATTRS = ("schema", "collective", "dtype", "op", "root", "nranks", "backend",
+                  "library", "timing", "warmup", "iters", "kit_version", "created",
+                  "command", "hosts", "env", "source")
+
+
+def netcdf_safe(value):
+    """An attr value netCDF can store: JSON for containers, str for the rest."""
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return value
+
+
+def make_dataset(*, algorithms, placements, sizes, counts, in_bytes, out_bytes,
+                 latency, wrong, ranks, hosts, devices, start=None, attrs, extra_coords=None):
+    """Assemble a ``ccbench/1`` Dataset from plain arrays.
+
+    Parameters
+    ----------
+    latency : array, shape (algorithm, placement, size, rank, iteration), µs
+    wrong : array, shape (algorithm, placement, size); -1 = not checked
+    start : array like `latency`, optional; start times on the common clock
+    attrs : dict; missing required attrs are filled with empty values
+    extra_coords : dict name -> (dims, values), optional (e.g. rank groups)
+    """
+    latency = np.asarray(latency, dtype=np.float64)
+    coords = {
+        "algorithm": np.asarray(algorithms, dtype=object).astype(str),
+        "placement": np.asarray(placements, dtype=object).astype(str),
+        "size": np.asarray(sizes, dtype=np.int64),
+        "count": ("size", np.asarray(counts, dtype=np.int64)),
+        "in_bytes": ("size", np.asarray(in_bytes, dtype=np.int64)),
+        "out_bytes": ("size", np.asarray(out_bytes, dtype=np.int64)),
+        "rank": np.asarray(ranks, dtype=np.int64),
+        "host": ("rank", np.asarray(hosts, dtype=object).astype(str)),
+        "device": ("rank", np.asarray(devices, dtype=object).astype(str)),
+        "iteration": np.arange(latency.shape[-1], dtype=np.int64),
+    }
+    coords.update(extra_coords or {})
+    data = {
+        "latency": (DIMS, latency, {"units": "us", "long_name": "duration of one iteration on one rank"}),
+        "wrong": (DIMS[:3], np.asarray(wrong, dtype=np.int64),
+                  {"long_name": "wrong elements after the check; -1 = not checked"}),
+    }
+    if start is not None:
+        data["start"] = (DIMS, np.asarray(start, dtype=np.float64),
+                         {"units": "us", "long_name": "iteration start on rank 0's clock"})
+    full = {k: "" for k in REQUIRED_ATTRS}
+    full.update(attrs)
+    full["schema"] = SCHEMA
+    ds = xr.Dataset(data, coords=coords, attrs={k: netcdf_safe(v) for k, v in full.items()})
+    ds["size"].attrs["units"] = "B"
+    return ds
+
+
+def attr_json(ds, name, default=None):
+    """A JSON-encoded attr decoded (``hosts``, ``env``...)."""
+    raw = ds.attrs.get(name, "")
+    if raw in ("", None):
+        return default
+    try:
+        return json.loads(raw)
+    except (TypeError, ValueError):
+        return raw

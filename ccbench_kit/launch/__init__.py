@@ -1,0 +1,1 @@
+"""Starting ranks: mpirun on this machine (or hosts), in-process, Dask-MPI."""

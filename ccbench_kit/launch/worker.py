@@ -1,0 +1,46 @@
+"""One rank of a launched run: ``python -m ccbench_kit.launch.worker CONFIG``.
+
+Rank 0 saves the Dataset after every size, so a crash keeps what was done.
+An error on any rank is reported as an event and aborts the job, so the
+other ranks are not left waiting inside a collective.
+"""
+import sys
+import traceback
+
+from ..config import RunConfig
+from ..errors import CCBenchError
+from . import events
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0]) as f:
+        cfg = RunConfig.from_json(f.read())
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    comm = world.Dup()
+    rank = comm.Get_rank()
+    try:
+        from ..dataset import save
+        from ..harness import Sweep
+
+        emit = events.emit if rank == 0 else None
+        sweep = Sweep(comm, cfg, emit=emit, on_partial=lambda ds: save(ds, cfg.out))
+        sweep.run()
+        comm.Barrier()
+        if rank == 0:
+            events.emit({"event": "done", "out": cfg.out})
+    except CCBenchError as e:
+        events.emit({"event": "error", "rank": rank, "message": str(e), "kind": type(e).__name__})
+        world.Abort(e.exit_code)
+    except Exception as e:  # a bug: keep the traceback for the report
+        events.emit({"event": "error", "rank": rank, "kind": type(e).__name__,
+                     "message": f"rank {rank}: {type(e).__name__}: {e}",
+                     "traceback": traceback.format_exc()})
+        world.Abort(1)
+    comm.Free()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Reports: plots shared by notebooks and the papermill report driver."""

@@ -1,0 +1,46 @@
+"""nccl-tests' table layout, with an algorithm column, from a Dataset."""
+import math
+
+
+def _num(v, width=7):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "N/A".rjust(width)
+    if abs(v) >= 1e4:
+        return f"{v:{width}.1f}" if abs(v) < 1e7 else f"{v:{width}.3g}"
+    return f"{v:{width}.2f}"
+
+
+def format_table(ds, stats=("avg",), rank_stat="max"):
+    """Lines of the results table and the "Avg bus bandwidth" footer."""
+    df = ds.ccb.summary(stats=stats, rank_stat=rank_stat)
+    placements = [str(p) for p in ds["placement"].values]
+    stats = [c[1][5:] for c in df.columns if isinstance(c, tuple) and c[0] == placements[0]
+             and c[1].startswith("time:")]
+    algw = max([9] + [len(str(a)) for a in ds["algorithm"].values])
+    group_cols = [f"time:{s}" if len(stats) > 1 else "time" for s in stats] + ["algbw", "busbw", "#wrong"]
+    group_units = ["(us)"] * len(stats) + ["(GB/s)", "(GB/s)", ""]
+    group_w = 8 * len(group_cols)
+    widths = [max(7, len(c)) for c in group_cols]
+    group_w = sum(w + 1 for w in widths)
+    lead = f"#{'size':>11} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} {'algorithm':>{algw}}"
+    lead_units = f"#{'(B)':>11} {'(elements)':>13} {'':>9} {'':>7} {'':>7} {'':>{algw}}"
+    title = " " * len(lead)
+    for p in placements:
+        title += f" {p.replace('_', '-'):^{group_w - 1}}"
+    head, units = lead, lead_units
+    for _ in placements:
+        head += "".join(f" {c:>{w}}" for c, w in zip(group_cols, widths))
+        units += "".join(f" {u:>{w}}" for u, w in zip(group_units, widths))
+    lines = [title.rstrip(), head, units]
+    for _, row in df.iterrows():
+        line = (f" {row['size']:>11} {row['count']:>13} {row['type']:>9} {row['redop']:>7} "
+                f"{row['root']:>7} {row['algorithm']:>{algw}}")
+        for p in placements:
+            vals = [row[(p, f"time:{s}")] for s in stats] + [row[(p, "algbw")], row[(p, "busbw")]]
+            line += "".join(f" {_num(v, w)}" for v, w in zip(vals, widths))
+            wrong = row[(p, "#wrong")]
+            line += f" {('N/A' if wrong < 0 else str(wrong)):>{widths[-1]}}"
+        lines.append(line)
+    lines.append(f"# Avg bus bandwidth    : {ds.ccb.avg_busbw(stats[0], rank_stat):.6g} "
+                 f"(GB/s; time = {stats[0]} over iterations of the {rank_stat} over ranks)")
+    return lines

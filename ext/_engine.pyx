@@ -1,0 +1,204 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The MPI engine: the kit's timed loop and collectives, over mpi4py's MPI.
+
+Thin by design, as mpi4py is: buffers come in as numpy arrays, the loop runs
+in C with the GIL released, and error codes become exceptions in `_check`.
+"""
+import re
+
+import numpy as np
+cimport numpy as cnp
+from libc.stddef cimport size_t
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from mpi4py cimport MPI
+from mpi4py import MPI as pyMPI
+from mpi4py.libmpi cimport MPI_Comm
+
+cnp.import_array()
+
+cdef extern from "ccb.h" nogil:
+    ctypedef int ccb_dtype
+    ctypedef int ccb_op
+    ctypedef struct ccb_args:
+        const void *sendbuf
+        void *recvbuf
+        size_t count
+        ccb_dtype dtype
+        ccb_op op
+        int root
+        MPI_Comm comm
+        void *scratch
+        size_t scratch_bytes
+        size_t segment_bytes
+        const int *sendcounts
+        const int *sdispls
+        const int *recvcounts
+        const int *rdispls
+        const int *peers
+    ctypedef int (*ccb_coll_fn)(const ccb_args *a)
+    ctypedef struct ccb_algorithm:
+        const char *name
+        ccb_coll_fn fn
+        size_t (*scratch)(size_t count, size_t elsize, int nranks)
+    ctypedef struct ccb_collective:
+        const char *name
+        const ccb_algorithm *algorithms
+    int CCB_ERR_BASE, CCB_ERR_NOMEM, CCB_ERR_ARG, CCB_ERR_UNSUPPORTED
+    const ccb_collective *ccb_find_collective(const char *name)
+    const ccb_algorithm *ccb_find_algorithm(const char *coll, const char *alg)
+    int ccb_collective_count()
+    const ccb_collective *ccb_collective_at(int i)
+    size_t ccb_dtype_size(ccb_dtype t)
+    int ccb_types_init()
+    void ccb_types_finalize()
+    const char *ccb_mpi_build_id()
+    int ccb_time_loop(ccb_coll_fn fn, const ccb_args *args, int nargs,
+                      int warmup, int iters, int agg, int blocking,
+                      double *lat_us, double *start_us)
+
+
+class EngineError(RuntimeError):
+    """A collective failed inside the engine; `code` is the MPI or kit code."""
+
+    def __init__(self, code, where):
+        self.code = code
+        if code == CCB_ERR_NOMEM:
+            what = "out of memory"
+        elif code == CCB_ERR_ARG:
+            what = "an argument the algorithm cannot take (count too large for MPI's int?)"
+        elif code == CCB_ERR_UNSUPPORTED:
+            what = "this dtype/op combination is not supported"
+        else:
+            what = pyMPI.Get_error_string(code)
+        super().__init__(f"{where}: {what} (code {code})")
+
+
+cdef int _check(int rc, where) except -1:
+    if rc != 0:
+        raise EngineError(rc, where)
+    return 0
+
+
+BUILD_MPI = ccb_mpi_build_id().decode()
+
+
+def _check_mpi_pairing():
+    """mpi4py's wheels choose an MPI at run time; ours is fixed at build."""
+    runtime = pyMPI.Get_library_version()
+    m = re.match(r"(Open MPI v\d+\.\d+\.\d+|MPICH Version:\s*\S+)", runtime)
+    got = m.group(1) if m else runtime.splitlines()[0]
+    norm = lambda s: re.sub(r"\s+", " ", s).strip()
+    if norm(got) != norm(BUILD_MPI):
+        raise ImportError(
+            f"ccbench_kit was built against {BUILD_MPI!r} but mpi4py loaded "
+            f"{got!r}. Make mpi4py use the same MPI: set MPI4PY_LIBMPI to that "
+            "library (e.g. libmpi.so.40 for Open MPI), or rebuild mpi4py with "
+            "MPICC=mpicc pip install --no-binary=mpi4py --no-cache-dir mpi4py, "
+            "then rebuild ccbench_kit (make build).")
+
+
+_check_mpi_pairing()
+
+
+def collectives():
+    """Names of the collectives the engine implements."""
+    return [ccb_collective_at(i).name.decode() for i in range(ccb_collective_count())]
+
+
+def algorithms(str collective):
+    """Names of the engine's algorithms for `collective` (`mpi` first)."""
+    cdef const ccb_collective *c = ccb_find_collective(collective.encode())
+    if c == NULL:
+        raise KeyError(collective)
+    cdef const ccb_algorithm *a = c.algorithms
+    names = []
+    while a.name != NULL:
+        names.append(a.name.decode())
+        a += 1
+    return names
+
+
+cdef const ccb_algorithm *_find(str collective, str algorithm) except NULL:
+    cdef const ccb_algorithm *a = ccb_find_algorithm(collective.encode(), algorithm.encode())
+    if a == NULL:
+        raise KeyError(f"{collective}/{algorithm}")
+    return a
+
+
+def scratch_bytes(str collective, str algorithm, size_t count, size_t elsize, int nranks):
+    """Scratch space the algorithm needs for `count` elements."""
+    cdef const ccb_algorithm *a = _find(collective, algorithm)
+    return a.scratch(count, elsize, nranks) if a.scratch != NULL else 0
+
+
+cdef void *_ptr(object arr) except? NULL:
+    if arr is None:
+        return NULL
+    cdef cnp.ndarray a = arr
+    if not cnp.PyArray_IS_C_CONTIGUOUS(a):
+        raise ValueError("buffers must be C-contiguous")
+    return cnp.PyArray_DATA(a)
+
+
+def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
+              int dtype, int op, size_t count, int root=0,
+              int warmup=5, int iters=20, int agg=1, bint blocking=False,
+              size_t segment_bytes=0, sendcounts=None, sdispls=None,
+              recvcounts=None, rdispls=None, peers=None):
+    """Run `warmup` + `iters` iterations of one algorithm; time the latter.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+    collective, algorithm : str
+    buffers : list of (send, recv, scratch) numpy arrays
+        Iteration i uses ``buffers[i % len(buffers)]`` (``--unique-buff``).
+        In-place runs pass the same array (or the right view) as send and recv.
+    dtype, op : int
+        The engine's enum values (see ``ccbench_kit.dtypes``).
+    count : int
+        Elements, as the MPI call for this collective counts them.
+
+    Returns
+    -------
+    latency, start : numpy.ndarray, shape (iters,)
+        Each measured iteration's duration and local start (MPI_Wtime), in µs.
+    """
+    cdef const ccb_algorithm *alg = _find(collective, algorithm)
+    _check(ccb_types_init(), "creating MPI ops")  # needs MPI_Init, so not at import
+    cdef int nargs = len(buffers)
+    if nargs < 1:
+        raise ValueError("at least one buffer set is needed")
+    cdef ccb_args *args = <ccb_args *>PyMem_Malloc(nargs * sizeof(ccb_args))
+    if args == NULL:
+        raise MemoryError()
+    vecs = [None if v is None else np.ascontiguousarray(v, dtype=np.int32)
+            for v in (sendcounts, sdispls, recvcounts, rdispls, peers)]
+    cdef cnp.ndarray lat = np.empty(iters, dtype=np.float64)
+    cdef cnp.ndarray start = np.empty(iters, dtype=np.float64)
+    cdef int rc, i
+    try:
+        for i in range(nargs):
+            send, recv, scratch = buffers[i]
+            args[i].sendbuf = _ptr(send)
+            args[i].recvbuf = _ptr(recv)
+            args[i].count = count
+            args[i].dtype = dtype
+            args[i].op = op
+            args[i].root = root
+            args[i].comm = comm.ob_mpi
+            args[i].scratch = _ptr(scratch)
+            args[i].scratch_bytes = 0 if scratch is None else scratch.nbytes
+            args[i].segment_bytes = segment_bytes
+            args[i].sendcounts = <const int *>_ptr(vecs[0])
+            args[i].sdispls = <const int *>_ptr(vecs[1])
+            args[i].recvcounts = <const int *>_ptr(vecs[2])
+            args[i].rdispls = <const int *>_ptr(vecs[3])
+            args[i].peers = <const int *>_ptr(vecs[4])
+        with nogil:
+            rc = ccb_time_loop(alg.fn, args, nargs, warmup, iters, agg, blocking,
+                               <double *>cnp.PyArray_DATA(lat), <double *>cnp.PyArray_DATA(start))
+        _check(rc, f"{collective}/{algorithm}")
+    finally:
+        PyMem_Free(args)
+    return lat, start

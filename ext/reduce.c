@@ -1,0 +1,132 @@
+/* Local reductions for every dtype and op.  fp16 and bf16 go through float:
+ * convert, combine, round to nearest even. */
+#include <string.h>
+#include <math.h>
+#include "ccb.h"
+
+static inline float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) { bits = sign; }
+        else {  /* subnormal: normalise */
+            int e = -1;
+            do { e++; man <<= 1; } while (!(man & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 0x1f) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f; memcpy(&f, &bits, 4); return f;
+}
+
+static inline uint16_t f32_to_f16(float f) {
+    uint32_t x; memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t absx = x & 0x7fffffffu;
+    if (absx >= 0x7f800000u)  /* inf or nan */
+        return (uint16_t)(sign | 0x7c00 | (absx > 0x7f800000u ? 0x200 : 0));
+    if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);  /* overflow rounds to inf */
+    if (absx < 0x38800000u) {  /* subnormal or zero in fp16 */
+        if (absx < 0x33000000u) return (uint16_t)sign;
+        uint32_t e = absx >> 23, m = (absx & 0x7fffff) | 0x800000;
+        uint32_t s = 126 - e;  /* value / 2^-24 = m * 2^(e - 126) */
+        uint32_t r = m >> s, rem = m & ((1u << s) - 1), mid = 1u << (s - 1);
+        if (rem > mid || (rem == mid && (r & 1))) r++;
+        return (uint16_t)(sign | r);
+    }
+    uint32_t r = absx - 0x38000000u;  /* rebias exponent 127 -> 15 */
+    uint32_t lsb = (r >> 13) & 1;
+    r += 0xfff + lsb;
+    return (uint16_t)(sign | (r >> 13));
+}
+
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16; float f; memcpy(&f, &bits, 4); return f;
+}
+
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t x; memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);  /* quiet nan */
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+#define OP_SUM(a, b) ((a) + (b))
+#define OP_PROD(a, b) ((a) * (b))
+#define OP_MIN(a, b) ((b) < (a) ? (b) : (a))
+#define OP_MAX(a, b) ((b) > (a) ? (b) : (a))
+
+/* out[i] = b[i] OP c[i] for a native C type; out may alias b or c. */
+#define NATIVE(T, OPM)                                                          \
+    do {                                                                        \
+        const T *xb = (const T *)b, *xc = (const T *)c;         \
+        T *o = (T *)out;                                                        \
+        for (size_t i = 0; i < n; i++) o[i] = (T)OPM(xb[i], xc[i]); \
+    } while (0)
+
+#define HALF(TO, FROM, OPM)                                                     \
+    do {                                                                        \
+        const uint16_t *hb = (const uint16_t *)b, *hc = (const uint16_t *)c;    \
+        uint16_t *o = (uint16_t *)out;                                          \
+        for (size_t i = 0; i < n; i++) o[i] = FROM(OPM(TO(hb[i]), TO(hc[i])));  \
+    } while (0)
+
+#define DISPATCH_OP(MACRO, ...)                                                 \
+    switch (op) {                                                               \
+    case CCB_SUM: case CCB_AVG: MACRO(__VA_ARGS__, OP_SUM); break;              \
+    case CCB_PROD: MACRO(__VA_ARGS__, OP_PROD); break;                          \
+    case CCB_MIN: MACRO(__VA_ARGS__, OP_MIN); break;                            \
+    case CCB_MAX: MACRO(__VA_ARGS__, OP_MAX); break;                            \
+    default: return CCB_ERR_UNSUPPORTED;                                        \
+    }
+
+int ccb_reduce3(const void *b, const void *c, void *out, size_t n, ccb_dtype t, ccb_op op) {
+    switch (t) {
+    case CCB_UINT8: DISPATCH_OP(NATIVE, uint8_t); break;
+    case CCB_INT8: DISPATCH_OP(NATIVE, int8_t); break;
+    case CCB_UINT16: DISPATCH_OP(NATIVE, uint16_t); break;
+    case CCB_INT16: DISPATCH_OP(NATIVE, int16_t); break;
+    case CCB_UINT32: DISPATCH_OP(NATIVE, uint32_t); break;
+    case CCB_INT32: DISPATCH_OP(NATIVE, int32_t); break;
+    case CCB_INT64: DISPATCH_OP(NATIVE, int64_t); break;
+    case CCB_UINT64: DISPATCH_OP(NATIVE, uint64_t); break;
+    case CCB_FLOAT32: DISPATCH_OP(NATIVE, float); break;
+    case CCB_FLOAT64: DISPATCH_OP(NATIVE, double); break;
+    case CCB_FLOAT16: DISPATCH_OP(HALF, f16_to_f32, f32_to_f16); break;
+    case CCB_BFLOAT16: DISPATCH_OP(HALF, bf16_to_f32, f32_to_bf16); break;
+    default: return CCB_ERR_UNSUPPORTED;
+    }
+    return CCB_OK;
+}
+
+int ccb_reduce_local(const void *in, void *inout, size_t n, ccb_dtype t, ccb_op op) {
+    return ccb_reduce3(inout, in, inout, n, t, op);
+}
+
+#define SCALE_NATIVE(T)                                                         \
+    do { T *x = (T *)buf; for (size_t i = 0; i < n; i++) x[i] = (T)(x[i] / (T)nranks); } while (0)
+#define SCALE_HALF(TO, FROM)                                                    \
+    do { uint16_t *x = (uint16_t *)buf;                                         \
+         for (size_t i = 0; i < n; i++) x[i] = FROM(TO(x[i]) / (float)nranks); } while (0)
+
+int ccb_finish_avg(void *buf, size_t n, ccb_dtype t, ccb_op op, int nranks) {
+    if (op != CCB_AVG) return CCB_OK;
+    switch (t) {
+    case CCB_UINT8: SCALE_NATIVE(uint8_t); break;
+    case CCB_INT8: SCALE_NATIVE(int8_t); break;
+    case CCB_UINT16: SCALE_NATIVE(uint16_t); break;
+    case CCB_INT16: SCALE_NATIVE(int16_t); break;
+    case CCB_UINT32: SCALE_NATIVE(uint32_t); break;
+    case CCB_INT32: SCALE_NATIVE(int32_t); break;
+    case CCB_INT64: SCALE_NATIVE(int64_t); break;
+    case CCB_UINT64: SCALE_NATIVE(uint64_t); break;
+    case CCB_FLOAT32: SCALE_NATIVE(float); break;
+    case CCB_FLOAT64: SCALE_NATIVE(double); break;
+    case CCB_FLOAT16: SCALE_HALF(f16_to_f32, f32_to_f16); break;
+    case CCB_BFLOAT16: SCALE_HALF(bf16_to_f32, f32_to_bf16); break;
+    default: return CCB_ERR_UNSUPPORTED;
+    }
+    return CCB_OK;
+}
