@@ -34,6 +34,16 @@ class RunConfig:
     command: str = ""
     env: dict = field(default_factory=dict)
     skipped_sizes: list = field(default_factory=list)  # too small for this rank count
+    # Inputs parsed (and validated) from JSON files or specs, owned by
+    # ccbench_kit/inputs/; the harness and collectives only read them.
+    groups: list = field(default_factory=list)      # replica groups: lists of world ranks
+    alltoallv: list = field(default_factory=list)   # per rank: {send_counts, send_displs,
+                                                    #  recv_counts, recv_displs} in elements
+    pairs: list = field(default_factory=list)       # permute: [src, dst] pairs
+    coalesced_ratio: list = field(default_factory=list)  # --coalesced-cc-size-ratio
+    segment_bytes: int = 0    # pipelining segment for chain/segmented algorithms
+    timing: str = ""          # backend timing mode ("" = the backend's default)
+    options: dict = field(default_factory=dict)     # backend-specific options
 
     def validate(self, available_algorithms=None):
         """Normalise names and raise ConfigError for anything wrong."""
