@@ -52,7 +52,7 @@ class CCBAccessor:
     def algbw(self, stat="avg", rank_stat="max"):
         """size / time in GB/s (GB = 1e9 B), dims (algorithm, placement, size)."""
         t = self.time(stat, rank_stat)
-        bw = self._ds["size"] / (t * 1e3)
+        bw = (self._ds["size"] / (t * 1e3)).transpose(*t.dims)
         bw.attrs = {"units": "GB/s", "long_name": f"algbw ({stat} over iterations, {rank_stat} over ranks)"}
         return bw.rename("algbw")
 
