@@ -9,6 +9,7 @@ import re
 import numpy as np
 cimport numpy as cnp
 from libc.stddef cimport size_t
+from libc.stdint cimport int64_t
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from mpi4py cimport MPI
 from mpi4py import MPI as pyMPI
@@ -52,9 +53,12 @@ cdef extern from "ccb.h" nogil:
     int ccb_types_init()
     void ccb_types_finalize()
     const char *ccb_mpi_build_id()
+    ctypedef struct ccb_watch:
+        int64_t *calls
+        int hang_at
     int ccb_time_loop(ccb_coll_fn fn, const ccb_args *args, int nargs,
                       int warmup, int iters, int agg, int blocking,
-                      double *lat_us, double *start_us)
+                      double *lat_us, double *start_us, const ccb_watch *watch)
 
 
 class EngineError(RuntimeError):
@@ -144,7 +148,7 @@ def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
               int dtype, int op, size_t count, int root=0,
               int warmup=5, int iters=20, int agg=1, bint blocking=False,
               size_t segment_bytes=0, sendcounts=None, sdispls=None,
-              recvcounts=None, rdispls=None, peers=None):
+              recvcounts=None, rdispls=None, peers=None, progress=None, int hang_at=-1):
     """Run `warmup` + `iters` iterations of one algorithm; time the latter.
 
     Parameters
@@ -158,6 +162,10 @@ def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
         The engine's enum values (see ``ccbench_kit.dtypes``).
     count : int
         Elements, as the MPI call for this collective counts them.
+    progress : numpy.ndarray of int64, shape (2,), optional
+        Shared memory the launcher's watchdog reads: calls entered, calls left.
+    hang_at : int
+        Test-only fault injection: stall forever before call `hang_at`.
 
     Returns
     -------
@@ -177,6 +185,9 @@ def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
     cdef cnp.ndarray lat = np.empty(iters, dtype=np.float64)
     cdef cnp.ndarray start = np.empty(iters, dtype=np.float64)
     cdef int rc, i
+    cdef ccb_watch watch
+    watch.calls = <int64_t *>_ptr(progress)
+    watch.hang_at = hang_at
     try:
         for i in range(nargs):
             send, recv, scratch = buffers[i]
@@ -197,7 +208,8 @@ def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
             args[i].peers = <const int *>_ptr(vecs[4])
         with nogil:
             rc = ccb_time_loop(alg.fn, args, nargs, warmup, iters, agg, blocking,
-                               <double *>cnp.PyArray_DATA(lat), <double *>cnp.PyArray_DATA(start))
+                               <double *>cnp.PyArray_DATA(lat), <double *>cnp.PyArray_DATA(start),
+                               &watch)
         _check(rc, f"{collective}/{algorithm}")
     finally:
         PyMem_Free(args)
@@ -218,6 +230,6 @@ def loop_overhead(MPI.Comm comm, int iters=10000):
     cdef int rc
     with nogil:
         rc = ccb_time_loop(_noop, &args, 1, 0, iters, 1, 0,
-                           <double *>cnp.PyArray_DATA(lat), <double *>cnp.PyArray_DATA(start))
+                           <double *>cnp.PyArray_DATA(lat), <double *>cnp.PyArray_DATA(start), NULL)
     _check(rc, "loop_overhead")
     return lat

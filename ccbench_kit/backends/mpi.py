@@ -45,8 +45,11 @@ class MPIBackend:
     def alloc(self, nelems, dtype):
         return np.zeros(max(nelems, 1), dtype=dtype.storage)[:nelems]
 
+    def scratch_bytes(self, collective, algorithm, count, dtype, nranks):
+        return self.engine.scratch_bytes(collective, algorithm, count, dtype.itemsize, nranks)
+
     def scratch(self, collective, algorithm, count, dtype, nranks):
-        n = self.engine.scratch_bytes(collective, algorithm, count, dtype.itemsize, nranks)
+        n = self.scratch_bytes(collective, algorithm, count, dtype, nranks)
         return np.empty(n, dtype=np.uint8) if n else None
 
     def upload(self, buf, host):
@@ -56,12 +59,16 @@ class MPIBackend:
         return np.array(buf, copy=True)
 
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root,
-             warmup, iters, agg=1, blocking=False, **vectors):
-        """Per-iteration latency and local start (µs) of one algorithm."""
+             warmup, iters, agg=1, blocking=False, progress=None, hang_at=-1, **vectors):
+        """Per-iteration latency and local start (µs) of one algorithm.
+
+        `progress` (2 int64, shared with the launcher's watchdog) counts the
+        calls entered and left; `hang_at` is test-only fault injection."""
         return self.engine.time_loop(
             self.comm, collective, algorithm, buffers, dtype=dtype.engine, op=op,
             count=count, root=max(root, 0), warmup=warmup, iters=iters, agg=agg,
-            blocking=blocking, segment_bytes=self.segment_bytes, **vectors)
+            blocking=blocking, segment_bytes=self.segment_bytes, progress=progress,
+            hang_at=hang_at, **vectors)
 
     def close(self):
         pass

@@ -1,0 +1,115 @@
+"""Hung ranks, dead ranks, interrupts and oversize: the run ends fast, names
+what went wrong, keeps what was measured, and leaves no process behind."""
+import os
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+import xarray as xr
+
+from conftest import BIN, run_cli
+from ccbench_kit.launch.watchdog import processes_with_env
+
+SWEEP = ["run", "all_reduce", "-r", 3, "-b", 64, "-e", "64K", "-f", 8, "--algorithms", "ring",
+         "-n", 5, "-w", 1, "--non-interactive"]
+
+
+def tagged_env(**extra):
+    tag = uuid.uuid4().hex
+    return tag, {**os.environ, "CCB_TEST_TAG": tag, **extra}
+
+
+def assert_no_leftovers(tag):
+    for _ in range(20):  # mpirun's children may take a moment to be reaped
+        left = processes_with_env("CCB_TEST_TAG", tag)
+        if not left:
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"processes left behind: {left}")
+
+
+def assert_partial(out, nsizes, reason):
+    ds = xr.open_dataset(out)
+    assert ds.attrs["complete"] == "false"
+    assert reason in ds.attrs["incomplete_reason"]
+    assert list(ds["size"].values) == [64, 512][:nsizes]
+    assert ds["latency"].notnull().all()
+
+
+def test_killed_rank_is_named_and_earlier_sizes_kept(tmp_path):
+    tag, env = tagged_env(CCB_FAULT_INJECT="kill:1:4096")
+    out = tmp_path / "k.nc"
+    t0 = time.monotonic()
+    proc = run_cli(*SWEEP, "--timeout", 5, "--out", out, env=env, timeout=120)
+    elapsed = time.monotonic() - t0
+    assert proc.returncode != 0
+    assert "rank 1 on host" in proc.stderr and "died (signal 9)" in proc.stderr
+    assert f"Results for the 2 sizes done before are in {out}" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert elapsed < 5 + 5 + 10  # timeout + 5 s, plus start-up of 3 ranks on 2 cores
+    assert_partial(out, 2, "rank 1 on host")
+    assert_no_leftovers(tag)
+
+
+def test_hung_rank_is_named_within_timeout(tmp_path):
+    tag, env = tagged_env(CCB_FAULT_INJECT="hang:2:4096")
+    out = tmp_path / "h.nc"
+    proc = subprocess.Popen([str(BIN / "ccbench"), *map(str, SWEEP), "--timeout", "4", "--out", str(out)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3
+    # the hang starts at the third size; it must be caught within timeout + 5 s of it
+    assert "timeout: rank 2 (host " in err
+    assert "did not arrive at all_reduce/ring (out-of-place) at size 4096 B" in err
+    assert "within 4 s" in err or "within 5 s" in err
+    assert_partial(out, 2, "timeout: rank 2")
+    assert_no_leftovers(tag)
+
+
+def test_sigterm_saves_and_exits_cleanly(tmp_path):
+    tag, env = tagged_env(CCB_FAULT_INJECT="hang:0:4096")
+    out = tmp_path / "t.nc"
+    argv = [str(BIN / "ccbench"), *map(str, SWEEP), "--out", str(out)]
+    argv.remove("--non-interactive")
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while not out.exists() or xr.open_dataset(out).sizes["size"] < 2:
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted by SIGTERM" in err
+    assert_partial(out, 2, "interrupted by SIGTERM")
+    assert_no_leftovers(tag)
+
+
+def test_oversize_stops_with_earlier_sizes_saved(tmp_path):
+    out = tmp_path / "m.nc"
+    proc = run_cli("run", "all_reduce", "-r", 2, "-b", "1M", "-e", "1T", "-f", 1 << 20,
+                   "-n", 2, "-w", 0, "--non-interactive", "--out", out)
+    assert proc.returncode == 3
+    err = proc.stderr.strip()
+    assert "size 1099511627776 B needs about" in err and "per host (2 ranks) but only" in err
+    assert "--skip-oversize" in err
+    assert xr.open_dataset(out)["size"].values.tolist() == [1 << 20]
+
+    proc = run_cli("run", "all_reduce", "-r", 2, "-b", "1M", "-e", "1T", "-f", 1 << 20,
+                   "-n", 2, "-w", 0, "--non-interactive", "--skip-oversize", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    ds = xr.open_dataset(out)
+    assert ds.attrs["complete"] == "true"
+    assert ds.attrs["skipped_oversize"] == "[1099511627776]"
+
+
+def test_loading_another_schema_version_is_refused(tmp_path):
+    from ccbench_kit.dataset import SchemaError, load
+    path = tmp_path / "v2.nc"
+    xr.Dataset(attrs={"schema": "ccbench/2"}).to_netcdf(path, engine="h5netcdf")
+    with pytest.raises(SchemaError, match=r"not a ccbench/1 results file \(schema attr is 'ccbench/2'\)"):
+        load(path)
+    proc = run_cli("show", path)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
