@@ -1,0 +1,191 @@
+"""Hardware presets: link peaks and typical latencies, each with its source.
+
+The built-in presets live in ``presets.toml`` beside this module.  Users add
+their own in TOML or YAML files of the same shape, found in this order (later
+files override earlier names):
+
+1. the built-ins;
+2. ``~/.config/ccbench/presets.toml`` (or ``$XDG_CONFIG_HOME/ccbench/``);
+3. every file in ``$CCBENCH_PRESETS`` (``os.pathsep``-separated);
+4. files passed as `paths`, or named in ``"FILE#NAME"``.
+
+Files are parsed with ``tomllib`` or ``yaml.safe_load``: data only, never code.
+"""
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+
+BUILTIN = Path(__file__).with_name("presets.toml")
+ENV = "CCBENCH_PRESETS"
+_FIELDS = ("peak_gbps", "alpha_us", "scope", "description", "source", "aliases", "kind")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """One link: `peak_gbps` bounds busbw (GB/s = 1e9 B/s, per rank, per direction)."""
+
+    name: str
+    peak_gbps: float
+    alpha_us: float = 0.0
+    scope: str = ""
+    description: str = ""
+    source: str = ""
+    aliases: tuple = ()
+    kind: str = "fixed"      # "memcpy": peak measured at run time
+    origin: str = ""         # the file it came from
+    measured: str = ""       # how and where a run-time peak was measured
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def alpha(self):
+        """Per-message latency in seconds."""
+        return self.alpha_us * 1e-6
+
+    @property
+    def beta(self):
+        """Seconds per byte, 1 / peak."""
+        return 1.0 / (self.peak_gbps * 1e9)
+
+    def label(self):
+        return f"{self.name} peak {self.peak_gbps:.4g} GB/s"
+
+
+def _user_files():
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    files = [os.path.join(base, "ccbench", name) for name in ("presets.toml", "presets.yaml")]
+    files = [f for f in files if os.path.exists(f)]
+    files += [f for f in os.environ.get(ENV, "").split(os.pathsep) if f]
+    return files
+
+
+def _parse(path):
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise ConfigError(f"{path}: no such presets file", "theory")
+    try:
+        if path.endswith((".yaml", ".yml")):
+            from .._optional import require
+            yaml = require("yaml", "report")
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f) or {}
+        else:
+            import tomllib
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+    except ConfigError:
+        raise
+    except Exception as e:  # tomllib.TOMLDecodeError, yaml.YAMLError
+        raise ConfigError(f"{path}: cannot read presets ({e})", "theory") from e
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a presets file maps names to tables", "theory")
+    return data
+
+
+def _make(name, entry, origin):
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{origin}: preset {name!r} must be a table of fields", "theory")
+    unknown = set(entry) - set(_FIELDS)
+    if unknown:
+        raise ConfigError(f"{origin}: preset {name!r} has unknown field(s) "
+                          f"{', '.join(sorted(unknown))}; fields are {', '.join(_FIELDS)}", "theory")
+    kind = str(entry.get("kind", "fixed"))
+    if kind not in ("fixed", "memcpy"):
+        raise ConfigError(f"{origin}: preset {name!r}: kind must be fixed or memcpy", "theory")
+    peak = entry.get("peak_gbps")
+    if kind == "fixed":
+        if not isinstance(peak, (int, float)) or isinstance(peak, bool) or peak <= 0:
+            raise ConfigError(f"{origin}: preset {name!r} needs peak_gbps > 0 (GB/s)", "theory")
+    alpha = entry.get("alpha_us", 0.0)
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha < 0:
+        raise ConfigError(f"{origin}: preset {name!r}: alpha_us must be a number ≥ 0 (µs)", "theory")
+    return Preset(name=str(name), peak_gbps=float(peak or 0.0), alpha_us=float(alpha),
+                  scope=str(entry.get("scope", "")), description=str(entry.get("description", "")),
+                  source=str(entry.get("source", "")),
+                  aliases=tuple(str(a) for a in entry.get("aliases", ())), kind=kind,
+                  origin=str(origin))
+
+
+def load_file(path):
+    """{name: Preset} from one TOML or YAML file."""
+    return {str(k): _make(k, v, path) for k, v in _parse(path).items()}
+
+
+def available(paths=()):
+    """{name: Preset}: built-ins, then user files, then `paths` (later wins)."""
+    out = {}
+    for f in [BUILTIN, *_user_files(), *paths]:
+        out.update(load_file(f))
+    return out
+
+
+def _key(name):
+    return str(name).strip().lower().replace("_", "-")
+
+
+def get(name, paths=(), ds=None, flag="theory"):
+    """The preset called `name` (or an alias; ``"FILE#NAME"`` reads FILE too).
+
+    A ``memcpy`` preset ("cpu") takes the rate the run recorded in the
+    Dataset's ``memcpy_gbps`` attr when `ds` has one; else it measures this
+    host's memcpy now.
+
+    Raises
+    ------
+    ConfigError
+        Naming `flag` and listing the presets there are.
+    """
+    if isinstance(name, Preset):
+        return name
+    text = str(name)
+    paths = list(paths)
+    if "#" in text:
+        file, text = text.rsplit("#", 1)
+        paths.append(file)
+    presets = available(paths)
+    key = _key(text)
+    found = None
+    for p in reversed(list(presets.values())):  # user files override built-ins
+        if _key(p.name) == key or key in (_key(a) for a in p.aliases):
+            found = p
+            break
+    if found is None:
+        raise ConfigError(f"unknown theory preset {name!r}; choose one of "
+                          f"{', '.join(presets)} or add yours to a presets file "
+                          f"(${ENV})", flag)
+    if found.kind == "memcpy":
+        found = _with_memcpy(found, ds)
+    return found
+
+
+def _with_memcpy(preset, ds):
+    from dataclasses import replace
+    recorded = ds.attrs.get("memcpy_gbps") if ds is not None else None
+    if recorded:
+        return replace(preset, peak_gbps=float(recorded),
+                       measured=f"memcpy recorded by the run on {ds.attrs.get('hosts', 'its host')}")
+    rate = measure_memcpy_gbps()
+    import socket
+    return replace(preset, peak_gbps=rate,
+                   measured=f"memcpy measured now on {socket.gethostname()} (not recorded by the run)")
+
+
+def measure_memcpy_gbps(nbytes=64 << 20, repeats=5):
+    """This host's memcpy rate in GB/s (1e9 B/s): bytes copied / best time."""
+    src = np.ones(nbytes, dtype=np.uint8)
+    dst = np.empty_like(src)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t0)
+    return nbytes / best / 1e9
+
+
+def efficiency(busbw, preset):
+    """Measured busbw (GB/s) / the preset's peak: a fraction (1.0 = the peak)."""
+    return busbw / get(preset).peak_gbps
