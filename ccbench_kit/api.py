@@ -82,6 +82,7 @@ def _itemsize(dtype):
 
 
 def run(collective, nranks=2, sizes=None, *, progress=None, timeout=None, hosts=None,
+        hosts_file=None, nnodes=None, ranks_per_node=None, slurm=None, env=None,
         **options):
     """Benchmark one collective and return its ``ccbench/1`` Dataset.
 
@@ -106,6 +107,15 @@ def run(collective, nranks=2, sizes=None, *, progress=None, timeout=None, hosts=
         Called with a dict per completed size.
     timeout : float, optional
         Seconds for the whole run.
+    hosts, hosts_file, nnodes, ranks_per_node : optional
+        Run on several hosts (``--hosts``, ``--hosts-file``, ``-N``): ranks
+        are placed in equal blocks, in host order (`launch.hosts.place`).
+        Rank 0 writes `out` on the first host: use a shared file system, or
+        run from that host.
+    slurm : bool, dict or `launch.slurm.SlurmOptions`, optional
+        Launch with srun, in an allocation or a new one (``-S``).
+    env : dict, optional
+        Environment variables for the ranks (NCCL_*, OMPI_*...).
 
     Returns
     -------
@@ -115,14 +125,24 @@ def run(collective, nranks=2, sizes=None, *, progress=None, timeout=None, hosts=
     if inside_mpi_job():
         return _run_in_process(collective, sizes, progress=progress, **options)
     cfg = make_config(collective, nranks, sizes, **options)
+    from .launch.command import launcher
+    command = launcher(nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
+                       ranks_per_node=ranks_per_node, slurm=slurm, env=env)
     tmp = None
     if not cfg.out:
         fd, tmp = tempfile.mkstemp(prefix="ccbench-", suffix=".nc")
         os.close(fd)
         cfg.out = tmp
+        if command:  # so that a file rank 0 wrote elsewhere is not mistaken for it
+            os.unlink(tmp)
     from .launch.mpirun import launch
 
-    launch(cfg, on_event=progress, timeout=timeout, hosts=hosts)
+    launch(cfg, on_event=progress, timeout=timeout, command=command, env=env)
+    if command and not os.path.exists(cfg.out):
+        from .errors import RunError
+        raise RunError(f"the run finished but {cfg.out} is not here: rank 0 wrote it on "
+                       "its own host; give --out a path on a shared file system, or "
+                       "launch from the first host")
     ds = load(cfg.out)
     if tmp:
         ds = ds.load()

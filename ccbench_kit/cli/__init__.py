@@ -10,7 +10,7 @@ import sys
 
 from ..errors import CCBenchError
 
-SUBCOMMANDS = ("run", "report", "show")
+SUBCOMMANDS = ("run", "report", "show", "cluster")
 
 
 class _Parser(argparse.ArgumentParser):

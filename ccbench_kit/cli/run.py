@@ -5,6 +5,7 @@ import sys
 from .. import api
 from ..table import format_table
 from ..units import format_size
+from .cluster import add_launch_arguments, launch_options
 
 
 def add_parser(sub):
@@ -38,6 +39,7 @@ def add_parser(sub):
     g = p.add_argument_group("algorithms and backend")
     g.add_argument("--algorithms", default="mpi", help="comma-separated, or all")
     g.add_argument("--backend", default="mpi", help="mpi (CPU) or nccl (GPU)")
+    add_launch_arguments(p)
     g = p.add_argument_group("output")
     g.add_argument("--out", default=None, help="results file (default results/COLL-TIME.nc)")
     g.add_argument("-t", "--stats", nargs="+", default=["avg"], help="avg p50 p99 ...")
@@ -65,7 +67,8 @@ def main(args):
     seed = cfgs[0].seed
     if cfgs[0].check == "random":
         print(f"# check: random, seed {seed}", file=sys.stderr)
-    kw = {**cfg_kw, "seed": seed, "progress": progress, "timeout": args.timeout}
+    kw = {**cfg_kw, "seed": seed, "progress": progress, "timeout": args.timeout,
+          **launch_options(args)}
     if len(cfgs) == 1:
         results = {cfgs[0].collective: api.run(names[0], args.nworkers, cfgs[0].sizes, **kw)}
     else:

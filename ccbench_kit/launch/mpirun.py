@@ -8,7 +8,7 @@ import tempfile
 import threading
 
 from ..errors import RunError
-from . import events
+from . import events, worker
 
 
 def usable_cores():
@@ -18,8 +18,15 @@ def usable_cores():
         return os.cpu_count() or 1
 
 
-def mpirun_command(nranks, argv, hosts=None, mca=None):
-    """The mpirun command line for `nranks` ranks running `argv`."""
+def mpirun_command(nranks, argv, hosts=None, mca=None, hostfile=None, ranks_per_node=None,
+                   export=()):
+    """The mpirun command line for `nranks` ranks running `argv`.
+
+    With `hostfile`, `ranks_per_node` ranks run on each of its hosts in file
+    order (``--map-by ppr:K:node``; a host without ``slots=`` counts its
+    cores, so Open MPI itself sees oversubscription).  `export` names
+    environment variables to pass to ranks on other hosts (``-x``).
+    """
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         raise RunError("mpirun not found: install Open MPI (apt-get install openmpi-bin "
@@ -27,10 +34,14 @@ def mpirun_command(nranks, argv, hosts=None, mca=None):
     cmd = [mpirun, "-np", str(nranks)]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
-    if hosts:
+    if hostfile:
+        cmd += ["--hostfile", hostfile, "--map-by", f"ppr:{ranks_per_node or 1}:node"]
+    elif hosts:
         cmd += ["--host", ",".join(hosts)]
     elif nranks > usable_cores():
         cmd.append("--oversubscribe")
+    for name in export:
+        cmd += ["-x", name]
     for k, v in (mca or {}).items():
         cmd += ["--mca", k, str(v)]
     return cmd + list(argv)
@@ -46,7 +57,7 @@ def mpirun_env():
     return env
 
 
-def launch(cfg, on_event=None, timeout=None, hosts=None):
+def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None):
     """Run `cfg` on `cfg.nranks` ranks under mpirun; return the Dataset path.
 
     Parameters
@@ -57,16 +68,24 @@ def launch(cfg, on_event=None, timeout=None, hosts=None):
         Called with each progress event (dicts, see `events`).
     timeout : float, optional
         Seconds for the whole job; past it the job is killed.
+    command : callable, optional
+        ``command(argv)`` gives the whole launcher command line (a placement
+        on several hosts, srun); default ``mpirun -np N`` here or on `hosts`.
+    env : dict, optional
+        Variables added to the launcher's environment (NCCL_*, OMPI_*...).
     """
     fd, cfg_path = tempfile.mkstemp(prefix="ccbench-", suffix=".json")
     with os.fdopen(fd, "w") as f:
         f.write(cfg.to_json())
-    argv = [sys.executable, "-m", "ccbench_kit.launch.worker", cfg_path]
-    cmd = mpirun_command(cfg.nranks, argv, hosts=hosts)
+    # Ranks on other hosts can't read our /tmp: they get the config inline.
+    argv = [sys.executable, "-m", "ccbench_kit.launch.worker",
+            worker.inline_config(cfg) if command else cfg_path]
+    cmd = command(argv) if command else mpirun_command(cfg.nranks, argv, hosts=hosts)
     errors, tail = [], []
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env=mpirun_env(), start_new_session=True)
+                                text=True, env={**mpirun_env(), **(env or {})},
+                                start_new_session=True)
 
         def pump(stream, is_stdout):
             for line in stream:

@@ -4,18 +4,35 @@ Rank 0 saves the Dataset after every size, so a crash keeps what was done.
 An error on any rank is reported as an event and aborts the job, so the
 other ranks are not left waiting inside a collective.
 """
+import base64
 import sys
 import traceback
+import zlib
 
 from ..config import RunConfig
 from ..errors import CCBenchError
 from . import events
 
 
+_INLINE = "json64:"
+
+
+def inline_config(cfg):
+    """`cfg` as one command-line word, for ranks that can't read our files."""
+    return _INLINE + base64.urlsafe_b64encode(zlib.compress(cfg.to_json().encode())).decode()
+
+
+def read_config(arg):
+    """The RunConfig in `arg`: a file path or an `inline_config` word."""
+    if arg.startswith(_INLINE):
+        return RunConfig.from_json(zlib.decompress(base64.urlsafe_b64decode(arg[len(_INLINE):])))
+    with open(arg) as f:
+        return RunConfig.from_json(f.read())
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0]) as f:
-        cfg = RunConfig.from_json(f.read())
+    cfg = read_config(argv[0])
     from mpi4py import MPI
 
     world = MPI.COMM_WORLD

@@ -1,0 +1,73 @@
+"""Which launcher starts the ranks: mpirun here, mpirun across hosts, or srun."""
+import os
+import tempfile
+import weakref
+
+from ..errors import ConfigError
+from . import hosts as _hosts
+
+
+def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node=None,
+             slurm=None, env=None):
+    """A ``command(argv)`` building the whole launch command, or None for plain
+    ``mpirun -np N`` on this machine.
+
+    Parameters
+    ----------
+    hosts, hosts_file, nnodes, ranks_per_node
+        See `hosts.place`.  With `slurm`, hosts become srun's ``--nodelist``.
+    slurm : bool, dict or `slurm.SlurmOptions`, optional
+        Launch with srun (nccom-test's ``-S``).
+    env : dict, optional
+        Variables the ranks need on every host (exported with ``-x``).
+    """
+    if slurm:
+        from . import slurm as _slurm
+
+        opts = _slurm.as_options(slurm)
+        names = None
+        if hosts or hosts_file:
+            if hosts and hosts_file:
+                raise ConfigError("give --hosts or --hosts-file, not both", "--hosts")
+            found = _hosts.read_hostfile(hosts_file) if hosts_file else \
+                _hosts.parse_hosts(hosts)
+            names = [h.name for h in found]
+        if nnodes is None:
+            nnodes = len(names) if names else (
+                -(-nranks // ranks_per_node) if ranks_per_node else 1)
+        if ranks_per_node is not None and ranks_per_node * nnodes != nranks:
+            raise ConfigError(f"{ranks_per_node} ranks per node x {nnodes} nodes is not "
+                              f"-r {nranks}", "--ranks-per-node")
+        if names and nnodes > len(names):
+            raise ConfigError(f"{nnodes} nodes asked for but only {len(names)} hosts given",
+                              "-N/--nnodes")
+
+        def srun(argv):
+            return _slurm.srun_command(nranks, argv, opts, nnodes=nnodes,
+                                       hosts=names[:nnodes] if names else None)
+        srun([])  # raise bad options now, not at launch
+        _slurm.require_tools(*_slurm.tools_needed(opts))
+        return srun
+    placement = _hosts.place(nranks, hosts, hosts_file, nnodes, ranks_per_node)
+    if placement is None:
+        return None
+    from .mpirun import mpirun_command
+    export = sorted(env or {})
+    fd, hostfile = tempfile.mkstemp(prefix="ccbench-hosts-", suffix=".txt")
+    os.close(fd)
+    _hosts.write_hostfile(placement.hosts, hostfile)
+
+    def mpirun(argv):
+        return mpirun_command(nranks, argv, hostfile=hostfile,
+                              ranks_per_node=placement.ranks_per_node, export=export)
+    # the host file lives as long as the command that names it
+    weakref.finalize(mpirun, _unlink, hostfile)
+    mpirun.placement = placement
+    return mpirun
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

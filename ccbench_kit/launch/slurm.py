@@ -1,0 +1,233 @@
+"""Slurm: srun inside an allocation, a new one with salloc, or a batch job.
+
+As nccom-test's ``-S/--slurm-mode``: with ``--slurm-job-id`` the ranks run
+as a step of that job (``srun --jobid``); inside an allocation (SLURM_JOB_ID
+set) as a step of it; otherwise ``salloc`` makes a new allocation for the
+run.  ``--slurm-setup-script`` runs once on every node before the ranks.
+Suites submit one ``sbatch`` job per combination (`sbatch_script`).
+"""
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError, RunError
+
+_JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
+
+
+@dataclass
+class SlurmOptions:
+    """How to run under Slurm.
+
+    Parameters
+    ----------
+    job_id : str, optional
+        An existing allocation (``--slurm-job-id``); default the one this
+        process runs in (SLURM_JOB_ID), else a new one.
+    setup_script : str, optional
+        Run on each node before the ranks (``--slurm-setup-script``).
+    partition, time_limit, account : str, optional
+        For a new allocation or batch job (``-p``, ``-t``, ``-A``).
+    mpi : str, optional
+        srun's ``--mpi`` plugin (``pmix`` for Open MPI 4/5); default the
+        cluster's MpiDefault.
+    srun_args : list of str
+        More srun options, passed as they are.
+    """
+
+    job_id: str = None
+    setup_script: str = None
+    partition: str = None
+    time_limit: str = None
+    account: str = None
+    mpi: str = None
+    srun_args: list = field(default_factory=list)
+
+    def validate(self):
+        if self.job_id is not None:
+            self.job_id = str(self.job_id).strip()
+            if not _JOB_ID.match(self.job_id):
+                raise ConfigError(f"{self.job_id!r} is not a Slurm job id (digits, or "
+                                  "ARRAYJOB_TASK)", "--slurm-job-id")
+        if self.setup_script:
+            path = os.path.abspath(self.setup_script)
+            if not os.path.isfile(path):
+                raise ConfigError(f"{self.setup_script}: no such file", "--slurm-setup-script")
+            self.setup_script = path
+        return self
+
+    def allocation(self, environ=None):
+        """The job to run in: `job_id`, else this process's allocation, else None."""
+        environ = os.environ if environ is None else environ
+        return self.job_id or environ.get("SLURM_JOB_ID") or None
+
+
+def as_options(slurm):
+    """SlurmOptions from True, a dict or SlurmOptions (validated)."""
+    if isinstance(slurm, SlurmOptions):
+        return slurm.validate()
+    if slurm is True:
+        return SlurmOptions().validate()
+    if isinstance(slurm, dict):
+        unknown = set(slurm) - set(SlurmOptions.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"unknown Slurm option(s) {', '.join(sorted(unknown))}; use "
+                              + ", ".join(SlurmOptions.__dataclass_fields__), "slurm")
+        return SlurmOptions(**slurm).validate()
+    raise ConfigError(f"cannot read Slurm options from {slurm!r}", "-S/--slurm-mode")
+
+
+def require_tools(*tools):
+    """Raise RunError naming the first Slurm command missing from PATH."""
+    for tool in tools:
+        if shutil.which(tool) is None:
+            raise RunError(f"-S/--slurm-mode: {tool} not found on PATH; run on a Slurm "
+                           "login node (or inside an allocation), or drop -S to launch "
+                           "with mpirun")
+
+
+def tools_needed(opts, environ=None):
+    """The Slurm commands `srun_command` will run: srun, and salloc without
+    an allocation."""
+    return ("srun",) if as_options(opts).allocation(environ) else ("salloc", "srun")
+
+
+def _split(nranks, nnodes):
+    if not isinstance(nnodes, int) or nnodes < 1:
+        raise ConfigError(f"must be a positive integer, got {nnodes!r}", "-N/--nnodes")
+    if nranks % nnodes:
+        raise ConfigError(f"{nranks} ranks don't divide evenly among {nnodes} nodes; "
+                          "use a multiple of the node count", "-r/--nworkers")
+    return nranks // nnodes
+
+
+def _alloc_args(opts, nnodes):
+    args = ["--nodes", str(nnodes)]
+    for flag, value in (("--partition", opts.partition), ("--time", opts.time_limit),
+                        ("--account", opts.account)):
+        if value:
+            args += [flag, str(value)]
+    return args
+
+
+def srun_command(nranks, argv, opts, nnodes=1, hosts=None, environ=None):
+    """The command that runs `argv` as `nranks` ranks on `nnodes` nodes.
+
+    Inside an allocation: ``srun --jobid J ...``.  Without one: ``salloc ...``
+    around the steps.  A setup script makes it ``sh -c 'srun setup && exec
+    srun ranks'`` so that both steps share the allocation.  Commands are
+    found on PATH when run (see `require_tools`).
+    """
+    opts = as_options(opts)
+    per_node = _split(nranks, nnodes)
+    job = opts.allocation(environ)
+    srun = "srun"
+    step = [srun]
+    if job:
+        step += ["--jobid", job]
+    step += ["--nodes", str(nnodes), "--ntasks", str(nranks),
+             "--ntasks-per-node", str(per_node), "--kill-on-bad-exit=1"]
+    if hosts:
+        step += ["--nodelist", ",".join(hosts)]
+    if opts.mpi:
+        step.append(f"--mpi={opts.mpi}")
+    step += list(opts.srun_args)
+    ranks = step + list(argv)
+    if opts.setup_script:
+        setup = [srun] + (["--jobid", job] if job else []) + [
+            "--nodes", str(nnodes), "--ntasks", str(nnodes), "--ntasks-per-node", "1"] \
+            + (["--nodelist", ",".join(hosts)] if hosts else []) + [opts.setup_script]
+        inner = ["sh", "-c", f"{shlex.join(setup)} && exec {shlex.join(ranks)}"]
+    else:
+        inner = ranks
+    if job:
+        return inner
+    return ["salloc"] + _alloc_args(opts, nnodes) + \
+        ["--ntasks-per-node", str(per_node), "--job-name", "ccbench"] + inner
+
+
+# -- batch jobs (suites) ---------------------------------------------------
+
+def sbatch_script(argv, opts, nranks, nnodes=1, job_name="ccbench", output=None,
+                  env=None, workdir=None):
+    """The text of an sbatch script that runs `argv` on `nranks` ranks.
+
+    `env` is exported before the ranks start (a suite's environment
+    variant); `output` is Slurm's log file (``%j`` = job id).
+    """
+    opts = as_options(opts)
+    per_node = _split(nranks, nnodes)
+    if not re.match(r"^[\w.\-]+$", job_name):
+        raise ConfigError(f"job name {job_name!r}: use letters, digits, . _ -", "name")
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nnodes}",
+             f"#SBATCH --ntasks-per-node={per_node}", "#SBATCH --exclusive"]
+    for flag, value in (("partition", opts.partition), ("time", opts.time_limit),
+                        ("account", opts.account), ("output", output),
+                        ("chdir", workdir)):
+        if value:
+            lines.append(f"#SBATCH --{flag}={value}")
+    lines += ["set -euo pipefail"]
+    for k, v in sorted((env or {}).items()):
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
+            raise ConfigError(f"{k!r} is not an environment variable name", "env")
+        lines.append(f"export {k}={shlex.quote(str(v))}")
+    srun = ["srun", "--nodes", str(nnodes), "--ntasks", str(nranks),
+            "--ntasks-per-node", str(per_node), "--kill-on-bad-exit=1"]
+    if opts.mpi:
+        srun.append(f"--mpi={opts.mpi}")
+    srun += list(opts.srun_args)
+    if opts.setup_script:
+        lines.append(shlex.join(["srun", "--ntasks-per-node", "1", opts.setup_script]))
+    lines.append(shlex.join(srun + list(argv)))
+    return "\n".join(lines) + "\n"
+
+
+def submit(script_path):
+    """``sbatch --parsable SCRIPT``; the job id."""
+    require_tools("sbatch")
+    proc = subprocess.run(["sbatch", "--parsable", os.fspath(script_path)],
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise RunError(f"sbatch {script_path} failed ({proc.returncode}): "
+                       f"{proc.stderr.strip() or proc.stdout.strip()}")
+    job = proc.stdout.strip().split(";")[0]
+    if not _JOB_ID.match(job):
+        raise RunError(f"sbatch {script_path} printed {proc.stdout.strip()!r}, not a job id")
+    return job
+
+
+def job_states(job_ids):
+    """{job id: state} from squeue (pending, running) and sacct (finished).
+
+    Jobs neither knows are left out.
+    """
+    job_ids = [str(j) for j in job_ids]
+    if not job_ids:
+        return {}
+    states = {}
+    require_tools("squeue")
+    proc = subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)],
+                          capture_output=True, text=True, timeout=60)
+    # squeue fails for an id that left the queue; sacct still knows it
+    if proc.returncode == 0:
+        states.update(_two_columns(proc.stdout))
+    missing = [j for j in job_ids if j not in states]
+    sacct = shutil.which("sacct")
+    if missing and sacct:
+        proc = subprocess.run([sacct, "-n", "-X", "-P", "-o", "JobID,State", "-j",
+                               ",".join(missing)], capture_output=True, text=True, timeout=60)
+        if proc.returncode == 0:
+            states.update(_two_columns(proc.stdout.replace("|", " ")))
+    return {j: states[j] for j in job_ids if j in states}
+
+
+def _two_columns(text):
+    out = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            out[parts[0]] = parts[1].split()[0]
+    return out
