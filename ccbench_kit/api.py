@@ -81,9 +81,9 @@ def _itemsize(dtype):
     return get_dtype(dtype).itemsize
 
 
-def run(collective, nranks=2, sizes=None, *, progress=None, timeout=None, hosts=None,
+def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hosts=None,
         hosts_file=None, nnodes=None, ranks_per_node=None, slurm=None, env=None,
-        **options):
+        client=None, **options):
     """Benchmark one collective and return its ``ccbench/1`` Dataset.
 
     Parameters
@@ -91,8 +91,9 @@ def run(collective, nranks=2, sizes=None, *, progress=None, timeout=None, hosts=
     collective : str
         ``all_reduce``, ``allr``, ``all_gather``... (see `ccbench_kit.collectives`).
     nranks : int
-        Ranks to start with mpirun on this machine. Ignored in-process, where the
-        job's own size is used.
+        Ranks to start with mpirun on this machine (default 2), or the first
+        `nranks` workers of `client`'s cluster (default all). Ignored
+        in-process, where the job's own size is used.
     sizes : list of int or str, optional
         Sizes in bytes (``"64M"`` style accepted); else `minbytes`, `maxbytes`
         and `stepfactor` or `stepbytes` make a sweep, as ``-b -e -f -i`` do.
@@ -116,14 +117,24 @@ def run(collective, nranks=2, sizes=None, *, progress=None, timeout=None, hosts=
         Launch with srun, in an allocation or a new one (``-S``).
     env : dict, optional
         Environment variables for the ranks (NCCL_*, OMPI_*...).
+    client : distributed.Client, optional
+        Run on the workers of a Dask-MPI cluster (``ccbench cluster start``);
+        see `launch.dask`.  `timeout` is then the whole sweep's, and
+        `progress` defaults to a progress bar in a notebook.
 
     Returns
     -------
     xarray.Dataset
         On rank 0 when run in-process inside an MPI job; None on other ranks.
     """
+    if client is not None:
+        from .launch import dask as _dask
+        workers = _dask.worker_ranks(client, nranks)
+        cfg = make_config(collective, len(workers), sizes, **options)
+        return _dask.run_on_workers(client, workers, cfg, progress=progress, timeout=timeout)
     if inside_mpi_job():
         return _run_in_process(collective, sizes, progress=progress, **options)
+    nranks = 2 if nranks is None else nranks
     cfg = make_config(collective, nranks, sizes, **options)
     from .launch.command import launcher
     command = launcher(nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
@@ -150,7 +161,7 @@ def run(collective, nranks=2, sizes=None, *, progress=None, timeout=None, hosts=
     return ds
 
 
-def run_many(collectives_, nranks=2, sizes=None, *, out=None, **options):
+def run_many(collectives_, nranks=None, sizes=None, *, out=None, **options):
     """Run several collectives one after another; {collective: Dataset}.
 
     With `out`, every collective lands in that one file (the first in the
