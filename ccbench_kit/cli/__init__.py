@@ -10,7 +10,7 @@ import sys
 
 from ..errors import CCBenchError
 
-SUBCOMMANDS = ("run", "report", "show", "cluster")
+SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,7 +24,7 @@ def build_parser():
     parser.add_argument("--version", action="version", version=f"ccbench_kit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in SUBCOMMANDS:
-        importlib.import_module(f"{__name__}.{name.replace('-', '_')}").add_parser(sub)
+        importlib.import_module(f"{__name__}.{name.replace('-', '_')}{'_' if name == 'import' else ''}").add_parser(sub)
     return parser
 
 

@@ -97,3 +97,12 @@ class CCBAccessor:
     def avg_busbw(self, stat="avg", rank_stat="max"):
         """Mean busbw over every row, as nccl-tests' "Avg bus bandwidth"."""
         return float(np.nanmean(self.busbw(stat, rank_stat).values))
+
+    # -- comparison ---------------------------------------------------------
+    def compare(self, other, **kwargs):
+        """busbw of this run relative to `other` (a baseline) per size, with a
+        bootstrap confidence interval where both have per-iteration data and
+        a verdict (faster / slower / indistinguishable); see
+        `ccbench_kit.compare.compare` for the options.  Returns a Dataset."""
+        from ..compare import compare  # a layer above dataset: import on use
+        return compare(self._ds, other, **kwargs)

@@ -1,0 +1,106 @@
+"""``ccbench compare BASELINE RUN [RUN...]``: each run against the baseline.
+
+Per size: the busbw ratio RUN / BASELINE, a bootstrap confidence interval
+when both have per-iteration data (else the plain ratio, said so), and a
+verdict.  ``--min-ratio 0.9`` exits 1 when any size falls below (cluster
+acceptance).  Inputs are ccbench .nc files or any importable baseline.
+"""
+import sys
+import warnings
+
+from ..compare import below, compare_parts, format_comparison, plot_comparison, to_frame
+from ..errors import ConfigError
+from ..importers import ReportedMismatchWarning, open_any
+from ..units import parse_size
+
+
+def add_parser(sub):
+    p = sub.add_parser("compare", help="compare runs with a baseline (ratio, CI, verdict)",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("baseline", help="the reference: a .nc results file or a baseline log/JSON")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="results to compare with it")
+    p.add_argument("--min-ratio", type=float,
+                   help="exit 1 if any size's busbw ratio run/baseline is below this")
+    p.add_argument("--stat", default="avg", help="statistic over iterations (avg, min, median, pNN)")
+    p.add_argument("--rank-stat", default="max", choices=("max", "min", "mean"),
+                   help="reduction over ranks of each iteration (default max)")
+    p.add_argument("-b", "--minbytes", help="smallest size to compare (e.g. 1M)")
+    p.add_argument("-e", "--maxbytes", help="largest size to compare (e.g. 1G)")
+    p.add_argument("--algorithm", action="append", metavar="RUN[=BASE]",
+                   help="algorithm pair to compare (repeatable); default: same names, "
+                   "else each against the baseline's only one")
+    p.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
+    p.add_argument("--bootstrap", type=int, default=2000, help="resamples (default 2000)")
+    p.add_argument("--tolerance", type=float, default=0.03,
+                   help="plain ratios within 1±this are indistinguishable (default 0.03)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--csv", help="also write the comparison table to this CSV")
+    p.add_argument("--plot", help="also write a plot (PNG/SVG/PDF) of each comparison; "
+                   "several comparisons get -1, -2... before the suffix")
+    p.add_argument("--collective", help="collective of baseline files that do not name it")
+    p.add_argument("--nranks", type=int, help="rank count of baseline files that do not say it")
+    p.set_defaults(func=main)
+
+
+def _algorithms(items):
+    if not items:
+        return None
+    return [tuple(i.split("=", 1)) if "=" in i else (i, i) for i in items]
+
+
+def _plot_path(path, k, n):
+    if n == 1:
+        return path
+    stem, dot, ext = path.rpartition(".")
+    return f"{stem}-{k}.{ext}" if dot else f"{path}-{k}"
+
+
+def main(args):
+    if args.bootstrap < 100:
+        raise ConfigError("use at least 100 resamples", "--bootstrap")
+    opts = dict(stat=args.stat, rank_stat=args.rank_stat, algorithms=_algorithms(args.algorithm),
+                confidence=args.confidence, n_boot=args.bootstrap, tolerance=args.tolerance,
+                seed=args.seed,
+                minbytes=parse_size(args.minbytes, "-b/--minbytes") if args.minbytes else None,
+                maxbytes=parse_size(args.maxbytes, "-e/--maxbytes") if args.maxbytes else None)
+    hints = dict(collective=args.collective, nranks=args.nranks)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ReportedMismatchWarning)
+        base = open_any(args.baseline, **hints)
+        runs = [(path, open_any(path, **hints)) for path in args.runs]
+    for w in caught:
+        print(f"ccbench: warning: {w.message}", file=sys.stderr)
+    results = []
+    for path, parts in runs:
+        for rname, bname, res in compare_parts(parts, base, run_label=path,
+                                               baseline_label=args.baseline, **opts):
+            results.append((path, rname, bname, res))
+    failing = []
+    frames = []
+    for path, rname, bname, res in results:
+        print(f"## {path} [{rname}] vs {args.baseline} [{bname}]")
+        for line in format_comparison(res):
+            print(line)
+        print()
+        if args.min_ratio is not None:
+            failing += [(path, *hit) for hit in below(res, args.min_ratio)]
+        if args.csv:
+            frames.append(to_frame(res, path, args.baseline))
+    if args.csv:
+        import pandas as pd
+        pd.concat(frames, ignore_index=True).to_csv(args.csv, index=False)
+        print(f"# wrote {args.csv}")
+    if args.plot:
+        for k, (_, _, _, res) in enumerate(results, 1):
+            out = _plot_path(args.plot, k, len(results))
+            plot_comparison(res, min_ratio=args.min_ratio).savefig(out)
+            print(f"# wrote {out}")
+    if args.min_ratio is not None:
+        if failing:
+            print(f"FAILED: {len(failing)} size(s) below the minimum busbw ratio "
+                  f"{args.min_ratio:g}:")
+            for path, alg, pl, size, ratio in failing:
+                print(f"  {path} {alg} {pl} {size} B: ratio {ratio:.3f}")
+            return 1
+        print(f"PASSED: every size is at or above the minimum busbw ratio {args.min_ratio:g}")
+    return 0

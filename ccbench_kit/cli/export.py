@@ -1,0 +1,50 @@
+"""``ccbench export FILE... --csv [OUT]``: results as CSV, one row per
+(collective, algorithm, placement, size) with time statistics, algbw, busbw.
+
+``--aws-naming DIR`` writes one CSV per collective into DIR, named as the AWS
+nccl-tests recipe names its results
+(``nccl_{nodes}_{mode}_{op}_{pattern}[_topo]_{timestamp}_results.csv``).
+"""
+from ..errors import ConfigError
+from ..export import DEFAULT_STATS, write_aws, write_csv
+from ..importers import open_any, unique_names
+
+
+def add_parser(sub):
+    p = sub.add_parser("export", help="results (or baselines) as CSV",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="+", metavar="FILE", help=".nc results or baseline files")
+    p.add_argument("--csv", nargs="?", const="-", metavar="OUT",
+                   help="write one CSV (default: standard output)")
+    p.add_argument("--aws-naming", metavar="DIR",
+                   help="write one CSV per collective into DIR with the AWS recipe's names")
+    p.add_argument("--mode", default="ami", choices=("ami", "container"),
+                   help="the {mode} of the AWS name (default ami)")
+    p.add_argument("--pattern", help="the {pattern} of the AWS name (default: the run's "
+                   "NCCL_TESTS_SPLIT mask, else 0x0)")
+    p.add_argument("--topo", action="store_true", help="add _topo to the AWS name")
+    p.add_argument("--nodes", type=int, help="the {nodes} of the AWS name (default: hosts)")
+    p.add_argument("-t", "--stats", nargs="+", default=list(DEFAULT_STATS),
+                   help="time statistics; the first sets algbw/busbw (default avg min max p50 p99 std)")
+    p.add_argument("--rank-stat", default="max", choices=("max", "min", "mean"))
+    p.add_argument("--collective", help="collective of baseline files that do not name it")
+    p.add_argument("--nranks", type=int, help="rank count of baseline files that do not say it")
+    p.set_defaults(func=main)
+
+
+def main(args):
+    if args.csv is None and args.aws_naming is None:
+        raise ConfigError("say where: --csv [OUT] or --aws-naming DIR", "--csv")
+    datasets = []
+    for path in args.files:
+        datasets.extend(open_any(path, collective=args.collective, nranks=args.nranks).values())
+    parts = unique_names(datasets)
+    if args.csv is not None:
+        frame = write_csv(parts, args.csv, args.stats, args.rank_stat)
+        if args.csv != "-":
+            print(f"# wrote {len(frame)} rows to {args.csv}")
+    if args.aws_naming:
+        for path in write_aws(parts, args.aws_naming, args.mode, args.pattern, args.topo,
+                              args.nodes, args.stats, args.rank_stat):
+            print(f"# wrote {path}")
+    return 0

@@ -1,0 +1,58 @@
+"""``ccbench import FILE... [-o out.nc]``: baselines into one results file.
+
+Reads nccl-tests logs and ``-J`` JSON, nccom-test tables and JSON and the
+AllgatherP bench table (found by content), prints what each file held, and
+writes them all to one ``ccbench/1`` file that ``show``, ``compare`` and
+``report`` take like a run of the kit.
+"""
+import sys
+import warnings
+
+from ..dataset import save
+from ..importers import ReportedMismatchWarning, open_any, unique_names
+from ..table import format_table
+
+
+def add_parser(sub):
+    p = sub.add_parser("import", help="import nccl-tests / nccom-test / AllgatherP outputs",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="+", metavar="FILE", help="logs or JSON files to import")
+    p.add_argument("-o", "--out", help="write every imported result set to this .nc file")
+    p.add_argument("--collective", help="collective of files that do not name it "
+                   "(nccom-test output, old nccl-tests logs)")
+    p.add_argument("--nranks", type=int, help="rank count of files that do not say it")
+    p.add_argument("--partial", action="store_true",
+                   help="keep the complete rows of a truncated table (marked incomplete)")
+    p.add_argument("--table", action="store_true", help="also print each table")
+    p.set_defaults(func=main)
+
+
+def main(args):
+    datasets = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ReportedMismatchWarning)
+        for path in args.files:
+            parts = open_any(path, collective=args.collective, nranks=args.nranks,
+                             partial=args.partial)
+            datasets.extend(parts.values())
+    for w in caught:
+        print(f"ccbench: warning: {w.message}", file=sys.stderr)
+    parts = unique_names(datasets)
+    for name, ds in parts.items():
+        a = ds.attrs
+        sizes = ds["size"].values
+        span = f"{int(sizes.min())}..{int(sizes.max())} B" if len(sizes) else "no sizes"
+        print(f"# {name}: {a.get('source')} ({a.get('format')}), {a.get('collective')} "
+              f"{a.get('dtype') or '?'} {a.get('nranks')} ranks, {len(sizes)} sizes {span}, "
+              f"algorithms {', '.join(map(str, ds['algorithm'].values))}"
+              + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE"))
+        print(f"#   check: {a.get('reported_check')}")
+        if a.get("reported_bw_unit"):
+            print(f"#   bandwidth unit: {a['reported_bw_unit']}")
+        if args.table:
+            for line in format_table(ds):
+                print(line)
+    if args.out:
+        save(parts, args.out)
+        print(f"# wrote {len(parts)} result set{'s' if len(parts) != 1 else ''} to {args.out}")
+    return 0

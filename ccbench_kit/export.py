@@ -1,0 +1,150 @@
+"""Results as CSV: one row per (collective, algorithm, placement, size) with
+time statistics (µs), algbw and busbw (GB/s), for spreadsheets and for the
+AWS nccl-tests recipe's tooling (its file naming,
+``nccl_{nodes}_{mode}_{op}_{pattern}[_topo]_{timestamp}_results.csv``).
+"""
+import datetime
+import json
+import os
+
+import numpy as np
+
+from .dataset.schema import attr_json
+from .dataset.stats import check_stat
+from .errors import ConfigError
+
+DEFAULT_STATS = ("avg", "min", "max", "p50", "p99", "std")
+
+
+def _col(stat):
+    return f"time_{stat}_us"
+
+
+def summary_frame(ds, stats=DEFAULT_STATS, rank_stat="max", name=None):
+    """A pandas DataFrame: one row per (algorithm, placement, size).
+
+    algbw and busbw use the first of `stats` (avg by default); time columns
+    are `stat` over iterations of the `rank_stat` over ranks.  Imported
+    baselines also get the printed ``reported_*`` numbers (their mean when
+    nccl-tests repeated the sweep with -N).
+    """
+    import pandas as pd
+
+    stats = [check_stat(s, "-t/--stats") for s in stats]
+    if "std" == stats[0]:
+        raise ConfigError("the first statistic sets algbw and busbw; std cannot", "-t/--stats")
+    a = ds.attrs
+    times = {s: np.asarray(ds.ccb.time(s, rank_stat).transpose("algorithm", "placement", "size").values,
+                           dtype=float) for s in stats}
+    alg = np.asarray(ds.ccb.algbw(stats[0], rank_stat).transpose("algorithm", "placement", "size").values,
+                     dtype=float)
+    factor = ds.ccb.bus_factor
+    it = ds.ccb.iteration_time(rank_stat)
+    n_iter = np.asarray(np.isfinite(it).sum("iteration").transpose("algorithm", "placement", "size").values)
+    wrong = np.asarray(ds["wrong"].transpose("algorithm", "placement", "size").values)
+    reported = {}
+    for v in ("reported_time", "reported_algbw", "reported_busbw"):
+        if v in ds:
+            da = ds[v].mean("cycle") if "cycle" in ds[v].dims else ds[v]
+            reported[v] = np.asarray(da.transpose("algorithm", "placement", "size").values, dtype=float)
+    rows = []
+    for ai, alg_name in enumerate(ds["algorithm"].values):
+        for pi, pl in enumerate(ds["placement"].values):
+            for si, size in enumerate(ds["size"].values):
+                row = {"collective": a.get("collective", ""), "dtype": a.get("dtype", ""),
+                       "op": a.get("op", ""), "nranks": a.get("nranks", ""),
+                       "algorithm": str(alg_name), "placement": str(pl), "size": int(size),
+                       "count": int(ds["count"].values[si]), "iterations": int(n_iter[ai, pi, si])}
+                for s in stats:
+                    row[_col(s)] = times[s][ai, pi, si]
+                row["algbw_GBps"] = alg[ai, pi, si]
+                row["busbw_GBps"] = alg[ai, pi, si] * factor
+                row["wrong"] = int(wrong[ai, pi, si])
+                for v, arr in reported.items():
+                    row[v] = arr[ai, pi, si]
+                row["source"] = a.get("source", "") or name or ""
+                rows.append(row)
+    df = pd.DataFrame(rows)
+    df.attrs["time"] = f"{', '.join(stats)} over iterations of the {rank_stat} over ranks"
+    return df
+
+
+def write_csv(parts, path, stats=DEFAULT_STATS, rank_stat="max"):
+    """Every result set in `parts` ({name: Dataset}) into one CSV (``-`` = stdout)."""
+    import sys
+
+    import pandas as pd
+    frame = pd.concat([summary_frame(ds, stats, rank_stat, name) for name, ds in parts.items()],
+                      ignore_index=True)
+    if path in (None, "-"):
+        frame.to_csv(sys.stdout, index=False)
+    else:
+        frame.to_csv(path, index=False)
+    return frame
+
+
+# -- the AWS recipe's naming ----------------------------------------------------
+
+def _nodes(ds):
+    hosts = attr_json(ds, "hosts", []) or []
+    if not hosts and "host" in ds.coords:
+        hosts = sorted({str(h) for h in ds["host"].values} - {""})
+    return len(set(hosts)) if hosts else "unknown"
+
+
+def _pattern(ds):
+    env = attr_json(ds, "env", {}) or {}
+    if not isinstance(env, dict):
+        return "0x0"
+    for key in ("NCCL_TESTS_SPLIT_MASK", "NCCL_TESTS_SPLIT"):
+        if env.get(key):
+            return str(env[key]).replace(" ", "").replace("&", "AND")
+    return "0x0"
+
+
+def _timestamp(ds):
+    created = str(ds.attrs.get("created", ""))
+    try:
+        when = datetime.datetime.fromisoformat(created)
+    except ValueError:
+        when = datetime.datetime.now()
+    return when.strftime("%Y%m%d_%H%M%S")
+
+
+def aws_filename(ds, mode="ami", pattern=None, topo=False, nodes=None):
+    """``nccl_{nodes}_{mode}_{op}_{pattern}[_topo]_{timestamp}_results.csv``.
+
+    op is the recipe's spelling (allreduce, allgather, reducescatter...);
+    nodes the number of distinct hosts; pattern the NCCL_TESTS_SPLIT mask
+    (0x0 when none); timestamp the run's ``created`` time.
+    """
+    if mode not in ("ami", "container"):
+        raise ConfigError(f"mode must be ami or container, got {mode!r}", "--mode")
+    op = str(ds.attrs.get("collective", "unknown")).replace("_", "")
+    parts = ["nccl", str(nodes if nodes is not None else _nodes(ds)), mode, op,
+             pattern or _pattern(ds)]
+    if topo:
+        parts.append("topo")
+    parts += [_timestamp(ds), "results"]
+    return "_".join(parts) + ".csv"
+
+
+def write_aws(parts, folder, mode="ami", pattern=None, topo=False, nodes=None,
+              stats=DEFAULT_STATS, rank_stat="max"):
+    """One CSV per result set in `folder`, named as the AWS recipe names them."""
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    for name, ds in parts.items():
+        fname = aws_filename(ds, mode, pattern, topo, nodes)
+        path = os.path.join(folder, fname)
+        if path in written:
+            stem = fname[:-len("_results.csv")]
+            path = os.path.join(folder, f"{stem}_{name}_results.csv")
+        summary_frame(ds, stats, rank_stat, name).to_csv(path, index=False)
+        written.append(path)
+    return written
+
+
+def describe(parts):
+    """JSON-able list of what is exported (for messages)."""
+    return json.dumps([{"name": n, "collective": d.attrs.get("collective")} for n, d in parts.items()])

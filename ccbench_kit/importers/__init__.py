@@ -1,0 +1,140 @@
+"""Baselines into schema ``ccbench/1``: nccl-tests (text and ``-J`` JSON),
+nccom-test (table and ``--report-to-json-file``), and the AllgatherP bench.
+
+Each format is one module here, found by content (`registry`).  Every
+importer keeps the tool's printed numbers as ``reported_time`` (µs),
+``reported_algbw`` and ``reported_busbw``, recomputes the bandwidths from
+size and time with the collective's bus factor, and warns
+(`ReportedMismatchWarning`, attr ``reported_check``) when they disagree
+beyond rounding.  A file no importer can read raises `ImporterError` with the
+file, the line and what was expected.
+
+>>> from ccbench_kit import importers
+>>> parts = importers.read("all_reduce_perf.log")      # {name: Dataset}
+>>> ds = importers.load("nccom.json", collective="all_gather", nranks=32)
+"""
+import os
+
+from ..dataset.io import SchemaError, open_parts
+from . import registry
+from .errors import ImporterError, ReportedMismatchWarning
+from .source import Hints, Source
+
+__all__ = ["Hints", "ImporterError", "ReportedMismatchWarning", "detect", "load", "open_any",
+           "read", "read_text", "unique_names"]
+
+_HDF5 = b"\x89HDF\r\n\x1a\n"
+
+
+def _hints(collective=None, nranks=None, partial=False):
+    if nranks is not None:
+        try:
+            nranks = int(nranks)
+        except (TypeError, ValueError):
+            raise ImporterError("--nranks", None, "a whole number of ranks", nranks) from None
+        if nranks < 1:
+            raise ImporterError("--nranks", None, "a positive number of ranks", nranks)
+    return Hints(collective=collective, nranks=nranks, partial=bool(partial))
+
+
+def parse_source(src, hints):
+    """Datasets from one `Source` (the registry picks the format)."""
+    if not src.text.strip():
+        raise src.error(None, "results (the file is empty)")
+    mod = registry.detect(src)
+    if mod is None:
+        first = next((ln for ln in src.text.splitlines() if ln.strip()), "")
+        raise src.error(1, "a format ccbench can import: " + ", ".join(registry.names())
+                        + " (or a ccbench .nc file)", first)
+    datasets = mod.parse(src, hints)
+    for ds in datasets:
+        ds.attrs.setdefault("source", src.path)
+    return datasets
+
+
+def read_text(text, name="<text>", *, collective=None, nranks=None, partial=False):
+    """Datasets from in-memory text, as `read` does for a file."""
+    return parse_source(Source(name, text), _hints(collective, nranks, partial))
+
+
+def unique_names(datasets):
+    """{name: Dataset}: the collective, made unique with dtype, op and root."""
+    out = {}
+    for ds in datasets:
+        a = ds.attrs
+        name = a.get("collective") or "results"
+        if name in out:
+            name = "-".join(str(x) for x in (name, a.get("dtype"), a.get("op"))
+                            if x not in ("", None, "none"))
+            if int(a.get("root", -1)) >= 0:
+                name += f"-root{a.get('root')}"
+        base, k = name, 2
+        while name in out:
+            name, k = f"{base}-{k}", k + 1
+        out[name] = ds
+    return out
+
+
+def read(path, *, collective=None, nranks=None, partial=False):
+    """{name: Dataset} of every result set in a baseline file.
+
+    Parameters
+    ----------
+    path : str or path
+    collective, nranks : optional
+        For files that do not say (nccom-test output, old nccl-tests logs);
+        ignored where the file says.
+    partial : bool
+        Keep the complete rows of a truncated table, marked incomplete.
+
+    Raises
+    ------
+    ImporterError
+        Unknown format, truncated file, a header with missing columns, garbage.
+    """
+    src = Source.from_file(path)
+    return unique_names(parse_source(src, _hints(collective, nranks, partial)))
+
+
+def is_netcdf(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(8) == _HDF5
+    except OSError:
+        return False
+
+
+def open_any(path, **hints):
+    """{name: Dataset} of a ccbench results file or any importable baseline."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise ImporterError(path, None, "an existing file")
+    if is_netcdf(path):
+        try:
+            return open_parts(path)
+        except SchemaError:
+            raise ImporterError(path, None, "a ccbench results file (schema ccbench/1); this "
+                                "netCDF file is something else") from None
+    return read(path, **hints)
+
+
+def load(path, **hints):
+    """The one Dataset in `path`, or a DataTree when it holds several."""
+    import xarray as xr
+
+    parts = open_any(path, **hints)
+    if len(parts) == 1:
+        return next(iter(parts.values()))
+    return xr.DataTree.from_dict(parts)
+
+
+def detect(path_or_text):
+    """The format name of a file (or text), or None."""
+    if os.path.exists(str(path_or_text)):
+        if is_netcdf(path_or_text):
+            return "ccbench netCDF"
+        src = Source.from_file(path_or_text)
+    else:
+        src = Source("<text>", str(path_or_text))
+    mod = registry.detect(src)
+    return mod.NAME if mod else None

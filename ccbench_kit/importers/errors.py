@@ -1,0 +1,35 @@
+"""What an importer raises or warns about."""
+from ..errors import CCBenchError
+
+
+class ImporterError(CCBenchError, ValueError):
+    """A file the importers cannot read, naming where and what was expected.
+
+    Attributes
+    ----------
+    path : str
+        The file (or the name given to in-memory text).
+    line : int or None
+        1-based line where reading stopped; None when the problem is the
+        whole file (an empty file, say).
+    expected : str
+        What a reader of that format expected there.
+    found : str or None
+        A short quote of what was there instead.
+    """
+
+    def __init__(self, path, line, expected, found=None):
+        self.path, self.line, self.expected, self.found = path, line, expected, found
+        where = f"{path}:{line}" if line else f"{path}"
+        msg = f"{where}: expected {expected}"
+        if found is not None:
+            found = str(found).strip()
+            if len(found) > 60:
+                found = found[:57] + "..."
+            msg += f"; found {found!r}"
+        super().__init__(msg)
+
+
+class ReportedMismatchWarning(UserWarning):
+    """The bandwidths a tool printed disagree with size / time and the bus
+    factor by more than the printed rounding."""

@@ -1,0 +1,236 @@
+"""nccl-tests result rows (from its text or its JSON) into Tables.
+
+Rows of one test are split by (type, redop, root), which ``-d all``,
+``-o all`` and ``-r all`` sweep in turn; within each, a whole sweep repeated
+by ``-N`` becomes the `cycle` axis (and the `iteration` dim of `latency`).
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .build import Table, canonical_dtype, canonical_op
+
+PLACEMENTS = ("out_of_place", "in_place")
+
+
+@dataclass
+class Rows:
+    """Column-wise rows; dict values are keyed by placement."""
+
+    size: np.ndarray
+    count: np.ndarray
+    type: np.ndarray
+    redop: np.ndarray
+    root: np.ndarray
+    line: np.ndarray
+    time: dict
+    algbw: dict
+    busbw: dict
+    time_hu: dict
+    algbw_hu: dict
+    busbw_hu: dict
+    wrong: dict
+    error: dict = field(default_factory=dict)     # old "error" column (max error)
+    stats: dict = field(default_factory=dict)     # placement -> {name: array}
+    cv: dict = field(default_factory=dict)        # placement -> i_cv% array
+    per_iter: dict = field(default_factory=dict)  # placement -> [ (R, I) array per row ]
+
+
+@dataclass
+class Meta:
+    """What the log or JSON says about the run."""
+
+    fmt: str
+    line: int = 1
+    collective: str = None
+    nranks: int = None
+    group_size: int = None
+    sweep: list = None            # expected sizes requested in one sweep, if known
+    algorithm: str = "nccl"
+    aggregated: str = ""
+    check_time: bool = True
+    ranks: list = None            # per-process rows of per-iteration data
+    hosts: list = None
+    devices: list = None
+    rank_meaning: str = ""
+    attrs: dict = field(default_factory=dict)
+    complete: bool = True
+    incomplete_reason: str = ""
+
+
+def sweep_length(minbytes, maxbytes, factor=None, step=None, limit=100000):
+    """How many sizes nccl-tests runs for -b/-e/-f or -i, or None."""
+    try:
+        lo, hi = int(minbytes), int(maxbytes)
+        if lo > hi:
+            return None
+        n, s = 0, lo
+        if factor and int(factor) > 1:
+            if lo == 0:
+                return None
+            while s <= hi and n < limit:
+                n, s = n + 1, s * int(factor)
+        elif step and int(step) > 0:
+            n = (hi - lo) // int(step) + 1
+        else:
+            return None
+        return n if n < limit else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _period(sz):
+    L = len(sz)
+    for k in range(1, L):
+        if L % k == 0 and np.array_equal(sz, np.tile(sz[:k], L // k)):
+            return k
+    return L
+
+
+def fold_cycles(sz, n_sweep):
+    """Row indices as a (cycle, position) matrix, -1 where a row is missing."""
+    L = len(sz)
+    k = None
+    if n_sweep and L > n_sweep:
+        k = n_sweep
+        C = -(-L // k)
+        pad = np.full(C * k, -1, dtype=np.int64)
+        pad[:L] = np.arange(L)
+        idx = pad.reshape(C, k)
+        first = sz[:k]
+        ok = all(np.array_equal(sz[idx[c][idx[c] >= 0]], first[:np.count_nonzero(idx[c] >= 0)])
+                 for c in range(C))
+        if ok:
+            return idx
+    if not n_sweep:
+        k = _period(sz)
+        if k < L:
+            return np.arange(L).reshape(L // k, k)
+    return np.arange(L).reshape(1, L)
+
+
+def _group_keys(rows):
+    keys = list(zip(rows.type.tolist(), rows.redop.tolist(), rows.root.tolist()))
+    order, groups = [], {}
+    for i, k in enumerate(keys):
+        if k not in groups:
+            groups[k] = []
+            order.append(k)
+        groups[k].append(i)
+    return [(k, np.array(groups[k], dtype=np.int64)) for k in order]
+
+
+def tables_from_rows(src, rows, meta):
+    """One Table per (type, redop, root) in `rows`."""
+    n_sweep = len(meta.sweep) if meta.sweep else None
+    placements = [p for p in PLACEMENTS if p in rows.time]
+    tables = []
+    groups = _group_keys(rows)
+    for (dtype, redop, root), gi in groups:
+        sz = rows.size[gi]
+        idx = fold_cycles(sz, n_sweep)
+        first = idx[0][idx[0] >= 0]
+        sizes_first = sz[first]
+        # requested sizes that round to one size (all_gather's 8 and 16 B on
+        # 2 ranks both print 0): keep the first, say so
+        uniq, pos = np.unique(sizes_first, return_index=True)
+        dup = len(uniq) < len(sizes_first)
+        cols = idx[:, np.sort(pos)] if dup else idx
+        order = np.argsort(sz[cols[0]], kind="stable")
+        cols = cols[:, order]                      # (C, S) ascending sizes
+        C, S = cols.shape
+        rowsel = gi[np.where(cols >= 0, cols, 0)]  # (C, S) row numbers
+        present = cols >= 0
+        P = len(placements)
+
+        def grab(d, fill=np.nan, dtype=float):
+            out = np.full((1, P, S, C), fill, dtype=dtype)
+            for pi, p in enumerate(placements):
+                if p in d and d[p] is not None:
+                    v = np.asarray(d[p])[rowsel].T            # (S, C)
+                    out[0, pi] = np.where(present.T, v, fill)
+            return out
+
+        def grab_hu(d):
+            out = np.zeros((1, P, S, C))
+            for pi, p in enumerate(placements):
+                if p in d and d[p] is not None:
+                    out[0, pi] = np.broadcast_to(np.asarray(d[p], dtype=float), rows.size.shape)[rowsel].T
+            return out
+
+        time = grab(rows.time)
+        wrong_all = grab(rows.wrong, -1, np.int64)
+        wrong = wrong_all.max(axis=-1) if C > 1 else wrong_all[..., 0]
+        t = Table(src=src, line=meta.line, fmt=meta.fmt,
+                  sizes=sz[cols[0]].astype(np.int64),
+                  counts=rows.count[gi][cols[0]].astype(np.int64),
+                  time=time, algbw=grab(rows.algbw), busbw=grab(rows.busbw),
+                  time_hu=grab_hu(rows.time_hu), algbw_hu=grab_hu(rows.algbw_hu),
+                  busbw_hu=grab_hu(rows.busbw_hu),
+                  collective=meta.collective, nranks=meta.nranks, group_size=meta.group_size,
+                  dtype=canonical_dtype(dtype), op=canonical_op(redop), root=int(root),
+                  algorithms=(meta.algorithm,), placements=tuple(placements),
+                  wrong=wrong, lines=rows.line[rowsel].T[None] * present.T[None],
+                  check_time=meta.check_time, aggregated=meta.aggregated,
+                  attrs=dict(meta.attrs), complete=meta.complete,
+                  incomplete_reason=meta.incomplete_reason)
+        if dup:
+            t.attrs["duplicate_sizes"] = (
+                f"{len(sizes_first) - len(uniq)} requested sizes gave a size already printed "
+                "(rounded down to whole elements per rank); kept the first row of each")
+        if C > 1:
+            t.attrs["cycles"] = C
+            t.aggregated += f"; the whole sweep ran {C} times (-N): cycle c is iteration c"
+        if rows.error:
+            t.extra["reported_error"] = (("algorithm", "placement", "size"),
+                                         np.nanmax(grab(rows.error), axis=-1)
+                                         if C > 1 else grab(rows.error)[..., 0],
+                                         {"long_name": "max error as nccl-tests printed it"})
+        stat_names = list(dict.fromkeys(n for p in placements for n in rows.stats.get(p, {})))
+        for name in stat_names:
+            t.stats[name] = grab({p: rows.stats.get(p, {}).get(name) for p in placements})
+        if rows.cv:
+            cv = grab(rows.cv)
+            dims = ("algorithm", "placement", "size") + (("cycle",) if C > 1 else ())
+            t.extra["reported_time_cv"] = (dims, cv if C > 1 else cv[..., 0],
+                                           {"units": "%", "long_name": "coefficient of variation "
+                                            "of per-iteration times (nccl-tests -I i_cv%)"})
+        if rows.per_iter:
+            _attach_per_iter(t, rows, placements, rowsel, present, meta)
+        tables.append(t)
+    return tables
+
+
+def _attach_per_iter(t, rows, placements, rowsel, present, meta):
+    """Per-iteration (and per-process) times become `latency`."""
+    S, C = rowsel.T.shape
+    P = len(placements)
+    shapes = [np.shape(a) for p in placements for a in (rows.per_iter.get(p) or [])
+              if a is not None]
+    if not shapes:
+        return
+    R = max(s[0] for s in shapes)
+    I = max(s[1] for s in shapes)
+    lat = np.full((1, P, S, R, C * I), np.nan)
+    for pi, p in enumerate(placements):
+        arrs = rows.per_iter.get(p)
+        if not arrs:
+            continue
+        for s in range(S):
+            for c in range(C):
+                if not present[c, s]:
+                    continue
+                a = arrs[rowsel[c, s]]
+                if a is None:
+                    continue
+                a = np.asarray(a, dtype=float)
+                lat[0, pi, s, :a.shape[0], c * I:c * I + a.shape[1]] = a
+    t.latency = lat
+    if R > 1 and meta.ranks and len(meta.ranks) == R:
+        t.ranks, t.hosts, t.devices = meta.ranks, meta.hosts, meta.devices
+    elif R == 1:
+        t.ranks, t.hosts, t.devices = [-1], [""], [""]
+    else:
+        t.ranks, t.hosts, t.devices = list(range(R)), [""] * R, [""] * R
+    if meta.rank_meaning:
+        t.attrs["rank_meaning"] = meta.rank_meaning

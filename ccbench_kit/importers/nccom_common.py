@@ -1,0 +1,169 @@
+"""nccom-test's columns, command line and bandwidth unit, for its table and JSON.
+
+Old outputs print ``time(us)`` (the older guide calls it the P50 of the
+measured iterations), new ones ``time:avg(us)`` and ``time:pNN(us)``.  The
+guide says algbw is in GiB/s; older examples are, newer ones are in 1e9 B/s.
+The importer recomputes both ways and records which one the file used.
+"""
+import re
+import shlex
+
+import numpy as np
+
+from .build import Table, canonical_dtype, check_reported, find_collective
+
+TOOL = "nccom-test"
+SIZE, COUNT, TYPE = "size(b)", "count(elems)", "type"
+IN_SIZE, OUT_SIZE = "total_input_size(b)", "total_output_size(b)"
+ALGBW, BUSBW, ALGO = "algbw(gb/s)", "busbw(gb/s)", "algorithm"
+_TIME = re.compile(r"^time(?::(avg|p\d+(?:\.\d+)?))?\(us\)$")
+# the <cc operation> argument, as nccom-test's guide lists it
+OPS = {"all_reduce": "all_reduce", "allr": "all_reduce", "all_gather": "all_gather",
+       "allg": "all_gather", "reduce_scatter": "reduce_scatter", "redsct": "reduce_scatter",
+       "sendrecv": "sendrecv", "alltoall": "alltoall", "permute": "permute",
+       "alltoallv": "alltoallv"}
+GIB = float(1 << 30)
+
+
+def time_columns(cols):
+    """{column: stat} of the time columns; stat is None for plain time(us)."""
+    out = {}
+    for c in cols:
+        m = _TIME.match(c)
+        if m:
+            out[c] = m.group(1)
+    return out
+
+
+def main_time(cols):
+    times = time_columns(cols)
+    for want in ("avg", None):
+        for c, st in times.items():
+            if st == want:
+                return c
+    return next(iter(times), None)
+
+
+def aggregated_text(column):
+    st = time_columns([column])[column]
+    if st is None:
+        return ("nccom-test time(us): per the older guide the P50, per the newer the mean, "
+                "of the measured iterations' durations")
+    if st == "avg":
+        return "nccom-test time:avg(us): the mean of the measured iterations' durations"
+    return f"nccom-test time:{st}(us): the {st} of the measured iterations' durations"
+
+
+def parse_command(line):
+    """Facts from an ``nccom-test -r 32 ... allg`` command line."""
+    try:
+        words = shlex.split(line[line.index("nccom-test"):])[1:]
+    except ValueError:
+        words = line[line.index("nccom-test"):].split()[1:]
+    out, i = {}, 0
+    with_value = {"-r": "nranks", "--nworkers": "nranks", "-N": "nnodes", "--nnodes": "nnodes",
+                  "-d": "dtype", "--datatype": "dtype", "-n": "iters", "--iters": "iters",
+                  "-w": "warmup", "--warmup_iters": "warmup",
+                  "--data-parallel-dimension": "group_size"}
+    while i < len(words):
+        w = words[i]
+        key, val = (w.split("=", 1) + [None])[:2] if w.startswith("--") and "=" in w else (w, None)
+        if key in with_value:
+            if val is None and i + 1 < len(words):
+                val, i = words[i + 1], i + 1
+            out[with_value[key]] = val
+        elif not w.startswith("-") and "collective" not in out and w.lower() in OPS:
+            coll = find_collective(w)
+            out["collective"] = coll.name if coll else OPS[w.lower()]
+        i += 1
+    for k in ("nranks", "nnodes", "iters", "warmup", "group_size"):
+        if k in out:
+            try:
+                out[k] = int(out[k])
+            except (TypeError, ValueError):
+                out.pop(k)
+    out["command"] = line[line.index("nccom-test"):].strip()
+    return out
+
+
+def pick_unit(t, time_col):
+    """(bytes per GB, note): the unit algbw was printed in, judged row by row."""
+    agree = {}
+    for unit in (1e9, GIB):
+        t.bw_unit = unit
+        alg_bad = check_reported(t, 1.0)[0]
+        judged = np.isfinite(np.broadcast_to(t.algbw, alg_bad.shape))
+        agree[unit] = int((judged & ~alg_bad).sum())
+    n = int(np.isfinite(t.algbw).sum())
+    if agree[1e9] != agree[GIB]:
+        unit = 1e9 if agree[1e9] > agree[GIB] else GIB
+        how = "recomputed from size/time"
+    else:   # every row fits both (tiny bandwidths) or neither: the columns' vintage decides
+        unit = GIB if time_columns([time_col])[time_col] is None else 1e9
+        how = "undecided by size/time; assumed from the column names' vintage"
+    t.bw_unit = unit
+    name = "GiB/s (2^30 B/s)" if unit == GIB else "GB/s (1e9 B/s)"
+    return (f"{name}: {agree[unit]} of {n} printed algbw fit it, "
+            f"{agree[GIB if unit == 1e9 else 1e9]} fit "
+            f"{'1e9' if unit == GIB else '2^30'} ({how})")
+
+
+def build_table(src, line, fmt, cols, rows, lines, cmd, extra_attrs):
+    """A Table from nccom-test columns (lower-case names) and row dicts of
+    (value, half) pairs."""
+    time_col = main_time(cols)
+    need = "nccom-test columns size(B), time(us) or time:avg(us), algbw(GB/s), busbw(GB/s)"
+    missing = [c for c in (SIZE, ALGBW, BUSBW) if c not in cols] + ([] if time_col else ["time"])
+    if missing:
+        raise src.error(line, need + " (missing " + ", ".join(missing) + ")", " ".join(cols))
+    sizes = np.array([r[SIZE][0] for r in rows], dtype=float)
+    if np.any(~np.isfinite(sizes)) or np.any(sizes < 0) or np.any(sizes != np.round(sizes)):
+        bad = int(np.flatnonzero(~np.isfinite(sizes) | (sizes < 0) | (sizes != np.round(sizes)))[0])
+        raise src.error(lines[bad], "a whole number of bytes in size(B)", rows[bad][SIZE][0])
+    sizes = sizes.astype(np.int64)
+    uniq, first = np.unique(sizes, return_index=True)
+    keep = np.sort(first)
+    keep = keep[np.argsort(sizes[keep], kind="stable")]
+
+    def col(name, default=np.nan):
+        return np.array([rows[k][name][0] if name in rows[k] else default for k in keep], dtype=float)
+
+    def half(name):
+        return np.array([rows[k][name][1] if name in rows[k] else 0.0 for k in keep], dtype=float)
+
+    def shaped(x):
+        return x[None, None, :, None]
+
+    counts = col(COUNT, -1)
+    counts = np.where(np.isfinite(counts), counts, -1).astype(np.int64)
+    stats = {st: shaped(col(c)) for c, st in time_columns(cols).items()
+             if c != time_col and st not in (None, "avg")}
+    t = Table(src=src, line=line, fmt=fmt, sizes=sizes[keep], counts=counts,
+              time=shaped(col(time_col)), algbw=shaped(col(ALGBW)), busbw=shaped(col(BUSBW)),
+              time_hu=shaped(half(time_col)), algbw_hu=shaped(half(ALGBW)),
+              busbw_hu=shaped(half(BUSBW)),
+              collective=cmd.get("collective"), nranks=cmd.get("nranks"),
+              group_size=cmd.get("group_size"), op_root_known=False, op="none", root=-1,
+              algorithms=("nccom",), placements=("out_of_place",),
+              lines=np.asarray(lines, dtype=np.int64)[keep][None, :, None],
+              stats=stats, aggregated=aggregated_text(time_col))
+    types = {str(rows[k][TYPE][0]) for k in keep if TYPE in rows[k]}
+    t.dtype = canonical_dtype(cmd.get("dtype") or (types.pop() if len(types) == 1 else ""))
+    if IN_SIZE in cols and OUT_SIZE in cols:
+        t.in_bytes = np.where(np.isfinite(col(IN_SIZE)), col(IN_SIZE), -1).astype(np.int64)
+        t.out_bytes = np.where(np.isfinite(col(OUT_SIZE)), col(OUT_SIZE), -1).astype(np.int64)
+    if ALGO in cols:
+        t.coords["algorithm_used"] = ("size", np.array(
+            [str(rows[k].get(ALGO, ("",))[0]) for k in keep], dtype=str))
+    if len(keep) < len(sizes):
+        t.attrs["duplicate_sizes"] = f"{len(sizes) - len(keep)} repeated sizes; kept the first row of each"
+    t.bw_unit_note = pick_unit(t, time_col)
+    attrs = {"backend": "neuron", "command": cmd.get("command", ""),
+             "warmup": cmd.get("warmup", ""), "iters": cmd.get("iters", "")}
+    if "nnodes" in cmd:
+        attrs["nnodes"] = cmd["nnodes"]
+    if stats:
+        attrs["reported_time_stats"] = "nccom-test -t/--stats percentiles of the measured iterations"
+    attrs.update(extra_attrs)
+    t.attrs.update(attrs)
+    return t

@@ -1,0 +1,29 @@
+"""Which importer reads a file: each format module says, from the content.
+
+A format module has ``NAME``, ``sniff(src, head) -> bool`` (cheap, on the
+first part of the text) and ``parse(src, hints) -> [Dataset]``.  The first
+module whose sniff says yes reads the file; JSON formats come first so a JSON
+file never reaches a text reader.
+"""
+import importlib
+
+MODULES = ("nccl_tests_json", "nccom_json", "nccl_tests_text", "nccom_text", "allgatherp")
+_HEAD = 1 << 20   # sniff the first MiB: a log may start with pages of NCCL INFO
+
+
+def formats():
+    """The format modules, in the order they are tried."""
+    return [importlib.import_module(f"{__package__}.{m}") for m in MODULES]
+
+
+def detect(src):
+    """The format module for `src`, or None."""
+    head = src.text[:_HEAD]
+    for mod in formats():
+        if mod.sniff(src, head):
+            return mod
+    return None
+
+
+def names():
+    return [m.NAME for m in formats()]
