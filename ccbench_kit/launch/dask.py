@@ -144,7 +144,10 @@ class ClusterRun:
         failed = [(i, f) for i, f in enumerate(self.futures) if f.status == "error"]
         if failed:
             # the others have either failed the same way or are stuck waiting
-            wait(self.futures, timeout=grace)
+            try:
+                wait(self.futures, timeout=grace)
+            except TimeoutError:
+                pass
             self._unsubscribe()
             i, f = failed[0]
             err = f.exception()
