@@ -53,6 +53,8 @@ cdef extern from "ccb.h" nogil:
     int ccb_types_init()
     void ccb_types_finalize()
     const char *ccb_mpi_build_id()
+    int ccb_reduce3(const void *b, const void *c, void *out, size_t n, ccb_dtype t, ccb_op op)
+    int ccb_finish_avg(void *buf, size_t n, ccb_dtype t, ccb_op op, int nranks)
     ctypedef struct ccb_watch:
         int64_t *calls
         int hang_at
@@ -120,6 +122,20 @@ def algorithms(str collective):
         names.append(a.name.decode())
         a += 1
     return names
+
+
+def reduce_local(b, c, int dtype, int op, int nranks=1):
+    """b (op) c elementwise, as the kit's own algorithms combine data (then
+    divided by `nranks` for avg).  No MPI: for tests of the reductions."""
+    b, c = np.ascontiguousarray(b), np.ascontiguousarray(c)
+    if b.shape != c.shape or b.dtype != c.dtype:
+        raise ValueError("operands must have the same shape and dtype")
+    cdef cnp.ndarray x = b, y = c
+    cdef cnp.ndarray out = np.empty_like(x)
+    _check(ccb_reduce3(cnp.PyArray_DATA(x), cnp.PyArray_DATA(y), cnp.PyArray_DATA(out),
+                       x.size, dtype, op), "reduce_local")
+    _check(ccb_finish_avg(cnp.PyArray_DATA(out), x.size, dtype, op, nranks), "reduce_local")
+    return out
 
 
 cdef const ccb_algorithm *_find(str collective, str algorithm) except NULL:

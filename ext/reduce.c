@@ -55,15 +55,27 @@ static inline uint16_t f32_to_bf16(float f) {
 
 #define OP_SUM(a, b) ((a) + (b))
 #define OP_PROD(a, b) ((a) * (b))
-#define OP_MIN(a, b) ((b) < (a) ? (b) : (a))
-#define OP_MAX(a, b) ((b) > (a) ? (b) : (a))
+/* min/max propagate NaN from either side, as numpy's minimum/maximum (the
+ * self-comparison folds away for integers). */
+#define OP_MIN(a, b) (((b) < (a) || (b) != (b)) ? (b) : (a))
+#define OP_MAX(a, b) (((b) > (a) || (b) != (b)) ? (b) : (a))
 
-/* out[i] = b[i] OP c[i] for a native C type; out may alias b or c. */
-#define NATIVE(T, OPM)                                                          \
+/* out[i] = b[i] OP c[i] in C type T; out may alias b or c. */
+#define LOOP(T, OPM)                                                            \
     do {                                                                        \
-        const T *xb = (const T *)b, *xc = (const T *)c;         \
+        const T *xb = (const T *)b, *xc = (const T *)c;                         \
         T *o = (T *)out;                                                        \
-        for (size_t i = 0; i < n; i++) o[i] = (T)OPM(xb[i], xc[i]); \
+        for (size_t i = 0; i < n; i++) o[i] = (T)OPM(xb[i], xc[i]);             \
+    } while (0)
+
+/* Integer sums and products wrap around (two's complement), as NCCL's do:
+ * computed in the unsigned type U (at least unsigned int, so that promotion
+ * never makes a signed multiplication), which C defines to wrap. */
+#define WRAP(T, U, OPM)                                                         \
+    do {                                                                        \
+        const T *xb = (const T *)b, *xc = (const T *)c;                         \
+        T *o = (T *)out;                                                        \
+        for (size_t i = 0; i < n; i++) o[i] = (T)(U)OPM((U)xb[i], (U)xc[i]);    \
     } while (0)
 
 #define HALF(TO, FROM, OPM)                                                     \
@@ -72,6 +84,15 @@ static inline uint16_t f32_to_bf16(float f) {
         uint16_t *o = (uint16_t *)out;                                          \
         for (size_t i = 0; i < n; i++) o[i] = FROM(OPM(TO(hb[i]), TO(hc[i])));  \
     } while (0)
+
+#define INTEGER(T, U)                                                           \
+    switch (op) {                                                               \
+    case CCB_SUM: case CCB_AVG: WRAP(T, U, OP_SUM); break;                      \
+    case CCB_PROD: WRAP(T, U, OP_PROD); break;                                  \
+    case CCB_MIN: LOOP(T, OP_MIN); break;                                       \
+    case CCB_MAX: LOOP(T, OP_MAX); break;                                       \
+    default: return CCB_ERR_UNSUPPORTED;                                        \
+    }
 
 #define DISPATCH_OP(MACRO, ...)                                                 \
     switch (op) {                                                               \
@@ -84,16 +105,16 @@ static inline uint16_t f32_to_bf16(float f) {
 
 int ccb_reduce3(const void *b, const void *c, void *out, size_t n, ccb_dtype t, ccb_op op) {
     switch (t) {
-    case CCB_UINT8: DISPATCH_OP(NATIVE, uint8_t); break;
-    case CCB_INT8: DISPATCH_OP(NATIVE, int8_t); break;
-    case CCB_UINT16: DISPATCH_OP(NATIVE, uint16_t); break;
-    case CCB_INT16: DISPATCH_OP(NATIVE, int16_t); break;
-    case CCB_UINT32: DISPATCH_OP(NATIVE, uint32_t); break;
-    case CCB_INT32: DISPATCH_OP(NATIVE, int32_t); break;
-    case CCB_INT64: DISPATCH_OP(NATIVE, int64_t); break;
-    case CCB_UINT64: DISPATCH_OP(NATIVE, uint64_t); break;
-    case CCB_FLOAT32: DISPATCH_OP(NATIVE, float); break;
-    case CCB_FLOAT64: DISPATCH_OP(NATIVE, double); break;
+    case CCB_UINT8: INTEGER(uint8_t, unsigned); break;
+    case CCB_INT8: INTEGER(int8_t, unsigned); break;
+    case CCB_UINT16: INTEGER(uint16_t, unsigned); break;
+    case CCB_INT16: INTEGER(int16_t, unsigned); break;
+    case CCB_UINT32: INTEGER(uint32_t, uint32_t); break;
+    case CCB_INT32: INTEGER(int32_t, uint32_t); break;
+    case CCB_INT64: INTEGER(int64_t, uint64_t); break;
+    case CCB_UINT64: INTEGER(uint64_t, uint64_t); break;
+    case CCB_FLOAT32: DISPATCH_OP(LOOP, float); break;
+    case CCB_FLOAT64: DISPATCH_OP(LOOP, double); break;
     case CCB_FLOAT16: DISPATCH_OP(HALF, f16_to_f32, f32_to_f16); break;
     case CCB_BFLOAT16: DISPATCH_OP(HALF, bf16_to_f32, f32_to_bf16); break;
     default: return CCB_ERR_UNSUPPORTED;
@@ -105,8 +126,12 @@ int ccb_reduce_local(const void *in, void *inout, size_t n, ccb_dtype t, ccb_op 
     return ccb_reduce3(inout, in, inout, n, t, op);
 }
 
-#define SCALE_NATIVE(T)                                                         \
-    do { T *x = (T *)buf; for (size_t i = 0; i < n; i++) x[i] = (T)(x[i] / (T)nranks); } while (0)
+/* avg = sum / p: integers truncate toward zero (C division, as NCCL's
+ * SumPostDiv), in a 64-bit type so that p never overflows T. */
+#define SCALE_INT(T, W)                                                         \
+    do { T *x = (T *)buf; for (size_t i = 0; i < n; i++) x[i] = (T)((W)x[i] / (W)nranks); } while (0)
+#define SCALE_FLOAT(T)                                                          \
+    do { T *x = (T *)buf; for (size_t i = 0; i < n; i++) x[i] = x[i] / (T)nranks; } while (0)
 #define SCALE_HALF(TO, FROM)                                                    \
     do { uint16_t *x = (uint16_t *)buf;                                         \
          for (size_t i = 0; i < n; i++) x[i] = FROM(TO(x[i]) / (float)nranks); } while (0)
@@ -114,16 +139,16 @@ int ccb_reduce_local(const void *in, void *inout, size_t n, ccb_dtype t, ccb_op 
 int ccb_finish_avg(void *buf, size_t n, ccb_dtype t, ccb_op op, int nranks) {
     if (op != CCB_AVG) return CCB_OK;
     switch (t) {
-    case CCB_UINT8: SCALE_NATIVE(uint8_t); break;
-    case CCB_INT8: SCALE_NATIVE(int8_t); break;
-    case CCB_UINT16: SCALE_NATIVE(uint16_t); break;
-    case CCB_INT16: SCALE_NATIVE(int16_t); break;
-    case CCB_UINT32: SCALE_NATIVE(uint32_t); break;
-    case CCB_INT32: SCALE_NATIVE(int32_t); break;
-    case CCB_INT64: SCALE_NATIVE(int64_t); break;
-    case CCB_UINT64: SCALE_NATIVE(uint64_t); break;
-    case CCB_FLOAT32: SCALE_NATIVE(float); break;
-    case CCB_FLOAT64: SCALE_NATIVE(double); break;
+    case CCB_UINT8: SCALE_INT(uint8_t, uint64_t); break;
+    case CCB_INT8: SCALE_INT(int8_t, int64_t); break;
+    case CCB_UINT16: SCALE_INT(uint16_t, uint64_t); break;
+    case CCB_INT16: SCALE_INT(int16_t, int64_t); break;
+    case CCB_UINT32: SCALE_INT(uint32_t, uint64_t); break;
+    case CCB_INT32: SCALE_INT(int32_t, int64_t); break;
+    case CCB_INT64: SCALE_INT(int64_t, int64_t); break;
+    case CCB_UINT64: SCALE_INT(uint64_t, uint64_t); break;
+    case CCB_FLOAT32: SCALE_FLOAT(float); break;
+    case CCB_FLOAT64: SCALE_FLOAT(double); break;
     case CCB_FLOAT16: SCALE_HALF(f16_to_f32, f32_to_f16); break;
     case CCB_BFLOAT16: SCALE_HALF(bf16_to_f32, f32_to_bf16); break;
     default: return CCB_ERR_UNSUPPORTED;

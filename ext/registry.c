@@ -4,10 +4,30 @@
 
 extern const ccb_algorithm ccb_all_reduce_algorithms[];
 extern const ccb_algorithm ccb_all_gather_algorithms[];
+extern const ccb_algorithm ccb_reduce_scatter_algorithms[];
+extern const ccb_algorithm ccb_alltoall_algorithms[];
+extern const ccb_algorithm ccb_alltoallv_algorithms[];
+extern const ccb_algorithm ccb_sendrecv_algorithms[];
+extern const ccb_algorithm ccb_permute_algorithms[];
+extern const ccb_algorithm ccb_broadcast_algorithms[];
+extern const ccb_algorithm ccb_reduce_algorithms[];
+extern const ccb_algorithm ccb_gather_algorithms[];
+extern const ccb_algorithm ccb_scatter_algorithms[];
+extern const ccb_algorithm ccb_hypercube_algorithms[];
 
 static const ccb_collective collectives[] = {
     {"all_reduce", ccb_all_reduce_algorithms},
     {"all_gather", ccb_all_gather_algorithms},
+    {"reduce_scatter", ccb_reduce_scatter_algorithms},
+    {"alltoall", ccb_alltoall_algorithms},
+    {"alltoallv", ccb_alltoallv_algorithms},
+    {"sendrecv", ccb_sendrecv_algorithms},
+    {"permute", ccb_permute_algorithms},
+    {"broadcast", ccb_broadcast_algorithms},
+    {"reduce", ccb_reduce_algorithms},
+    {"gather", ccb_gather_algorithms},
+    {"scatter", ccb_scatter_algorithms},
+    {"hypercube", ccb_hypercube_algorithms},
 };
 
 #define NCOLL ((int)(sizeof collectives / sizeof collectives[0]))

@@ -7,7 +7,8 @@ import importlib
 from ..errors import ConfigError
 
 # Module names, in the order tables and docs list them.
-NAMES = ("all_reduce", "all_gather")
+NAMES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoallv", "sendrecv",
+         "permute", "broadcast", "reduce", "gather", "scatter", "hypercube")
 
 
 def _load(name):

@@ -1,10 +1,10 @@
 """all_reduce: every rank ends with the reduction of all ranks' buffers.
 
-size = the per-rank buffer; busbw factor 2(p-1)/p.
+size = the per-rank buffer; busbw factor 2(p-1)/p.  In-place: send is recv.
 """
 import numpy as np
 
-from .base import Collective, Layout, reduce_arrays
+from .base import Collective, per_rank_layout, reduce_arrays
 
 
 class AllReduce(Collective):
@@ -17,10 +17,7 @@ class AllReduce(Collective):
         return 2 * (nranks - 1) / nranks
 
     def layout(self, size, itemsize, nranks):
-        count = size // itemsize
-        if count < 1:
-            self._too_small(size, itemsize)
-        return Layout(count * itemsize, count, count, count, count)
+        return per_rank_layout(self, size, itemsize, nranks)
 
     def golden(self, inputs, rank, nranks, op, root, dtype):
         return reduce_arrays(np.stack(inputs), op, dtype)

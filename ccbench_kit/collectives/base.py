@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..dataset.schema import PLACEMENTS
 from ..errors import ConfigError
 
 
@@ -37,7 +38,27 @@ class Collective:
     reduces = False     # takes an op
     rooted = False      # takes a root
     same_result = False  # every rank ends with identical output (checked)
+    placements = PLACEMENTS  # the placements it can run
     doc = ""
+
+    def configure(self, cfg, members):
+        """This collective set up for one run (`RunConfig`) on a communicator
+        whose ranks are the world ranks `members`, in rank order (a replica
+        group, or every rank): alltoallv and permute read their metadata
+        here.  Returns a Collective."""
+        return self
+
+    def engine_vectors(self, rank, nranks, layout):
+        """Per-rank vectors for the engine (``sendcounts``, ``sdispls``,
+        ``recvcounts``, ``rdispls``, ``peers``), as keyword arguments."""
+        return {}
+
+    def inplace_buffers(self, alloc, dtype, rank, layout):
+        """(send, recv) of an in-place run, one allocation made by
+        ``alloc(nelems, dtype)``; by default send is a view into recv
+        (`inplace_send`)."""
+        recv = alloc(layout.recv_elems, dtype)
+        return self.inplace_send(recv, rank, layout), recv
 
     def bus_factor(self, nranks):
         """busbw = algbw × this (THEORY.md)."""
@@ -52,7 +73,9 @@ class Collective:
         return recv
 
     def golden(self, inputs, rank, nranks, op, root, dtype):
-        """Expected output of `rank`, float64 for floats, storage dtype else.
+        """Expected output of `rank`, float64 for floats, storage dtype else;
+        None where the rank's output is not defined (a rooted collective's
+        non-root ranks).
 
         `inputs[r]` is rank r's send buffer as `make_input` made it.
         """
@@ -84,6 +107,49 @@ def reduce_arrays(stack, op, dtype):
         n = len(stack)
         if dtype.is_float:
             out = out / n
-        else:  # C division truncates toward zero
-            out = np.trunc(out.astype(np.float64) / n).astype(dtype.storage)
+        elif dtype.storage.kind == "u":
+            out = (out // n).astype(dtype.storage)
+        else:  # the wrapped sum, divided truncating toward zero as C does
+            wide = out.astype(np.int64)
+            out = (np.sign(wide) * (np.abs(wide) // n)).astype(dtype.storage)
     return out
+
+
+def send_inside_recv(recv, rank, layout):
+    """In-place send of a gathering collective: block r of recv (nccl-tests)."""
+    n = layout.send_elems
+    return recv[rank * n:(rank + 1) * n]
+
+
+def recv_inside_send(alloc, dtype, rank, layout):
+    """In-place (send, recv) of a scattering collective: recv is block r of
+    send (nccl-tests)."""
+    send = alloc(layout.send_elems, dtype)
+    n = layout.recv_elems
+    return send, send[rank * n:(rank + 1) * n]
+
+
+def exact(dtype, values):
+    """Golden values of a collective that only moves data, in golden form
+    (float64 for floats)."""
+    return dtype.to_float(values) if dtype.is_float else np.asarray(values)
+
+
+def per_rank_layout(coll, size, itemsize, nranks):
+    """Layout of a collective whose size is one rank's buffer (all_reduce,
+    broadcast, reduce, sendrecv, permute): whole elements only."""
+    count = size // itemsize
+    if count < 1:
+        coll._too_small(size, itemsize)
+    return Layout(count * itemsize, count, count, count, count)
+
+
+def split_layout(coll, size, itemsize, nranks, send_blocks, recv_blocks):
+    """Layout of a collective whose size is p blocks of `count` elements
+    (all_gather, reduce_scatter, alltoall, gather, scatter): rounded down to a
+    multiple of p elements, as nccl-tests does; `count` is one block (the
+    count nccl-tests prints and the MPI call takes)."""
+    per = size // itemsize // nranks
+    if per < 1:
+        coll._too_small(size, itemsize * nranks)
+    return Layout(per * nranks * itemsize, per, per, per * send_blocks, per * recv_blocks)
