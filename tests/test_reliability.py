@@ -113,3 +113,12 @@ def test_loading_another_schema_version_is_refused(tmp_path):
         load(path)
     proc = run_cli("show", path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
+def test_ranks_with_different_configurations_refuse_to_start(tmp_path):
+    tag, env = tagged_env(CCB_FAULT_INJECT="config:2")
+    proc = run_cli(*SWEEP, "--out", tmp_path / "c.nc", env=env, timeout=120)
+    assert proc.returncode == 3
+    assert "ranks [2] parsed a different configuration than rank 0" in proc.stderr
+    assert "No size had completed, so no results were saved" in proc.stderr
+    assert_no_leftovers(tag)

@@ -6,6 +6,7 @@ exit; anything else is a bug and keeps its traceback.
 """
 import argparse
 import importlib
+import signal
 import sys
 
 from ..errors import CCBenchError
@@ -28,9 +29,17 @@ def build_parser():
     return parser
 
 
+def _terminate(signum, frame):
+    from ..launch.mpirun import Interrupted
+    raise Interrupted()
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so a running job is stopped and its
+    # partial results are marked, instead of the launcher vanishing.
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args) or 0
     except CCBenchError as e:
@@ -39,6 +48,11 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("ccbench: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        if type(e).__name__ != "Interrupted":
+            raise
+        print("ccbench: terminated", file=sys.stderr)
+        return 143
 
 
 if __name__ == "__main__":

@@ -1,14 +1,16 @@
 """Start a run under Open MPI's mpirun on this machine and collect it."""
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+import uuid
 
 from ..errors import RunError
 from . import events, worker
+from .watchdog import Board, Monitor, dead_ranks, kill_tree
 
 
 def usable_cores():
@@ -74,66 +76,132 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
     env : dict, optional
         Variables added to the launcher's environment (NCCL_*, OMPI_*...).
     """
-    fd, cfg_path = tempfile.mkstemp(prefix="ccbench-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
+    run_dir = tempfile.mkdtemp(prefix="ccbench-run-")
+    cfg_path = os.path.join(run_dir, "config.json")
+    with open(cfg_path, "w") as f:
         f.write(cfg.to_json())
-    # Ranks on other hosts can't read our /tmp: they get the config inline.
+    board_path = os.path.join(run_dir, "board")
+    board = Board(board_path, cfg.nranks, create=True)
+    # Ranks on other hosts can't read our /tmp: they get the config inline,
+    # and use the board only where its path exists (this host).
     argv = [sys.executable, "-m", "ccbench_kit.launch.worker",
-            worker.inline_config(cfg) if command else cfg_path]
+            worker.inline_config(cfg) if command else cfg_path, f"--board={board_path}"]
     cmd = command(argv) if command else mpirun_command(cfg.nranks, argv, hosts=hosts)
-    errors, tail = [], []
+    run_id = uuid.uuid4().hex
+    job_env = {**mpirun_env(), **(env or {}), "CCB_RUN_ID": run_id}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=job_env, start_new_session=True)
+    output = _Output(proc, on_event)
+    exit_code = RunError.exit_code
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env={**mpirun_env(), **(env or {})},
-                                start_new_session=True)
-
-        def pump(stream, is_stdout):
-            for line in stream:
-                ev = events.parse(line)
-                if ev is None:
-                    tail.append(line)
-                    del tail[:-40]
-                    if is_stdout:
-                        sys.stdout.write(line)
-                    continue
-                if ev.get("event") == "error":
-                    errors.append(ev)
-                elif on_event:
-                    on_event(ev)
-
-        threads = [threading.Thread(target=pump, args=(proc.stdout, True), daemon=True),
-                   threading.Thread(target=pump, args=(proc.stderr, False), daemon=True)]
-        for t in threads:
-            t.start()
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill(proc)
-            raise RunError(f"the run did not finish within {timeout:.0f} s; it was stopped. "
-                           f"Results for the sizes done so far are in {cfg.out}")
-        except KeyboardInterrupt:
-            _kill(proc)
-            raise
-        for t in threads:
-            t.join(timeout=5)
+        failure = _supervise(proc, cfg, Monitor(board, cfg.options.get("timeout")), timeout)
+    except (KeyboardInterrupt, Interrupted) as e:
+        failure = f"interrupted by {getattr(e, 'signal_name', 'SIGINT')}"
+        exit_code = 130
     finally:
-        os.unlink(cfg_path)
-    if errors:
-        first = errors[0]
-        raise RunError(first["message"] + (f"\n{first['traceback']}" if "traceback" in first else ""))
-    if rc != 0:
-        detail = "".join(tail[-8:]).strip()
-        raise RunError(f"mpirun exited with status {rc}" + (f":\n{detail}" if detail else ""))
+        # mpirun may be gone while a rank it could not reach is not
+        kill_tree(proc, run_id, grace=3.0 if proc.poll() is None else 0.5)
+        output.join()
+        del board
+        shutil.rmtree(run_dir, ignore_errors=True)
+    rc = proc.returncode
+    if failure is None and output.errors:
+        failure = output.errors[0]["message"]
+        if "traceback" in output.errors[0]:
+            failure += "\n" + output.errors[0]["traceback"]
+    if failure is None and rc != 0:
+        dead = dead_ranks("".join(output.tail))
+        if dead:
+            failure = "; ".join(f"rank {r} on host {h} died (signal {sig})" for r, h, sig in dead)
+        else:
+            detail = "".join(output.tail[-8:]).strip()
+            failure = f"{os.path.basename(cmd[0])} exited with status {rc}" + \
+                (f":\n{detail}" if detail else "")
+    if failure is not None:
+        err = RunError(failure + _saved_note(cfg.out, failure))
+        err.exit_code = exit_code
+        raise err
     return cfg.out
 
 
-def _kill(proc):
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=3)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
+class Interrupted(Exception):
+    """SIGTERM, turned into an exception so that the launcher cleans up."""
+
+    signal_name = "SIGTERM"
+
+
+class _Output:
+    """Relays the job's output; keeps progress events, errors and a tail."""
+
+    def __init__(self, proc, on_event):
+        self.errors, self.tail, self.on_event = [], [], on_event
+        self.threads = [threading.Thread(target=self._pump, args=(proc.stdout, True), daemon=True),
+                        threading.Thread(target=self._pump, args=(proc.stderr, False), daemon=True)]
+        for t in self.threads:
+            t.start()
+
+    def _pump(self, stream, is_stdout):
+        for line in stream:
+            ev = events.parse(line)
+            if ev is None:
+                self.tail.append(line)
+                del self.tail[:-40]
+                if is_stdout:
+                    sys.stdout.write(line)
+            elif ev.get("event") == "error":
+                self.errors.append(ev)
+            elif self.on_event:
+                self.on_event(ev)
+
+    def join(self):
+        for t in self.threads:
+            t.join(timeout=5)
+
+
+def _supervise(proc, cfg, monitor, timeout):
+    """Wait for the job; return why it had to be stopped, or None."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
         try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
+            proc.wait(timeout=0.2)
+            return None
+        except subprocess.TimeoutExpired:
             pass
-        proc.wait()
+        stall = monitor.poll()
+        if stall is not None:
+            return _stall_message(stall, cfg)
+        if deadline is not None and time.monotonic() > deadline:
+            return f"the run did not finish within {timeout:.0f} s; it was stopped"
+
+
+def _stall_message(stall, cfg):
+    from .watchdog import ALG, ENTERED, PLACEMENT, SIZE
+    row = stall.row
+    alg = cfg.algorithms[row[ALG]] if row[ALG] < len(cfg.algorithms) else "?"
+    placement = cfg.placements[row[PLACEMENT]] if row[PLACEMENT] < len(cfg.placements) else "?"
+    where = (f"{cfg.collective}/{alg} ({placement.replace('_', '-')}) at size {int(row[SIZE])} B, "
+             f"call {int(row[ENTERED])}")
+    hosts = stall.hosts
+    ranks = ", ".join(f"{r}" + (f" (host {hosts[r]})" if hosts[r] else "") for r in stall.laggards)
+    if stall.all_stuck:
+        return (f"timeout: every rank ({ranks}) is stuck in {where}: no progress for "
+                f"{stall.seconds:.0f} s; the job was stopped")
+    return (f"timeout: rank{'s' if len(stall.laggards) > 1 else ''} {ranks} did not arrive at "
+            f"{where} within {stall.seconds:.0f} s (--timeout); the job was stopped")
+
+
+def _saved_note(out, reason):
+    """Mark a partial results file incomplete; say what it holds."""
+    if not out or not os.path.exists(out):
+        return ". No size had completed, so no results were saved"
+    from ..dataset import io
+    try:
+        parts = {k: v.load() for k, v in io.open_parts(out).items()}
+    except Exception as e:
+        return f". The results file {out} could not be read back ({e})"
+    for ds in parts.values():
+        ds.attrs["complete"] = "false"
+        ds.attrs["incomplete_reason"] = reason.splitlines()[0]
+    io.save(parts, out)
+    n = next(iter(parts.values())).sizes["size"]
+    return f". Results for the {n} size{'s' if n != 1 else ''} done before are in {out}"

@@ -5,6 +5,7 @@ An error on any rank is reported as an event and aborts the job, so the
 other ranks are not left waiting inside a collective.
 """
 import base64
+import os
 import sys
 import traceback
 import zlib
@@ -42,8 +43,13 @@ def main(argv=None):
         from ..dataset import save
         from ..harness import Sweep
 
+        from .watchdog import Board, RankReporter
+
+        board_path = next((a.split("=", 1)[1] for a in argv[1:] if a.startswith("--board=")), "")
+        board = Board(board_path) if board_path and os.path.exists(board_path) else None
         emit = events.emit if rank == 0 else None
-        sweep = Sweep(comm, cfg, emit=emit, on_partial=lambda ds: save(ds, cfg.out))
+        sweep = Sweep(comm, cfg, emit=emit, on_partial=lambda ds: save(ds, cfg.out),
+                      reporter=RankReporter(board, rank))
         sweep.run()
         comm.Barrier()
         if rank == 0:
