@@ -1,5 +1,6 @@
 """``ccbench report``: execute notebooks/report.ipynb with papermill, then
-write HTML with nbconvert (code hidden, plots inline as PNG)."""
+write HTML with nbconvert (code hidden, plots inline as PNG, nothing fetched
+from the network: the file opens offline)."""
 import os
 from pathlib import Path
 
@@ -7,6 +8,7 @@ from .._optional import require
 from ..errors import CCBenchError, ConfigError
 
 KERNEL = "ccbench"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def notebook_path(name="report.ipynb"):
@@ -25,46 +27,84 @@ def kernel_name():
     return KERNEL if KERNEL in specs else "python3"
 
 
-def render(results, output, *, baseline=None, theory="", stats=("avg", "p50", "p99"),
+def render(results, output, *, baseline=None, theory="auto", stats=("avg", "p50", "p99"),
            title="", notebook="report.ipynb", timeout=600):
     """Execute the report notebook for `results` and write `output` (.html).
 
+    The parameters are checked before papermill starts (the notebook checks
+    them again in its first cell), so a wrong one costs no kernel start.
     The executed notebook is kept beside the HTML (same name, .ipynb).
     Returns the HTML path.
     """
+    from .notebook import check_parameters
     results = [results] if isinstance(results, (str, os.PathLike)) else list(results)
-    for r in results:
-        if not os.path.exists(r):
-            raise ConfigError(f"{r}: no such results file", "RESULTS")
-    pm = require("papermill", "report")
-    require("nbconvert", "report")
     output = Path(output)
     if output.suffix != ".html":
         raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "-o/--output")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    executed = output.with_suffix(".ipynb")
-    params = dict(results=[str(Path(r).resolve()) for r in results],
-                  baseline=str(Path(baseline).resolve()) if baseline else "",
-                  theory=theory or "", stats=list(stats), title=title or "")
-    try:
-        pm.execute_notebook(str(notebook_path(notebook)), str(executed), parameters=params,
-                            kernel_name=kernel_name(), cwd=str(output.parent.resolve()),
-                            progress_bar=False, execution_timeout=timeout)
-    except pm.PapermillExecutionError as e:
-        raise CCBenchError(f"report failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
-                           f"(executed notebook: {executed})") from e
-    write_html(executed, output)
+    p = check_parameters(results, baseline or "", theory, stats, title)
+    params = dict(results=[str(Path(r).resolve()) for r in p.results],
+                  baseline=str(Path(p.baseline).resolve()) if p.baseline else "",
+                  theory=p.theory, stats=list(p.stats), title=p.title)
+    execute(notebook, output, params, timeout=timeout)
+    write_html(output.with_suffix(".ipynb"), output, title=p.title or "ccbench report")
     return str(output)
 
 
-def write_html(executed, output):
+def render_compare(results, output, *, baseline=None, stats=("avg",), title="", timeout=600):
+    """compare.ipynb for several results files (and an optional baseline)."""
+    from .notebook import prepare_compare_parameters
+    output = Path(output)
+    if output.suffix != ".html":
+        raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "-o/--output")
+    p = prepare_compare_parameters(results, baseline or "", stats, title)
+    params = dict(results=[str(Path(r).resolve()) for r in p.results],
+                  baseline=str(Path(p.baseline).resolve()) if p.baseline else "",
+                  stats=list(p.stats), title=p.title)
+    execute("compare.ipynb", output, params, timeout=timeout)
+    write_html(output.with_suffix(".ipynb"), output, title=p.title or "ccbench comparison")
+    return str(output)
+
+
+def execute(notebook, output, params, timeout=600):
+    """papermill `notebook` with `params` into OUTPUT.ipynb; a failing cell
+    becomes one CCBenchError line naming the cell and the error."""
+    pm = require("papermill", "report")
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    executed = output.with_suffix(".ipynb")
+    try:
+        pm.execute_notebook(str(notebook_path(notebook)), str(executed), parameters=params,
+                            kernel_name=kernel_name(), cwd=str(output.parent.resolve()),
+                            progress_bar=False, execution_timeout=timeout,
+                            # the kernel's start-up warnings are not the report's business
+                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
+    except pm.PapermillExecutionError as e:
+        raise CCBenchError(f"report failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
+                           f"(executed notebook: {executed})") from None
+    return executed
+
+
+def write_html(executed, output, title=""):
+    """nbconvert `executed` to one self-contained HTML file, code hidden."""
+    require("nbconvert", "report")
     import nbformat
     from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
+    from traitlets.config import Config
 
     nb = nbformat.read(str(executed), as_version=4)
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True,
-                            exclude_output_prompt=True)
+    if title:
+        nb.metadata["title"] = title
+    cfg = Config()
+    cfg.TagRemovePreprocessor.remove_cell_tags = {"remove-cell", "parameters", "injected-parameters"}
+    cfg.TagRemovePreprocessor.enabled = True
+    exporter = HTMLExporter(config=cfg, template_name="ccbench",
+                            extra_template_basedirs=[str(TEMPLATES)], exclude_input=True,
+                            exclude_input_prompt=True, exclude_output_prompt=True)
+    exporter.register_preprocessor(TagRemovePreprocessor(config=cfg), enabled=True)
     body, _ = exporter.from_notebook_node(nb)
+    output = Path(output)
     tmp = Path(str(output) + ".tmp")
     tmp.write_text(body, encoding="utf-8")
     os.replace(tmp, output)
+    return str(output)

@@ -1,95 +1,459 @@
-"""What the report notebook's cells call: parameter checks, tables, plots.
+"""What the report notebooks' cells call: parameter checks, text, tables, plots.
 
-Kept here, not in the notebook, so it is tested like the rest of the code
-and the notebook stays a thin, readable page.
+Kept here, not in the notebooks, so it is tested like the rest of the code
+and the notebooks stay thin, readable pages.  `check_parameters` runs first
+(in the notebook's first cell after the parameters, and in ``ccbench
+report`` before papermill starts), so a wrong parameter fails there with
+one clear line, never deep in a plot.
 """
+import html
 import os
+import warnings
 from dataclasses import dataclass, field
 
-from ..dataset import open_parts
 from ..dataset.stats import check_stat
 from ..errors import ConfigError
+
+NO_THEORY = ("", "none", "off", "no")
 
 
 @dataclass
 class ReportContext:
-    parts: dict                      # "file:collective" -> Dataset
+    parts: dict                      # "collective" (or "file:collective") -> Dataset
     stats: list
     title: str
-    theory: str = ""
-    peak: float = None
-    baseline: dict = field(default_factory=dict)
+    theory: str = ""                 # the preset name as asked ("auto", "", a name)
+    presets: dict = field(default_factory=dict)   # part name -> Preset or None
+    baseline: dict = field(default_factory=dict)  # collective -> Dataset
+    baseline_path: str = ""
+    fits: dict = field(default_factory=dict)      # part name -> FitResult (filled lazily)
+
+    @property
+    def stat(self):
+        return self.stats[0]
 
 
-def prepare(results, baseline="", theory="", stats=("avg",), title=""):
-    """Validate the parameters and load the data; raise ConfigError naming the
-    parameter that is wrong."""
-    if isinstance(results, str):
+@dataclass(frozen=True)
+class Parameters:
+    results: list
+    baseline: str
+    theory: str
+    stats: list
+    title: str
+
+
+def check_parameters(results, baseline="", theory="auto", stats=("avg",), title=""):
+    """Validate the report's parameters without reading the data.
+
+    Raises
+    ------
+    ConfigError
+        Naming the parameter: a missing results or baseline file, an unknown
+        theory preset, a malformed ``stats`` entry, a title that is not text.
+    """
+    if isinstance(results, (str, os.PathLike)):
         results = [results]
-    if not results:
-        raise ConfigError("no results files given", "results")
+    if not isinstance(results, (list, tuple)) or not results:
+        raise ConfigError("no results files given; pass results=['RESULTS.nc', ...]", "results")
     for r in results:
-        if not os.path.exists(r):
+        if not isinstance(r, (str, os.PathLike)):
+            raise ConfigError(f"{r!r} is not a file name", "results")
+        if not os.path.isfile(r):
             raise ConfigError(f"{r}: no such results file", "results")
+    if baseline is None:
+        baseline = ""
+    if not isinstance(baseline, (str, os.PathLike)):
+        raise ConfigError(f"{baseline!r} is not a file name", "baseline")
+    if baseline and not os.path.isfile(baseline):
+        raise ConfigError(f"{baseline}: no such baseline file", "baseline")
     if isinstance(stats, str):
-        stats = [stats]
+        stats = [s for s in stats.replace(",", " ").split()]
+    if not isinstance(stats, (list, tuple)) or not stats:
+        raise ConfigError("give at least one statistic, e.g. stats=['avg', 'p50', 'p99']", "stats")
+    for s in stats:
+        if not isinstance(s, str):
+            raise ConfigError(f"entry {s!r} is not a statistic name; use avg, min, max, std, "
+                              "median or a percentile such as p50, p99", "stats")
     stats = [check_stat(s, "stats") for s in stats]
-    parts = {}
-    for r in results:
-        for name, ds in open_parts(r).items():
-            parts[f"{os.path.basename(r)}:{name}" if len(results) > 1 else name] = ds.load()
-    base = {}
-    if baseline:
-        if not os.path.exists(baseline):
-            raise ConfigError(f"{baseline}: no such baseline file", "baseline")
-        base = {name: ds.load() for name, ds in open_parts(baseline).items()}
-    peak = None
-    if theory:
-        peak = _preset_peak(theory)
-    return ReportContext(parts, stats, title or "ccbench report", theory, peak, base)
-
-
-def _preset_peak(name):
-    try:
+    theory = "" if theory is None else str(theory).strip()
+    if theory.lower() not in NO_THEORY + ("auto",):
         from ..theory import presets
-    except ImportError as e:
-        raise ConfigError(f"unknown theory preset {name!r}: no presets installed", "theory") from e
-    return presets.get(name).peak_gbps
+        presets.lookup(theory, flag="theory")
+    if not isinstance(title, str):
+        raise ConfigError(f"{title!r} is not text", "title")
+    return Parameters([os.fspath(r) for r in results], os.fspath(baseline), theory, stats, title)
+
+
+class one_line_errors:
+    """``with rn.one_line_errors(): ...``: a kit error raised inside shows
+    as one line (``ConfigError: theory: unknown preset ...``), not a
+    traceback through the kit; other errors keep their full traceback."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        from ..errors import CCBenchError
+        if exc is not None and isinstance(exc, CCBenchError):
+            try:
+                from IPython import get_ipython
+                shell = get_ipython()
+                if shell is not None:
+                    shell.InteractiveTB.set_mode(mode="Minimal")
+            except ImportError:
+                pass
+        return False
+
+
+def _open(path):
+    """{name: Dataset} of a results file or any baseline the importers read."""
+    try:
+        from ..importers import open_any
+    except ImportError:
+        from ..dataset import open_parts as open_any
+    return open_any(path)
+
+
+def prepare(results, baseline="", theory="auto", stats=("avg",), title=""):
+    """Check the parameters, then load the data: a `ReportContext`."""
+    p = check_parameters(results, baseline, theory, stats, title)
+    parts = {}
+    for r in p.results:
+        for name, ds in _open(r).items():
+            parts[f"{os.path.basename(r)}:{name}" if len(p.results) > 1 else name] = ds.load()
+    base = {}
+    if p.baseline:
+        base = {ds.attrs.get("collective", name): ds.load() for name, ds in _open(p.baseline).items()}
+    from ..theory import presets
+    chosen, measured = {}, {}
+    for name, ds in parts.items():
+        preset_name = presets.auto_name(ds) if p.theory.lower() == "auto" else \
+            (None if p.theory.lower() in NO_THEORY else p.theory)
+        if not preset_name:
+            chosen[name] = None
+            continue
+        # one measurement per preset and recorded rate, so parts agree
+        key = (preset_name, ds.attrs.get("memcpy_gbps"))
+        if key not in measured:
+            measured[key] = presets.get(preset_name, ds=ds)
+        chosen[name] = measured[key]
+    return ReportContext(parts, p.stats, p.title or "ccbench report", p.theory, chosen, base,
+                         p.baseline)
+
+
+# -- text ----------------------------------------------------------------------
+
+def _md(text):
+    from IPython.display import Markdown, display
+    display(Markdown(text))
+
+
+def _html(text):
+    from IPython.display import HTML, display
+    display(HTML(text))
 
 
 def show_header(ctx):
-    from IPython.display import Markdown, display
-    lines = [f"## {ctx.title}", ""]
+    """The title, what was run, and the statistics every number uses."""
+    lines = [f"# {ctx.title}", ""]
     for name, ds in ctx.parts.items():
         a = ds.attrs
-        lines.append(f"- **{name}**: {a.get('nranks')} ranks on {a.get('hosts')}, {a.get('dtype')}, "
-                     f"op {a.get('op')}, backend {a.get('backend')} ({a.get('library')}), timing "
-                     f"{a.get('timing')}, {a.get('warmup')} warm-up + {a.get('iters')} iterations, "
-                     f"check {a.get('check')}, created {a.get('created')}"
-                     + ("" if a.get("complete", "true") == "true" else " — **incomplete**"))
-    lines.append("")
-    lines.append("Time = statistic over iterations of the max over ranks of each iteration; "
-                 "GB = 1e9 B; busbw = algbw × the collective's bus factor (nccl-tests).")
-    display(Markdown("\n".join(lines)))
+        lines.append(f"- **{name}**: {a.get('nranks')} ranks on {_hosts(ds)}, {a.get('dtype')}"
+                     + (f", op {a.get('op')}" if a.get("op") else "")
+                     + f", backend {a.get('backend')} ({a.get('library')}), timing "
+                     f"{a.get('timing')}, {a.get('warmup')} warm-up + {a.get('iters')} measured "
+                     f"iterations, algorithms {', '.join(str(x) for x in ds['algorithm'].values)}"
+                     + (f", check {a.get('check')}" if a.get("check") else "")
+                     + (f", created {a.get('created')}" if a.get("created") else "")
+                     + ("" if a.get("complete", "true") == "true" else " — **incomplete run**"))
+    lines += ["", f"Time = **{ctx.stat}** over iterations of the **max over ranks** of each "
+              "iteration (the collective is done when its slowest rank is). GB = 10⁹ B. "
+              "busbw = algbw × the collective's bus factor (nccl-tests)."]
+    theory = {str(p.name) if p else "none" for p in ctx.presets.values()}
+    if ctx.presets and any(ctx.presets.values()):
+        lines.append("")
+        uses = {}
+        for name, p in ctx.presets.items():
+            if p:
+                uses.setdefault(id(p), (p, []))[1].append(name)
+        for p, names in uses.values():
+            extra = f"; {p.measured}" if p.measured else ""
+            which = "" if len(names) == len(ctx.parts) else f" for {', '.join(names)}"
+            lines.append(f"- Theory preset{which}: `{p.name}`, peak **{p.peak_gbps:.4g} GB/s** "
+                         f"({p.scope}{extra}), α {p.alpha_us:g} µs. Source: {p.source}.")
+    elif ctx.theory.lower() not in NO_THEORY:
+        lines.append(f"\nNo theory preset matches this hardware ({', '.join(theory)}); pass "
+                     "`--theory NAME` for a peak line.")
+    if ctx.baseline_path:
+        lines.append(f"\nBaseline: `{ctx.baseline_path}`.")
+    _md("\n".join(lines))
+
+
+def _hosts(ds):
+    from ..dataset.schema import attr_json
+    hosts = attr_json(ds, "hosts", [])
+    if isinstance(hosts, (list, tuple)) and hosts:
+        uniq = list(dict.fromkeys(str(h) for h in hosts))
+        return ", ".join(uniq[:4]) + (f" (+{len(uniq) - 4})" if len(uniq) > 4 else "")
+    return str(hosts or "?")
+
+
+def fits_of(ctx, name):
+    """The α-β fit of one part (computed once per report)."""
+    if name not in ctx.fits:
+        from ..theory import fit
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ctx.fits[name] = fit(ctx.parts[name], stat="median")
+    return ctx.fits[name]
+
+
+def fit_table_html(fits, preset=None):
+    """The fitted α, β, γ per algorithm as an HTML table, units in the headers."""
+    from ..units import format_size
+    from .style import approx_size
+    head = ["algorithm", "α (µs/step)", "1/β (GB/s)", "γ (ns/B)", "A (µs)", "busbw → (GB/s)"]
+    head += [f"% of {preset.name} peak"] if preset is not None else []
+    head += ["S½", "sizes fitted", "rms resid."]
+    rows = []
+    for f in fits.values():
+        generic = f.model.startswith("generic")
+        gamma = "—" if f.gamma_source == "n/a" else (f"{f.gamma * 1e9:.3g}" if f.gamma > 0 else "in β")
+        cells = [f"{f.algorithm} (A + F·S/B)" if generic else f.algorithm,
+                 "—" if generic else f"{f.alpha * 1e6:.3g}",
+                 "—" if generic or f.beta <= 0 else f"{1 / f.beta / 1e9:.3g}",
+                 gamma, f"{f.latency * 1e6:.3g}", f"{f.peak_busbw:.3g}"]
+        if preset is not None:
+            cells.append(f"{100 * f.peak_busbw / preset.peak_gbps:.0f} %")
+        cells += [approx_size(f.half_size) if f.half_size < 1e18 else "∞",
+                  f"{format_size(f.size_range[0])} – {format_size(f.size_range[1])}",
+                  f"{100 * f.rms:.1f} %"]
+        rows.append(cells)
+    return _table(head, rows)
+
+
+def _table(head, rows, cls="ccb-table"):
+    out = [f'<table class="{cls}"><thead><tr>']
+    out += [f"<th>{html.escape(str(h))}</th>" for h in head]
+    out.append("</tr></thead><tbody>")
+    for r in rows:
+        out.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def show_summary(ctx):
+    """One line per collective: the best busbw and how it compares."""
+    from ..units import format_size
+    head = ["collective", "ranks", "largest size", "best algorithm", "busbw (GB/s)",
+            "efficiency", "latency at smallest size"]
+    rows = []
+    for name, ds in ctx.parts.items():
+        place = "out_of_place" if "out_of_place" in ds["placement"].values \
+            else str(ds["placement"].values[0])
+        bw = ds.ccb.busbw(ctx.stat).sel(placement=place).isel(size=-1)
+        t0 = ds.ccb.time(ctx.stat).sel(placement=place).isel(size=0)
+        best = str(bw["algorithm"].values[int(bw.argmax("algorithm"))])
+        fastest = str(t0["algorithm"].values[int(t0.argmin("algorithm"))])
+        p = ctx.presets.get(name)
+        rows.append([name, ds.ccb.nranks, format_size(int(ds["size"].values[-1])), best,
+                     f"{float(bw.max()):.3g}",
+                     f"{100 * float(bw.max()) / p.peak_gbps:.0f} % of {p.name}" if p else "—",
+                     f"{float(t0.min()):.3g} µs ({fastest}, {format_size(int(ds['size'].values[0]))})"])
+    _md("## Summary")
+    _html(_table(head, rows))
+
+
+# -- one collective ------------------------------------------------------------
+
+def show_collective(ctx, name):
+    """Every section for one collective: busbw with theory, fit, winners,
+    latency, ranks, iterations, baseline."""
+    import matplotlib.pyplot as plt
+
+    from ..units import format_size
+    from . import analysis, plots
+    from .style import approx_size
+    ds = ctx.parts[name]
+    preset = ctx.presets.get(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        fits = fits_of(ctx, name)
+        _md(f"## {name}")
+        _md("### Bus bandwidth and theory\n"
+            f"Solid: measured busbw ({ctx.stat} over iterations), shaded p10–p90 of the "
+            "iterations. Dashed: each algorithm's α-β model with α and β fitted to this sweep "
+            "(weighted least squares on relative error, median time per size)"
+            + (f". Dotted: the lower bound at the `{preset.name}` preset's α and peak; dash-dot: "
+               "the peak, with the right axis in % of it." if preset else "."))
+        _show(plots.busbw_vs_size(ds, stat=ctx.stat, preset=preset, fits=fits), plt)
+        _md("**Fitted α-β parameters** (α: latency per message step; 1/β: link bandwidth; "
+            "A: latency of the whole collective at the smallest size; busbw →: the "
+            "asymptote; S½: size at half of it):")
+        _html(fit_table_html(fits, preset))
+        _md("### Winner per size")
+        _show(plots.winner_per_size(ds, stat=ctx.stat), plt)
+        cross = analysis.crossovers(ds, ctx.stat)
+        if cross:
+            _md("Crossovers: " + "; ".join(
+                f"**{c['from']} → {c['to']}** at ≈ {approx_size(c['at'])} (between "
+                f"{format_size(c['size_lo'])} and {format_size(c['size_hi'])})" for c in cross) + ".")
+        else:
+            w = analysis.winners(ds, ctx.stat)
+            _md(f"No crossover: **{w['winner'].iloc[0]}** wins at every size." if len(w) else "")
+        _md("### Latency percentiles")
+        _show(plots.latency_percentiles(ds), plt)
+        _md("### Ranks")
+        alg, table = _straggler_summary(ds)
+        _show(plots.rank_heatmap(ds, algorithm=alg), plt)
+        _md(table)
+        _md("### Per-iteration trace")
+        _show(plots.iteration_trace(ds), plt)
+        base = ctx.baseline.get(ds.attrs.get("collective"))
+        if ctx.baseline_path:
+            _md("### Against the baseline")
+            if base is None:
+                _md(f"The baseline has no {ds.attrs.get('collective')} results.")
+            else:
+                _show(plots.compare_baseline(ds, base, stat=ctx.stat), plt)
+
+
+def _straggler_summary(ds):
+    """(algorithm to show in the heat map, Markdown about stragglers)."""
+    from . import analysis
+    metric = "start skew" if "start" in ds else "median latency"
+    found = {}
+    for a in [str(x) for x in ds["algorithm"].values]:
+        s = analysis.stragglers(ds, a)
+        if len(s):
+            found[a] = s
+    if not found:
+        return str(ds["algorithm"].values[0]), (
+            f"No straggler: no rank's {metric} stands out (robust z-score > 3.5 at a quarter "
+            "of the sizes or more) in any algorithm.")
+    worst = max(found, key=lambda a: int(found[a]["flagged"].sum()))
+    lines = [f"Stragglers by {metric} (robust z-score > 3.5 at ≥ ¼ of the sizes):"]
+    for a, s in found.items():
+        lines.append(f"- {a}: " + ", ".join(
+            f"rank {r.rank}" + (f" on {r.host}" if r.host else "") + f" ({r.flagged} sizes, "
+            f"median z {r.median_z:.1f})" for r in s.itertuples()))
+    return worst, "\n".join(lines)
+
+
+def _show(fig, plt):
+    """Display `fig` as a PNG whatever matplotlib's backend (MPLBACKEND=Agg
+    in a cron job would otherwise print "<Figure ...>")."""
+    import io
+
+    from IPython.display import Image, display
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    display(Image(data=buf.getvalue(), format="png"))
+
+
+def show_collectives(ctx):
+    for name in ctx.parts:
+        show_collective(ctx, name)
 
 
 def show_tables(ctx):
-    from IPython.display import Markdown, display
-
+    """nccl-tests' table per collective, with every statistic asked for."""
     from ..table import format_table
+    _md("## Tables")
     for name, ds in ctx.parts.items():
-        display(Markdown(f"### {name}\n```\n" + "\n".join(format_table(ds, stats=ctx.stats)) + "\n```"))
+        _md(f"### {name}\n```\n" + "\n".join(format_table(ds, stats=ctx.stats)) + "\n```")
 
 
+# kept for notebooks written against the first version
 def show_plots(ctx):
-    import matplotlib.pyplot as plt
-    from IPython.display import Markdown, display
+    show_collectives(ctx)
 
-    from . import plots
-    for name, ds in ctx.parts.items():
-        display(Markdown(f"### {name}"))
-        for fig in (plots.busbw_vs_size(ds, stat=ctx.stats[0], peak=ctx.peak),
-                    plots.latency_percentiles(ds),
-                    plots.rank_heatmap(ds)):
-            display(fig)
-            plt.close(fig)
+
+
+# -- compare.ipynb -------------------------------------------------------------
+
+@dataclass
+class CompareContext:
+    runs: dict          # label -> {collective: Dataset}
+    reference: str      # the label the others are divided by
+    stats: list
+    title: str
+
+
+def _labels(paths):
+    names = [os.path.splitext(os.path.basename(p))[0] for p in paths]
+    return [n if names.count(n) == 1 else f"{n} ({i + 1})" for i, n in enumerate(names)]
+
+
+def prepare_compare_parameters(results, baseline="", stats=("avg",), title=""):
+    """`check_parameters` for compare.ipynb: two runs or more, or one and a baseline."""
+    p = check_parameters(results, baseline, "", stats, title)
+    if len(p.results) < 2 and not p.baseline:
+        raise ConfigError("give two or more results files, or one and a baseline", "results")
+    return p
+
+
+def prepare_compare(results, baseline="", stats=("avg",), title=""):
+    """Check the parameters of compare.ipynb, then load every run.
+
+    Raises
+    ------
+    ConfigError
+        Naming the parameter (fewer than two runs to compare, a missing
+        file, a malformed statistic).
+    """
+    p = prepare_compare_parameters(results, baseline, stats, title)
+    paths = ([p.baseline] if p.baseline else []) + p.results
+    labels = _labels(paths)
+    if p.baseline:
+        labels[0] = f"baseline: {labels[0]}"
+    runs = {}
+    for label, path in zip(labels, paths):
+        runs[label] = {ds.attrs.get("collective", name): ds.load() for name, ds in _open(path).items()}
+    return CompareContext(runs, labels[0], p.stats, p.title or "ccbench comparison")
+
+
+def show_compare(ctx):
+    """For every collective in two runs or more: busbw of all runs, then each
+    run's ratio to the reference with a table of the typical ratios."""
+    import numpy as np
+    import matplotlib.pyplot as plt
+
+    from ..units import format_size
+    from . import analysis, plots
+    lines = [f"# {ctx.title}", ""]
+    for label, parts in ctx.runs.items():
+        ds = next(iter(parts.values()))
+        lines.append(f"- **{label}**{' (reference)' if label == ctx.reference else ''}: "
+                     f"{', '.join(parts)}; {ds.attrs.get('nranks')} ranks, backend "
+                     f"{ds.attrs.get('backend')} ({ds.attrs.get('library')}), "
+                     f"{ds.attrs.get('created') or ds.attrs.get('source') or ''}")
+    lines += ["", f"Ratios are busbw / the reference's busbw ({ctx.stats[0]} over iterations "
+              "of the max over ranks), at the sizes both have; > 1 is faster."]
+    _md("\n".join(lines))
+    collectives = list(dict.fromkeys(c for parts in ctx.runs.values() for c in parts))
+    for coll in collectives:
+        have = {label: parts[coll] for label, parts in ctx.runs.items() if coll in parts}
+        if len(have) < 2:
+            continue
+        _md(f"## {coll}")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            _show(plots.busbw_runs(have, stat=ctx.stats[0]), plt)
+            ref = have.get(ctx.reference) or next(iter(have.values()))
+            rows = []
+            for label, ds in have.items():
+                if ds is ref:
+                    continue
+                _show(plots.compare_baseline(ds, ref, stat=ctx.stats[0]), plt)
+                for alg, d in analysis.compare(ds, ref, ctx.stats[0]).items():
+                    r = d["ratio"][np.isfinite(d["ratio"])]
+                    if not r.size:
+                        continue
+                    rows.append([label, alg, d["against"], f"{np.exp(np.mean(np.log(r))):.3f}",
+                                 f"{r.min():.3f}", f"{r.max():.3f}",
+                                 f"{r[-1]:.3f} at {format_size(int(d['size'][np.isfinite(d['ratio'])][-1]))}"])
+            if rows:
+                _html(_table(["run", "algorithm", "against", "geometric mean ratio", "min", "max",
+                              "at the largest size"], rows))

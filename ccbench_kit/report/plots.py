@@ -1,101 +1,398 @@
 """Plots of a ``ccbench/1`` Dataset.  Each takes a Dataset and returns a
-matplotlib Figure, so notebooks and reports share them."""
+matplotlib Figure, so notebooks, the Explorer and reports share them.
+
+Every plot says its statistics in its labels: the iteration time is the
+`rank_stat` (max) over ranks, then `stat` over iterations; GB = 1e9 B.
+"""
 import numpy as np
 
-from .._optional import require
+from ..units import format_size
+from . import analysis
+from .style import (algorithm_colors, approx_size, figure, finish, log2_sizes, pyplot,
+                    style_legend, styled, time_axis)
+
+__all__ = ["busbw_vs_size", "winner_per_size", "latency_percentiles", "rank_heatmap",
+           "iteration_trace", "compare_baseline", "size_distribution", "busbw_runs"]
 
 
-def _plt():
-    require("matplotlib", "report")
-    import matplotlib
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline",
-                                                 "module://ipympl.backend_nbagg", "widget", "ipympl"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    return plt
-
-
-def _log2_sizes(ax):
-    from matplotlib.ticker import FuncFormatter
-
-    from ..units import format_size
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_size(int(v)) if v >= 1 else ""))
-    ax.tick_params(axis="x", labelrotation=45)
-
-
-def _title(ds, what):
+def _subtitle(ds):
     a = ds.attrs
-    return f"{a.get('collective')} {what} — {a.get('nranks')} ranks, {a.get('dtype')}, {a.get('backend')}"
+    return (f"{a.get('nranks')} ranks · {a.get('dtype')} · {a.get('backend')} · "
+            f"{a.get('iters')} iterations")
 
 
-def busbw_vs_size(ds, stat="avg", rank_stat="max", placement=None, peak=None, ax=None):
-    """busbw per algorithm vs size (log2 x), with a peak line when given (GB/s)."""
-    plt = _plt()
-    fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(8, 4.5))
-    bw = ds.ccb.busbw(stat, rank_stat)
-    placements = [placement] if placement else list(bw["placement"].values)
-    for alg in bw["algorithm"].values:
-        for p in placements:
-            y = bw.sel(algorithm=alg, placement=p)
-            label = str(alg) if len(placements) == 1 else f"{alg} ({p.replace('_', '-')})"
-            ax.plot(ds["size"].values, y.values, marker="o", ms=3, label=label,
-                    ls="-" if p == "out_of_place" else "--")
+def _placement(ds, placement):
+    values = [str(p) for p in ds["placement"].values]
+    if placement in values:
+        return placement
+    return "out_of_place" if "out_of_place" in values else values[0]
+
+
+@styled
+def busbw_vs_size(ds, stat="avg", rank_stat="max", placement=None, preset=None, fits=None,
+                  band=(10, 90), yscale="log", peak=None, algorithms=None, ax=None):
+    """busbw per algorithm vs size (log₂ x), with theory.
+
+    Parameters
+    ----------
+    stat, rank_stat : str
+        The line: `stat` over iterations of the `rank_stat` over ranks.
+    placement : str, optional
+        ``out_of_place`` (default when present), ``in_place``.
+    preset : str or `theory.Preset`, optional
+        Draws the link peak, the lower-bound curve at the preset's α and
+        peak, and a right axis in % of the peak (efficiency).
+    fits : `theory.FitResult`, optional
+        Fitted α-β curves (dashed), α and B in the legend; ``True`` fits here.
+    band : (lo, hi) percentiles or None
+        Shaded busbw band from per-iteration times.
+    peak : float, optional
+        A plain peak line in GB/s when there is no preset.
+    algorithms : list of str, optional
+        A subset to draw.
+    """
+    from .. import theory
+    placement = _placement(ds, placement)
+    fig, ax = figure(ax)
+    colors = algorithm_colors(ds)
+    sizes = ds["size"].values.astype(float)
+    factor = ds.ccb.bus_factor
+    bw = ds.ccb.busbw(stat, rank_stat).sel(placement=placement)
+    algs = [str(a) for a in (algorithms or bw["algorithm"].values)]
+    if band:
+        it = ds.ccb.iteration_time(rank_stat).sel(placement=placement)
+        q = np.nanpercentile(np.asarray(it.transpose("algorithm", "size", "iteration").values,
+                                        dtype=float), band, axis=-1)  # (2, alg, size)
+    if fits is True:
+        fits = theory.fit(ds, stat=stat, rank_stat=rank_stat, placement=placement)
+    dense = np.geomspace(sizes.min(), sizes.max(), 200) if sizes.size else sizes
+    for alg in algs:
+        i = [str(a) for a in bw["algorithm"].values].index(alg)
+        c = colors[alg]
+        y = bw.sel(algorithm=alg).values
+        if band:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ax.fill_between(sizes, factor * sizes / (q[1, i] * 1e3), factor * sizes / (q[0, i] * 1e3),
+                                color=c, alpha=0.15, lw=0)
+        f = (fits or {}).get(alg)
+        ax.plot(sizes, y, color=c, marker="o", ms=3.5, lw=1.6,
+                label=alg + (f" — {_fit_label(f)}" if f is not None else ""))
+        if f is not None:
+            ax.plot(dense, f.busbw(dense), color=c, ls="--", lw=1.1, alpha=0.9)
+    if fits:
+        ax.plot([], [], color="0.4", ls="--", lw=1.1, label="α-β fit (dashed)")
+    p = theory.preset(preset, ds=ds) if preset is not None and preset != "" else None
+    if p is not None:
+        peak = p.peak_gbps
+        lb = theory.curve(ds.attrs["collective"], "lower bound", dense.astype(np.int64),
+                          ds.ccb.nranks, alpha=p.alpha, beta=p.beta)
+        ax.plot(dense, lb["busbw"].values, color="0.35", ls=":", lw=1.3,
+                label=f"bound: α {p.alpha_us:g} µs, B {p.peak_gbps:.3g} GB/s ({p.name})")
     if peak:
-        ax.axhline(peak, color="k", lw=1, ls=":", label=f"peak {peak:g} GB/s")
-    _log2_sizes(ax)
+        ax.axhline(peak, color="0.2", lw=1.0, ls="-.", label=f"peak {peak:.4g} GB/s"
+                   + (f" ({p.name})" if p is not None else ""))
+        best = np.nanmax(bw.sel(algorithm=algs).values) if algs else np.nan
+        if np.isfinite(best):
+            ax.annotate(f"best: {best:.3g} GB/s = {100 * best / peak:.0f} % of peak",
+                        xy=(0.99, 0.03), xycoords="axes fraction", ha="right", va="bottom",
+                        fontsize=8.5, color="0.2",
+                        bbox=dict(boxstyle="round,pad=0.3", fc="white", ec="0.8", lw=0.6))
+    log2_sizes(ax)
+    ax.set_yscale(yscale)
+    if yscale == "log":
+        from matplotlib.ticker import FuncFormatter
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    if peak:
+        _efficiency_axis(ax, peak, yscale)
     ax.set_xlabel("size")
-    ax.set_ylabel(f"busbw (GB/s, {stat} over iterations)")
-    ax.set_title(_title(ds, "bus bandwidth"))
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.set_ylabel(f"busbw (GB/s) — {stat} over iterations")
+    band_txt = f", band p{band[0]}–p{band[1]}" if band else ""
+    return finish(fig, ax, f"{ds.attrs.get('collective')} bus bandwidth "
+                  f"({placement.replace('_', '-')}{band_txt})", _subtitle(ds), ncol=2)
+
+
+def _efficiency_axis(ax, peak, yscale):
+    """A right axis in % of `peak`, over the same range as busbw."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    lo, hi = ax.get_ylim()
+    eff = ax.twinx()
+    eff.set_yscale(yscale)
+    eff.set_ylim(100.0 * lo / peak, 100.0 * hi / peak)
+    eff.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g} %"))
+    eff.yaxis.set_minor_formatter(NullFormatter())
+    eff.grid(False)
+    eff.spines["right"].set_visible(True)
+    eff.set_ylabel("efficiency (% of peak)")
+    ax.set_ylim(lo, hi)
+
+
+def _fit_label(f):
+    """The fitted parameters, with units, as the legend shows them."""
+    if f.model.startswith("generic"):
+        return f"A {f.latency * 1e6:.3g} µs, B {f.peak_busbw:.3g} GB/s"
+    link = f", 1/β {1 / f.beta / 1e9:.3g} GB/s" if f.beta > 0 else ""
+    return f"α {f.alpha * 1e6:.3g} µs{link}"
+
+
+@styled
+def winner_per_size(ds, stat="avg", rank_stat="max", placement=None, tolerance=0.05, ax=None):
+    """The best algorithm at each size, its margin over the runner-up, and
+    the crossover sizes (`analysis.crossovers`) marked and named."""
+    plt = pyplot()
+    placement = _placement(ds, placement)
+    w = analysis.winners(ds, stat, rank_stat, placement, tolerance)
+    cross = analysis.crossovers(ds, stat, rank_stat, placement, tolerance)
+    colors = algorithm_colors(ds)
+    fig, (top, bot) = plt.subplots(2, 1, figsize=(9, 4.6), sharex=True, layout="constrained",
+                                   gridspec_kw={"height_ratios": [1, 4]})
+    sizes = w["size"].values.astype(float)
+    edges = _log_edges(sizes)
+    for i, row in w.iterrows():
+        top.axvspan(edges[i], edges[i + 1], color=colors[row["winner"]], alpha=0.85, lw=0)
+        bot.bar(sizes[i], 100 * row["margin"], width=edges[i + 1] - edges[i],
+                color=colors[row["winner"]], alpha=0.85 if not row["tie"] else 0.35,
+                hatch="//" if row["tie"] else None, edgecolor="white", lw=0.5)
+    runs = _runs(w["winner"].tolist())
+    for start, end, alg in runs:
+        mid = np.sqrt(edges[start] * edges[end + 1])
+        top.text(mid, 0.5, alg, ha="center", va="center", fontsize=8.5, color="white",
+                 fontweight="bold", transform=top.get_xaxis_transform(), clip_on=True)
+    for c in cross:
+        for a in (top, bot):
+            a.axvline(c["at"], color="0.15", ls="--", lw=1)
+        bot.annotate(f"{c['from']} → {c['to']}\n≈ {approx_size(c['at'])}",
+                     xy=(c["at"], 1.0), xycoords=("data", "axes fraction"), xytext=(4, -4),
+                     textcoords="offset points", va="top", fontsize=8, color="0.15")
+    top.set_yticks([])
+    top.set_ylabel("winner", rotation=0, ha="right", va="center")
+    log2_sizes(bot)
+    bot.set_xlim(edges[0], edges[-1])
+    bot.set_xlabel("size")
+    bot.set_ylabel("margin over runner-up (%)")
+    bot.axhline(100 * tolerance, color="0.5", lw=0.8, ls=":")
+    names = "; ".join(f"{c['from']} → {c['to']} at ≈ {approx_size(c['at'])}"
+                      for c in cross) or "no crossover"
+    top.set_title(f"{ds.attrs.get('collective')} — best algorithm per size ({stat} busbw)\n"
+                  f"{names}", loc="left")
+    bot.text(1.0, 1.0, f"hatched: within {100 * tolerance:.0f} % (tie, winner kept)",
+             transform=bot.transAxes, ha="right", va="bottom", fontsize=7.5, color="0.4")
     return fig
 
 
-def latency_percentiles(ds, percentiles=("p50", "p99"), rank_stat="max", placement="out_of_place"):
-    """Latency percentiles (µs, log y) vs size, per algorithm."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    if placement not in ds["placement"].values:
-        placement = str(ds["placement"].values[0])
+def _log_edges(sizes):
+    if sizes.size == 1:
+        return np.array([sizes[0] / np.sqrt(2), sizes[0] * np.sqrt(2)])
+    mids = np.sqrt(sizes[:-1] * sizes[1:])
+    return np.concatenate([[sizes[0] ** 2 / mids[0]], mids, [sizes[-1] ** 2 / mids[-1]]])
+
+
+def _runs(labels):
+    out, start = [], 0
+    for i in range(1, len(labels) + 1):
+        if i == len(labels) or labels[i] != labels[start]:
+            out.append((start, i - 1, labels[start]))
+            start = i
+    return out
+
+
+@styled
+def latency_percentiles(ds, percentiles=("p50", "p90", "p99"), rank_stat="max",
+                        placement=None, algorithms=None, ax=None):
+    """Latency percentiles (µs, log y) vs size, per algorithm: solid p50,
+    dashed p90, dotted p99; the p50–p99 spread shaded."""
+    placement = _placement(ds, placement)
+    fig, ax = figure(ax)
+    colors = algorithm_colors(ds)
+    it = ds.ccb.iteration_time(rank_stat).sel(placement=placement)
+    qs = [float(p[1:]) if p.startswith("p") else 50.0 for p in percentiles]
+    vals = np.nanpercentile(np.asarray(it.transpose("algorithm", "size", "iteration").values,
+                                       dtype=float), qs, axis=-1)
+    sizes = ds["size"].values.astype(float)
     styles = ["-", "--", ":", "-."]
-    for alg_i, alg in enumerate(ds["algorithm"].values):
-        color = f"C{alg_i % 10}"
+    names = [str(a) for a in it["algorithm"].values]
+    for alg in (algorithms or names):
+        i = names.index(alg)
+        c = colors[alg]
+        ax.fill_between(sizes, vals[0, i], vals[-1, i], color=c, alpha=0.1, lw=0)
         for j, q in enumerate(percentiles):
-            t = ds.ccb.time(q, rank_stat).sel(algorithm=alg, placement=placement)
-            ax.plot(ds["size"].values, t.values, color=color, ls=styles[j % 4], marker=".",
-                    label=f"{alg} {q}")
-    _log2_sizes(ax)
+            ax.plot(sizes, vals[j, i], color=c, ls=styles[j % 4], lw=1.4,
+                    marker="o" if j == 0 else None, ms=3)
+    log2_sizes(ax)
     ax.set_yscale("log")
+    time_axis(ax)
     ax.set_xlabel("size")
-    ax.set_ylabel(f"time (µs, {rank_stat} over ranks)")
-    ax.set_title(_title(ds, f"latency {', '.join(percentiles)} ({placement.replace('_', '-')})"))
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    return fig
+    ax.set_ylabel(f"time — {rank_stat} over ranks")
+    style_legend(ax, {a: colors[a] for a in (algorithms or names)},
+                 {q: styles[j % 4] for j, q in enumerate(percentiles)})
+    return finish(fig, ax, f"{ds.attrs.get('collective')} latency {', '.join(percentiles)} "
+                  f"({placement.replace('_', '-')})", _subtitle(ds), legend=False)
 
 
-def rank_heatmap(ds, algorithm=None, placement="out_of_place"):
-    """Median latency per (rank, size), normalised per size: stragglers show hot."""
-    plt = _plt()
+@styled
+def rank_heatmap(ds, algorithm=None, placement=None, threshold=3.5, metric="auto"):
+    """rank × size heat map of start skew (when `start` exists) or of median
+    latency relative to the median rank; stragglers (robust |z| >
+    `threshold`) outlined."""
+    plt = pyplot()
+    placement = _placement(ds, placement)
     algorithm = algorithm or str(ds["algorithm"].values[0])
-    if placement not in ds["placement"].values:
-        placement = str(ds["placement"].values[0])
-    med = ds["latency"].sel(algorithm=algorithm, placement=placement).median("iteration")
-    rel = med / med.median("rank")
-    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.35 * ds.sizes["rank"] + 1.5))
-    im = ax.imshow(np.asarray(rel.transpose("rank", "size").values, dtype=float), aspect="auto",
-                   cmap="magma", interpolation="nearest")
-    from ..units import format_size
-    ax.set_xticks(range(ds.sizes["size"]))
-    ax.set_xticklabels([format_size(int(s)) for s in ds["size"].values], rotation=60, fontsize=7)
-    ax.set_yticks(range(ds.sizes["rank"]))
-    ax.set_yticklabels([str(r) for r in ds["rank"].values], fontsize=7)
+    h = analysis.rank_matrix(ds, algorithm, placement, metric)
+    z = analysis.robust_z(h.values)
+    nr, ns = h.values.shape
+    fig, ax = plt.subplots(figsize=(9, min(2.2 + 0.3 * nr, 9)), layout="constrained")
+    im = ax.imshow(h.values, aspect="auto", cmap="magma", interpolation="nearest", origin="lower")
+    slow = analysis.stragglers(ds, algorithm, placement, threshold, metric)
+    rows = [list(h["rank"].values).index(r) for r in slow["rank"]]
+    for r, s in np.argwhere(z > threshold):
+        if r in rows:
+            ax.add_patch(plt.Rectangle((s - 0.5, r - 0.5), 1, 1, fill=False, ec="#00e5ff", lw=1.8))
+    step = max(1, -(-ns // 16))
+    ax.set_xticks(range(0, ns, step))
+    ax.set_xticklabels([format_size(int(s)) for s in h["size"].values[::step]],
+                       rotation=45, ha="right")
+    rstep = max(1, -(-nr // 32))
+    ax.set_yticks(range(0, nr, rstep))
+    hosts = [str(x) for x in h["host"].values] if "host" in h.coords else [""] * nr
+    ax.set_yticklabels([f"{r}" + (f" ({hosts[i]})" if len(set(hosts)) > 1 else "")
+                        for i, r in enumerate(h["rank"].values)][::rstep])
     ax.set_xlabel("size")
     ax.set_ylabel("rank")
-    fig.colorbar(im, ax=ax, label="median latency / median over ranks")
-    ax.set_title(_title(ds, f"per-rank median latency — {algorithm}"))
-    fig.tight_layout()
+    ax.grid(False)
+    fig.colorbar(im, ax=ax, label=h.attrs["label"], pad=0.01)
+    who = ", ".join(f"rank {r.rank} ({r.flagged}/{ns} sizes)" for r in slow.itertuples()) or "none"
+    ax.set_title(f"{ds.attrs.get('collective')} per-rank {h.attrs['what']} — {algorithm}\n"
+                 f"stragglers (robust |z| > {threshold:g}, outlined): {who}", loc="left")
     return fig
+
+
+@styled
+def iteration_trace(ds, sizes=None, algorithms=None, placement=None, rank_stat="max"):
+    """Each measured iteration's time, for a small, a middle and the largest
+    size: warm-up effects and jitter.  The band spans min to max over ranks."""
+    plt = pyplot()
+    placement = _placement(ds, placement)
+    all_sizes = [int(s) for s in ds["size"].values]
+    if sizes is None:
+        picks = sorted({0, len(all_sizes) // 2, len(all_sizes) - 1})
+        sizes = [all_sizes[i] for i in picks]
+    colors = algorithm_colors(ds)
+    lat = ds["latency"].sel(placement=placement)
+    algs = [str(a) for a in (algorithms or lat["algorithm"].values)]
+    fig, axes = plt.subplots(1, len(sizes), figsize=(9, 3.4), squeeze=False, layout="constrained")
+    reduce_ranks = {"max": np.nanmax, "min": np.nanmin, "mean": np.nanmean}[rank_stat]
+    for ax, s in zip(axes[0], sizes):
+        block = lat.sel(size=s)
+        x = block["iteration"].values
+        for alg in algs:
+            v = np.asarray(block.sel(algorithm=alg).values, dtype=float)  # (rank, iteration)
+            ax.fill_between(x, np.nanmin(v, axis=0), np.nanmax(v, axis=0),
+                            color=colors[alg], alpha=0.15, lw=0, step="mid")
+            ax.plot(x, reduce_ranks(v, axis=0), color=colors[alg], lw=1.1, label=alg,
+                    drawstyle="steps-mid")
+        ax.set_title(format_size(s), fontsize=10, loc="center")
+        ax.set_xlabel("iteration")
+        time_axis(ax)
+    axes[0][0].set_ylabel(f"time — {rank_stat} over ranks")
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center",
+               ncol=min(len(algs), 6))
+    warm = ds.attrs.get("warmup")
+    warm_txt = f"{warm} warm-up iterations ran before these (not recorded)" if warm \
+        else "no warm-up iterations"
+    fig.suptitle(f"{ds.attrs.get('collective')} per-iteration time ({placement.replace('_', '-')})\n"
+                 f"band: min–max over ranks · {warm_txt}", x=0.01, ha="left", fontsize=11,
+                 fontweight="bold")
+    return fig
+
+
+@styled
+def compare_baseline(ds, baseline, stat="avg", rank_stat="max", placement=None, ax=None):
+    """busbw of `ds` / busbw of `baseline` per algorithm vs size, with the
+    bootstrap confidence band of `ccbench_kit.compare` where both sides have
+    per-iteration data (a plain ratio where one side is aggregated)."""
+    placement = _placement(ds, placement)
+    fig, ax = figure(ax)
+    colors = algorithm_colors(ds)
+    cmp = analysis.compare(ds, baseline, stat, rank_stat, placement)
+    for alg, d in cmp.items():
+        c = colors.get(alg, "C0")
+        base_alg = alg.split(" vs ")[0]
+        c = colors.get(base_alg, c)
+        ax.plot(d["size"], d["ratio"], color=c, marker="o", ms=3.5, lw=1.5,
+                label=alg if " vs " in alg else f"{alg} vs {d['against']}")
+        if d.get("lo") is not None:
+            ax.fill_between(d["size"], d["lo"], d["hi"], color=c, alpha=0.2, lw=0,
+                            label=f"  {d['ci_label']}")
+    ax.axhline(1.0, color="0.2", lw=1)
+    ax.axhspan(0.95, 1.05, color="0.5", alpha=0.08, lw=0)
+    log2_sizes(ax)
+    ax.set_xlabel("size")
+    ax.set_ylabel(f"busbw ratio to baseline ({stat})")
+    src = baseline.attrs.get("source") or baseline.attrs.get("library") or "baseline"
+    return finish(fig, ax, f"{ds.attrs.get('collective')} vs baseline",
+                  f"baseline: {src} · > 1 is faster · grey: ±5 %", ncol=2)
+
+
+@styled
+def size_distribution(ds, size, stat="avg", rank_stat="max", placement=None, algorithms=None,
+                      ax=None):
+    """Iteration times at one size, one box per algorithm (whiskers p5–p95),
+    with `stat` marked: how spread out each algorithm is there."""
+    placement = _placement(ds, placement)
+    fig, ax = figure(ax)
+    colors = algorithm_colors(ds)
+    it = ds.ccb.iteration_time(rank_stat).sel(placement=placement, size=size)
+    names = [str(a) for a in (algorithms or it["algorithm"].values)]
+    data = [np.asarray(it.sel(algorithm=a).values, dtype=float) for a in names]
+    data = [d[np.isfinite(d)] for d in data]
+    box = ax.boxplot(data, orientation="horizontal", whis=(5, 95), widths=0.6, patch_artist=True,
+                     showfliers=True, flierprops=dict(marker=".", ms=3, alpha=0.5))
+    ax.set_yticks(range(1, len(names) + 1), names)
+    for patch, a in zip(box["boxes"], names):
+        patch.set_facecolor(colors[a])
+        patch.set_alpha(0.35)
+        patch.set_edgecolor(colors[a])
+    for med in box["medians"]:
+        med.set_color("0.15")
+    t = ds.ccb.time(stat, rank_stat).sel(placement=placement, size=size)
+    for i, a in enumerate(names):
+        ax.plot(float(t.sel(algorithm=a)), i + 1, marker="D", color=colors[a], ms=6, mec="0.1",
+                ls="none", label=stat if i == 0 else None)
+    finite = np.concatenate(data) if data else np.array([])
+    if finite.size and finite.min() > 0 and finite.max() / finite.min() > 10:
+        from matplotlib.ticker import NullFormatter
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    time_axis(ax, "x")
+    ax.set_xlabel(f"iteration time — {rank_stat} over ranks")
+    ax.grid(axis="y", visible=False)
+    return finish(fig, ax, f"{ds.attrs.get('collective')} at {format_size(int(size))}",
+                  f"box: p25–p75, whiskers p5–p95, ◆ {stat}", legend=False)
+
+
+@styled
+def busbw_runs(runs, stat="avg", rank_stat="max", placement=None, ax=None):
+    """busbw of several runs of one collective on one plot: `runs` maps a
+    label to a Dataset; each run has its colour, each algorithm its marker."""
+    fig, ax = figure(ax)
+    from matplotlib.lines import Line2D
+    markers = "osD^vP*X"
+    labels = list(runs)
+    algs = list(dict.fromkeys(str(a) for ds in runs.values() for a in ds["algorithm"].values))
+    for i, (label, ds) in enumerate(runs.items()):
+        pl = _placement(ds, placement)
+        bw = ds.ccb.busbw(stat, rank_stat).sel(placement=pl)
+        for a in [str(x) for x in bw["algorithm"].values]:
+            ax.plot(ds["size"].values, bw.sel(algorithm=a).values, color=f"C{i % 10}",
+                    marker=markers[algs.index(a) % len(markers)], ms=3.5, lw=1.4)
+    log2_sizes(ax)
+    ax.set_yscale("log")
+    ax.set_xlabel("size")
+    ax.set_ylabel(f"busbw (GB/s) — {stat} over iterations")
+    handles = [Line2D([], [], color=f"C{i % 10}", lw=2) for i in range(len(labels))]
+    handles += [Line2D([], [], color="0.35", marker=markers[j % len(markers)], ls="none")
+                for j in range(len(algs))]
+    ax.legend(handles, labels + algs, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+              ncol=min(len(handles), 4))
+    first = next(iter(runs.values()))
+    return finish(fig, ax, f"{first.attrs.get('collective')} bus bandwidth, {len(runs)} runs",
+                  "colour: run · marker: algorithm", legend=False)

@@ -141,6 +141,15 @@ def get(name, paths=(), ds=None, flag="theory"):
     """
     if isinstance(name, Preset):
         return name
+    found = lookup(name, paths, flag)
+    if found.kind == "memcpy":
+        found = _with_memcpy(found, ds)
+    return found
+
+
+def lookup(name, paths=(), flag="theory"):
+    """The preset called `name` as written in its file (a ``memcpy`` preset
+    not yet measured); `get` without the measurement."""
     text = str(name)
     paths = list(paths)
     if "#" in text:
@@ -157,9 +166,28 @@ def get(name, paths=(), ds=None, flag="theory"):
         raise ConfigError(f"unknown theory preset {name!r}; choose one of "
                           f"{', '.join(presets)} or add yours to a presets file "
                           f"(${ENV})", flag)
-    if found.kind == "memcpy":
-        found = _with_memcpy(found, ds)
     return found
+
+
+def auto_name(ds):
+    """The preset that fits how `ds` was measured, or None.
+
+    Host buffers (backend ``mpi``) are bounded by memcpy: ``cpu``.  NCCL on
+    one host of H100 or H200 GPUs: their NVLink4 preset.  Anything else has
+    no safe default (the network decides).
+    """
+    from ..dataset.schema import attr_json
+    backend = str(ds.attrs.get("backend", ""))
+    if backend == "mpi":
+        return "cpu"
+    if backend == "nccl":
+        hosts = attr_json(ds, "hosts", [])
+        one_host = not isinstance(hosts, list) or len(set(map(str, hosts))) <= 1
+        devices = " ".join(str(d) for d in ds["device"].values).upper() if "device" in ds.coords else ""
+        for gpu in ("H200", "H100"):
+            if gpu in devices and one_host:
+                return f"{gpu.lower()}-nvlink4"
+    return None
 
 
 def _with_memcpy(preset, ds):

@@ -1,0 +1,159 @@
+"""Write the shipped notebooks from the cell sources below.
+
+    python notebooks/build.py          # rewrite report/compare/explore.ipynb
+    python notebooks/build.py --check  # exit 1 if a committed notebook differs
+
+The notebooks stay thin: each cell calls ``ccbench_kit.report.notebook`` or
+``ccbench_kit.widgets``, where the logic is tested.  Cells get stable ids and
+no outputs, so the files diff cleanly; the kernelspec is the kit's
+``ccbench`` kernel (``make kernel``), so JupyterLab opens them without asking.
+"""
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+KERNELSPEC = {"display_name": "Python (ccbench)", "language": "python", "name": "ccbench"}
+
+
+def md(text, tags=()):
+    return ("markdown", text.strip("\n"), list(tags))
+
+
+def code(text, tags=()):
+    return ("code", text.strip("\n"), list(tags))
+
+
+REPORT = [
+    md("""
+# ccbench report
+Executed by `ccbench report RESULTS.nc -o reports/NAME.html` (papermill, then
+nbconvert with the code hidden), or by hand:
+`papermill notebooks/report.ipynb out.ipynb -y "{results: [results/demo.nc], theory: cpu}"`.
+""", tags=["remove-cell"]),
+    code("""
+# Parameters (papermill injects the values given on the command line after this cell)
+results = []  # results files (.nc, or any baseline format the kit imports)
+baseline = ""  # optional baseline file to compare against
+theory = "auto"  # hardware preset for the peak and the bound ("auto", "", or a name: h100-nvlink4, ib-ndr, cpu...)
+stats = ["avg", "p50", "p99"]  # statistics over iterations: the first one is plotted
+title = ""  # report title
+""", tags=["parameters"]),
+    code("""
+# Check every parameter before reading any data: a wrong one fails here, in one line.
+from ccbench_kit.report import notebook as rn
+
+with rn.one_line_errors():
+    ctx = rn.prepare(results=results, baseline=baseline, theory=theory, stats=stats, title=title)
+"""),
+    code("rn.show_header(ctx)"),
+    code("rn.show_summary(ctx)"),
+    code("rn.show_collectives(ctx)"),
+    code("rn.show_tables(ctx)"),
+]
+
+COMPARE = [
+    md("""
+# ccbench comparison
+Several runs of the same collectives side by side, each against the first
+(or against `baseline` when given):
+`papermill notebooks/compare.ipynb out.ipynb -y "{results: [a.nc, b.nc]}"`.
+""", tags=["remove-cell"]),
+    code("""
+# Parameters
+results = []  # two or more results files; the first is the reference unless baseline is set
+baseline = ""  # optional: compare every run against this file instead
+stats = ["avg"]  # statistic over iterations
+title = ""  # title
+""", tags=["parameters"]),
+    code("""
+# Check every parameter before reading any data: a wrong one fails here, in one line.
+from ccbench_kit.report import notebook as rn
+
+with rn.one_line_errors():
+    cmp = rn.prepare_compare(results=results, baseline=baseline, stats=stats, title=title)
+"""),
+    code("rn.show_compare(cmp)"),
+]
+
+EXPLORE = [
+    md("""
+# Explore results
+Pick a collective, algorithm, dtype and statistic; move the size slider.
+The left plot is busbw against size with its α-β fit; the right one the
+iteration times at the chosen size. Below, the Run panel starts a new sweep
+(mpirun on this machine); its result opens in the Explorer when it is done.
+"""),
+    code("""
+results = "results/demo.nc"  # a results file (make demo writes this one)
+"""),
+    code("""
+import os
+
+import ccbench_kit as ccb
+from ccbench_kit.widgets import Explorer, RunPanel
+
+if os.path.exists(results):
+    data = ccb.load(results)
+else:  # nothing measured yet: a synthetic sweep from the α-β model, until the Run panel adds one
+    from ccbench_kit.theory.synthetic import synthetic_dataset
+    data = synthetic_dataset("all_reduce", ["ring", "recursive_doubling", "mpi"], nranks=4, iters=20)
+explorer = Explorer(data)
+explorer
+"""),
+    code("""
+panel = RunPanel(explorer=explorer, out="results/explore-run.nc")
+panel
+"""),
+]
+
+
+def notebook(cells, name):
+    out = []
+    for i, (kind, text, tags) in enumerate(cells):
+        cell = {"cell_type": kind, "id": f"{name}-{i:02d}", "metadata": {}, "source": _lines(text)}
+        if tags:
+            cell["metadata"]["tags"] = tags
+        if kind == "code":
+            cell["execution_count"] = None
+            cell["outputs"] = []
+        out.append(cell)
+    return {"cells": out,
+            "metadata": {"kernelspec": KERNELSPEC,
+                         "language_info": {"name": "python", "pygments_lexer": "ipython3"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def _lines(text):
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + [lines[-1]]
+
+
+NOTEBOOKS = {"report.ipynb": REPORT, "compare.ipynb": COMPARE, "explore.ipynb": EXPLORE}
+
+
+def render(name):
+    # nbformat's own layout (indent 1, sorted keys), so saving in Jupyter changes nothing
+    return json.dumps(notebook(NOTEBOOKS[name], name.split(".")[0]), indent=1, sort_keys=True,
+                      ensure_ascii=False) + "\n"
+
+
+def main(argv):
+    check = "--check" in argv
+    stale = []
+    for name in NOTEBOOKS:
+        path = HERE / name
+        text = render(name)
+        if check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(name)
+        else:
+            path.write_text(text, encoding="utf-8")
+    if stale:
+        print(f"stale: {', '.join(stale)}; run python notebooks/build.py", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
