@@ -65,6 +65,7 @@ def make_dataset(*, algorithms, placements, sizes, counts, in_bytes, out_bytes,
         data["start"] = (DIMS, np.asarray(start, dtype=np.float64),
                          {"units": "us", "long_name": "iteration start on rank 0's clock"})
     full = {k: "" for k in REQUIRED_ATTRS}
+    full.update(root=-1, nranks=len(coords["rank"]), warmup=0, iters=latency.shape[-1])
     full.update(attrs)
     full["schema"] = SCHEMA
     ds = xr.Dataset(data, coords=coords, attrs={k: netcdf_safe(v) for k, v in full.items()})
