@@ -10,7 +10,7 @@ import numpy as np
 from . import nccl_tests_meta as meta_
 from .build import to_dataset
 from .nccl_tests_rows import PLACEMENTS, Meta, Rows, sweep_length, tables_from_rows
-from .source import half_of, json_line_finder, json_number, loads_json
+from .source import half_of, json_line_finder, json_number, key_line, loads_json
 
 NAME = "nccl-tests JSON"
 _ENV_PREFIXES = ("NCCL_", "CUDA_", "OMPI_", "FI_", "UCX_", "NVIDIA_", "SLURM_", "PMIX_")
@@ -18,8 +18,9 @@ _ENV_PREFIXES = ("NCCL_", "CUDA_", "OMPI_", "FI_", "UCX_", "NVIDIA_", "SLURM_", 
 
 def sniff(src, head):
     h = head.lstrip()
-    return h.startswith("{") and ('"nccl_version"' in head or '"bus_bw"' in head
-                                  or ('"out_of_place"' in head and '"results"' in head))
+    return h.startswith("{") and '"size(B)"' not in head and (
+        '"nccl_version"' in head or '"bus_bw"' in head
+        or ('"out_of_place"' in head and '"results"' in head))
 
 
 def _int(value, src, line, what, default=None):
@@ -69,7 +70,8 @@ def _rows(src, results, line_of):
     rows = Rows(size=np.zeros(n, np.int64), count=np.zeros(n, np.int64),
                 type=np.empty(n, object), redop=np.empty(n, object),
                 root=np.zeros(n, np.int64), line=np.zeros(n, np.int64),
-                time={}, algbw={}, busbw={}, time_hu={}, algbw_hu={}, busbw_hu={}, wrong={})
+                time={}, algbw={}, busbw={}, time_hu={}, algbw_hu={}, busbw_hu={}, wrong={},
+                algorithm=np.full(n, "", dtype=object))
     cols = {p: {k: np.full(n, np.nan) for k in ("time", "algbw", "busbw", "time_hu",
                                                 "algbw_hu", "busbw_hu")} for p in PLACEMENTS}
     wrong = {p: np.full(n, -1, np.int64) for p in PLACEMENTS}
@@ -90,25 +92,31 @@ def _rows(src, results, line_of):
         rows.redop[i] = str(r.get("redop", "none"))
         rows.root[i] = _int(r.get("root", -1), src, line, "root", -1)
         rows.line[i] = line or 0
+        # nccl-tests leaves experiment_name empty; the kit's exporter names
+        # each row's algorithm there
+        name = r.get("experiment_name")
+        rows.algorithm[i] = name.strip() if isinstance(name, str) else ""
         for p in PLACEMENTS:
             body = r.get(p)
             if body is None:
                 continue
-            body = _dict(body, src, line, f"results[{i}].{p}")
+            pline = key_line(src, line, p)
+            body = _dict(body, src, pline, f"results[{i}].{p}")
             seen.add(p)
             tkey = "cpu_time" if "cpu_time" in body else "time"
             cputime |= tkey == "cpu_time"
             for k, key in (("time", tkey), ("algbw", "alg_bw"), ("busbw", "bus_bw")):
                 if key not in body:
-                    raise src.error(line, f"'{key}' in results[{i}].{p}", ", ".join(map(str, body)))
+                    raise src.error(pline, f"'{key}' in results[{i}].{p}", ", ".join(map(str, body)))
                 v = body[key]
-                cols[p][k][i] = json_number(v, src, line, f"{p}.{key}")
+                cols[p][k][i] = json_number(v, src, key_line(src, pline, key), f"{p}.{key}")
                 cols[p][k + "_hu"][i] = half_of(v)
             nw = body.get("nwrong")
             if nw is not None:
-                w = json_number(nw, src, line, f"{p}.nwrong")
+                w = json_number(nw, src, key_line(src, pline, "nwrong"), f"{p}.nwrong")
                 wrong[p][i] = int(w) if np.isfinite(w) else -1
-            per_iter[p][i] = _per_iter(r.get(f"{p}_per_iter"), src, line, p)
+            per_iter[p][i] = _per_iter(r.get(f"{p}_per_iter"), src,
+                                       key_line(src, line, f"{p}_per_iter"), p)
     for p in PLACEMENTS:
         if p not in seen:
             continue
@@ -161,7 +169,9 @@ def parse(src, hints):
     hosts = sorted({str(d.get("hostname", "")) for d in devices} - {""})
 
     def dev_name(d):
-        base = f"{d.get('device_info', '')} [{d.get('device_hex', '')}]".strip()
+        base = str(d.get("device_info", "")).strip()
+        if d.get("device_hex"):
+            base += f" [{d['device_hex']}]"
         return base if per_proc == 1 else f"{per_proc} GPUs from {base}"
 
     step = cfg.get("step_factor"), cfg.get("step_bytes")

@@ -34,6 +34,7 @@ class Rows:
     stats: dict = field(default_factory=dict)     # placement -> {name: array}
     cv: dict = field(default_factory=dict)        # placement -> i_cv% array
     per_iter: dict = field(default_factory=dict)  # placement -> [ (R, I) array per row ]
+    algorithm: np.ndarray = None                  # per row, when the file names it
 
 
 @dataclass
@@ -120,78 +121,89 @@ def _group_keys(rows):
     return [(k, np.array(groups[k], dtype=np.int64)) for k in order]
 
 
+def _positions(sz, n_sweep):
+    """(cycle, size) row positions of one algorithm's rows, sizes ascending;
+    requested sizes that round to a size already printed (all_gather's 8 and
+    16 B on 2 ranks both print 0) keep their first row."""
+    idx = fold_cycles(sz, n_sweep)
+    first = idx[0][idx[0] >= 0]
+    uniq, pos = np.unique(sz[first], return_index=True)
+    dup = len(first) - len(uniq)
+    cols = idx[:, np.sort(pos)] if dup else idx[:, :len(first)]
+    return cols[:, np.argsort(sz[cols[0]], kind="stable")], dup
+
+
 def tables_from_rows(src, rows, meta):
-    """One Table per (type, redop, root) in `rows`."""
+    """One Table per (type, redop, root) in `rows`; the kit's own nccl-tests
+    JSON names each row's algorithm (``experiment_name``), which becomes the
+    `algorithm` dim."""
     n_sweep = len(meta.sweep) if meta.sweep else None
     placements = [p for p in PLACEMENTS if p in rows.time]
+    P = len(placements)
     tables = []
-    groups = _group_keys(rows)
-    for (dtype, redop, root), gi in groups:
-        sz = rows.size[gi]
-        idx = fold_cycles(sz, n_sweep)
-        first = idx[0][idx[0] >= 0]
-        sizes_first = sz[first]
-        # requested sizes that round to one size (all_gather's 8 and 16 B on
-        # 2 ranks both print 0): keep the first, say so
-        uniq, pos = np.unique(sizes_first, return_index=True)
-        dup = len(uniq) < len(sizes_first)
-        cols = idx[:, np.sort(pos)] if dup else idx
-        order = np.argsort(sz[cols[0]], kind="stable")
-        cols = cols[:, order]                      # (C, S) ascending sizes
-        C, S = cols.shape
-        rowsel = gi[np.where(cols >= 0, cols, 0)]  # (C, S) row numbers
-        present = cols >= 0
-        P = len(placements)
+    for (dtype, redop, root), gi in _group_keys(rows):
+        names = rows.algorithm[gi] if rows.algorithm is not None else np.full(len(gi), "", object)
+        algs = list(dict.fromkeys(str(a) for a in names))
+        per_alg, dup = [], 0
+        for a in algs:
+            ai = gi[names == a]
+            cols, d = _positions(rows.size[ai], n_sweep)
+            per_alg.append((ai, cols))
+            dup += d
+        sizes = np.unique(np.concatenate([rows.size[ai][cols[0]] for ai, cols in per_alg]))
+        A, S = len(algs), len(sizes)
+        C = max(cols.shape[0] for _, cols in per_alg)
+        rowsel = np.zeros((A, S, C), dtype=np.int64)      # row of (algorithm, size, cycle)
+        present = np.zeros((A, S, C), dtype=bool)
+        counts = np.full(S, -1, dtype=np.int64)
+        for k, (ai, cols) in enumerate(per_alg):
+            at = np.searchsorted(sizes, rows.size[ai][cols[0]])
+            for c in range(cols.shape[0]):
+                ok = cols[c] >= 0
+                rowsel[k, at[ok], c] = ai[cols[c][ok]]
+                present[k, at[ok], c] = True
+            counts[at] = rows.count[ai][cols[0]]
 
         def grab(d, fill=np.nan, dtype=float):
-            out = np.full((1, P, S, C), fill, dtype=dtype)
+            out = np.full((A, P, S, C), fill, dtype=dtype)
             for pi, p in enumerate(placements):
-                if p in d and d[p] is not None:
-                    v = np.asarray(d[p])[rowsel].T            # (S, C)
-                    out[0, pi] = np.where(present.T, v, fill)
+                if d.get(p) is not None:
+                    v = np.broadcast_to(np.asarray(d[p]), rows.size.shape)[rowsel]
+                    out[:, pi] = np.where(present, v, fill)
             return out
 
-        def grab_hu(d):
-            out = np.zeros((1, P, S, C))
-            for pi, p in enumerate(placements):
-                if p in d and d[p] is not None:
-                    out[0, pi] = np.broadcast_to(np.asarray(d[p], dtype=float), rows.size.shape)[rowsel].T
-            return out
-
-        time = grab(rows.time)
         wrong_all = grab(rows.wrong, -1, np.int64)
-        wrong = wrong_all.max(axis=-1) if C > 1 else wrong_all[..., 0]
-        t = Table(src=src, line=meta.line, fmt=meta.fmt,
-                  sizes=sz[cols[0]].astype(np.int64),
-                  counts=rows.count[gi][cols[0]].astype(np.int64),
-                  time=time, algbw=grab(rows.algbw), busbw=grab(rows.busbw),
-                  time_hu=grab_hu(rows.time_hu), algbw_hu=grab_hu(rows.algbw_hu),
-                  busbw_hu=grab_hu(rows.busbw_hu),
+        t = Table(src=src, line=meta.line, fmt=meta.fmt, sizes=sizes.astype(np.int64),
+                  counts=counts, time=grab(rows.time), algbw=grab(rows.algbw),
+                  busbw=grab(rows.busbw), time_hu=np.nan_to_num(grab(rows.time_hu)),
+                  algbw_hu=np.nan_to_num(grab(rows.algbw_hu)),
+                  busbw_hu=np.nan_to_num(grab(rows.busbw_hu)),
                   collective=meta.collective, nranks=meta.nranks, group_size=meta.group_size,
                   dtype=canonical_dtype(dtype), op=canonical_op(redop), root=int(root),
-                  algorithms=(meta.algorithm,), placements=tuple(placements),
-                  wrong=wrong, lines=rows.line[rowsel].T[None] * present.T[None],
+                  algorithms=tuple(a or meta.algorithm for a in algs),
+                  placements=tuple(placements), wrong=wrong_all.max(axis=-1),
+                  lines=np.where(present, rows.line[rowsel], 0),
                   check_time=meta.check_time, aggregated=meta.aggregated,
                   attrs=dict(meta.attrs), complete=meta.complete,
                   incomplete_reason=meta.incomplete_reason)
         if dup:
             t.attrs["duplicate_sizes"] = (
-                f"{len(sizes_first) - len(uniq)} requested sizes gave a size already printed "
-                "(rounded down to whole elements per rank); kept the first row of each")
+                f"{dup} requested sizes gave a size already printed (rounded down to whole "
+                "elements per rank); kept the first row of each")
+        if not present.all():
+            t.attrs["missing_rows"] = int((~present).sum())
+        dims = ("algorithm", "placement", "size") + (("cycle",) if C > 1 else ())
         if C > 1:
             t.attrs["cycles"] = C
             t.aggregated += f"; the whole sweep ran {C} times (-N): cycle c is iteration c"
         if rows.error:
-            t.extra["reported_error"] = (("algorithm", "placement", "size"),
-                                         np.nanmax(grab(rows.error), axis=-1)
-                                         if C > 1 else grab(rows.error)[..., 0],
+            err = grab(rows.error)
+            t.extra["reported_error"] = (dims, err if C > 1 else err[..., 0],
                                          {"long_name": "max error as nccl-tests printed it"})
-        stat_names = list(dict.fromkeys(n for p in placements for n in rows.stats.get(p, {})))
-        for name in stat_names:
+        for name in dict.fromkeys(n for p in placements for n in rows.stats.get(p, {})):
             t.stats[name] = grab({p: rows.stats.get(p, {}).get(name) for p in placements})
         if rows.cv:
             cv = grab(rows.cv)
-            dims = ("algorithm", "placement", "size") + (("cycle",) if C > 1 else ())
             t.extra["reported_time_cv"] = (dims, cv if C > 1 else cv[..., 0],
                                            {"units": "%", "long_name": "coefficient of variation "
                                             "of per-iteration times (nccl-tests -I i_cv%)"})
@@ -202,8 +214,9 @@ def tables_from_rows(src, rows, meta):
 
 
 def _attach_per_iter(t, rows, placements, rowsel, present, meta):
-    """Per-iteration (and per-process) times become `latency`."""
-    S, C = rowsel.T.shape
+    """Per-iteration (and per-process) times become `latency`; a sweep
+    repeated C times lays its cycles one after another along `iteration`."""
+    A, S, C = rowsel.shape
     P = len(placements)
     shapes = [np.shape(a) for p in placements for a in (rows.per_iter.get(p) or [])
               if a is not None]
@@ -211,20 +224,16 @@ def _attach_per_iter(t, rows, placements, rowsel, present, meta):
         return
     R = max(s[0] for s in shapes)
     I = max(s[1] for s in shapes)
-    lat = np.full((1, P, S, R, C * I), np.nan)
+    lat = np.full((A, P, S, R, C * I), np.nan)
     for pi, p in enumerate(placements):
         arrs = rows.per_iter.get(p)
         if not arrs:
             continue
-        for s in range(S):
-            for c in range(C):
-                if not present[c, s]:
-                    continue
-                a = arrs[rowsel[c, s]]
-                if a is None:
-                    continue
-                a = np.asarray(a, dtype=float)
-                lat[0, pi, s, :a.shape[0], c * I:c * I + a.shape[1]] = a
+        for a, s, c in zip(*np.nonzero(present)):
+            block = arrs[rowsel[a, s, c]]
+            if block is not None:
+                block = np.asarray(block, dtype=float)
+                lat[a, pi, s, :block.shape[0], c * I:c * I + block.shape[1]] = block
     t.latency = lat
     if R > 1 and meta.ranks and len(meta.ranks) == R:
         t.ranks, t.hosts, t.devices = meta.ranks, meta.hosts, meta.devices

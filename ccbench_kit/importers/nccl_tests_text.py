@@ -205,7 +205,7 @@ def _tokens(src, blk, ncols, lead_n, null_cols, partial):
             cut = True                # the log stops inside this row
             continue
         else:
-            hint = " (the log ends inside this row: truncated?)" \
+            hint = " (the log ends inside this row: truncated? --partial keeps the rows before)" \
                 if k == len(text) - 1 and not blk.footer else ""
             raise src.error(ln, f"{ncols} columns as the header at line {blk.header[0]} "
                             f"says{hint}", s)
@@ -311,14 +311,14 @@ def parse(src, hints):
     out = []
     for k, blk in enumerate(blocks):
         last = k == len(blocks) - 1
+        rows, placements, groups, cut, lead = _rows(src, blk, hints.partial)
         if not blk.footer and not hints.partial:
             where = blk.row_line[-1] + 1 if blk.row_line else blk.header[0] + 1
-            raise src.error(min(where, len(src.lines)),
+            raise src.error(where,
                             "more rows or nccl-tests' '# Avg bus bandwidth' footer: the "
                             + ("log ends" if last else "next test starts")
                             + " inside the table begun at line %d (truncated? pass --partial "
-                            "to keep its %d complete rows)" % (blk.header[0], len(blk.row_text)))
-        rows, placements, groups, cut, lead = _rows(src, blk, hints.partial)
+                            "to keep its %d complete rows)" % (blk.header[0], len(rows.size)))
         if len(rows.size) == 0:
             continue
         out.extend(to_dataset(t, hints) for t in _tables(src, blk, rows, env, nccl_lib,

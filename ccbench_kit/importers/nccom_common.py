@@ -121,42 +121,65 @@ def build_table(src, line, fmt, cols, rows, lines, cmd, extra_attrs):
         bad = int(np.flatnonzero(~np.isfinite(sizes) | (sizes < 0) | (sizes != np.round(sizes)))[0])
         raise src.error(lines[bad], "a whole number of bytes in size(B)", rows[bad][SIZE][0])
     sizes = sizes.astype(np.int64)
-    uniq, first = np.unique(sizes, return_index=True)
-    keep = np.sort(first)
-    keep = keep[np.argsort(sizes[keep], kind="stable")]
+    algs = [str(r[ALGO][0]) if ALGO in r else "" for r in rows]
+    # --show-algorithm names the one algorithm nccom-test chose per size; the
+    # kit's own nccom-style JSON repeats each size once per algorithm it ran
+    as_dim = ALGO in cols and len(set(zip(sizes.tolist(), algs))) == len(rows) \
+        and len(set(sizes.tolist())) < len(rows)
+    names = list(dict.fromkeys(algs)) if as_dim else [cmd.get("algorithm") or "nccom"]
+    uniq = np.unique(sizes)
+    A, S = len(names), len(uniq)
+    pick = np.full((A, S), -1, dtype=np.int64)      # row of (algorithm, size), first wins
+    for k in range(len(rows)):
+        a = names.index(algs[k]) if as_dim else 0
+        s_ = int(np.searchsorted(uniq, sizes[k]))
+        if pick[a, s_] < 0:
+            pick[a, s_] = k
+    dups = len(rows) - int((pick >= 0).sum())
 
     def col(name, default=np.nan):
-        return np.array([rows[k][name][0] if name in rows[k] else default for k in keep], dtype=float)
+        out = np.full((A, S), np.nan)
+        for a, s_ in zip(*np.nonzero(pick >= 0)):
+            out[a, s_] = rows[pick[a, s_]][name][0] if name in rows[pick[a, s_]] else default
+        return out
 
     def half(name):
-        return np.array([rows[k][name][1] if name in rows[k] else 0.0 for k in keep], dtype=float)
+        return np.nan_to_num(np.where(pick >= 0, col_half(name), 0.0))
+
+    def col_half(name):
+        out = np.zeros((A, S))
+        for a, s_ in zip(*np.nonzero(pick >= 0)):
+            out[a, s_] = rows[pick[a, s_]][name][1] if name in rows[pick[a, s_]] else 0.0
+        return out
 
     def shaped(x):
-        return x[None, None, :, None]
+        return x[:, None, :, None]
 
-    counts = col(COUNT, -1)
-    counts = np.where(np.isfinite(counts), counts, -1).astype(np.int64)
+    def per_size(x, default):
+        x = np.nanmax(np.where(np.isfinite(x), x, -np.inf), axis=0)
+        return np.where(np.isfinite(x), x, default).astype(np.int64)
+
     stats = {st: shaped(col(c)) for c, st in time_columns(cols).items()
              if c != time_col and st not in (None, "avg")}
-    t = Table(src=src, line=line, fmt=fmt, sizes=sizes[keep], counts=counts,
+    t = Table(src=src, line=line, fmt=fmt, sizes=uniq, counts=per_size(col(COUNT), -1),
               time=shaped(col(time_col)), algbw=shaped(col(ALGBW)), busbw=shaped(col(BUSBW)),
               time_hu=shaped(half(time_col)), algbw_hu=shaped(half(ALGBW)),
               busbw_hu=shaped(half(BUSBW)),
               collective=cmd.get("collective"), nranks=cmd.get("nranks"),
-              group_size=cmd.get("group_size"), op_root_known=False, op="none", root=-1,
-              algorithms=("nccom",), placements=("out_of_place",),
-              lines=np.asarray(lines, dtype=np.int64)[keep][None, :, None],
+              group_size=cmd.get("group_size"), op_root_known=False,
+              op=cmd.get("op") or "none", root=int(cmd.get("root", -1)),
+              algorithms=tuple(names), placements=(cmd.get("placement") or "out_of_place",),
+              lines=np.where(pick >= 0, np.asarray(lines, dtype=np.int64)[np.maximum(pick, 0)], 0)[:, :, None],
               stats=stats, aggregated=aggregated_text(time_col))
-    types = {str(rows[k][TYPE][0]) for k in keep if TYPE in rows[k]}
+    types = {str(r[TYPE][0]) for r in rows if TYPE in r}
     t.dtype = canonical_dtype(cmd.get("dtype") or (types.pop() if len(types) == 1 else ""))
     if IN_SIZE in cols and OUT_SIZE in cols:
-        t.in_bytes = np.where(np.isfinite(col(IN_SIZE)), col(IN_SIZE), -1).astype(np.int64)
-        t.out_bytes = np.where(np.isfinite(col(OUT_SIZE)), col(OUT_SIZE), -1).astype(np.int64)
-    if ALGO in cols:
+        t.in_bytes, t.out_bytes = per_size(col(IN_SIZE), -1), per_size(col(OUT_SIZE), -1)
+    if ALGO in cols and not as_dim:
         t.coords["algorithm_used"] = ("size", np.array(
-            [str(rows[k].get(ALGO, ("",))[0]) for k in keep], dtype=str))
-    if len(keep) < len(sizes):
-        t.attrs["duplicate_sizes"] = f"{len(sizes) - len(keep)} repeated sizes; kept the first row of each"
+            [str(rows[k][ALGO][0]) if k >= 0 and ALGO in rows[k] else "" for k in pick[0]], dtype=str))
+    if dups:
+        t.attrs["duplicate_sizes"] = f"{dups} repeated rows; kept the first of each"
     t.bw_unit_note = pick_unit(t, time_col)
     attrs = {"backend": "neuron", "command": cmd.get("command", ""),
              "warmup": cmd.get("warmup", ""), "iters": cmd.get("iters", "")}

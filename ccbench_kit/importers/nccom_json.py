@@ -7,7 +7,7 @@ bus factor (busbw/algbw).
 """
 from . import nccom_common as nc
 from .build import find_collective, to_dataset
-from .source import half_of, json_line_finder, json_number, loads_json
+from .source import half_of, json_line_finder, json_number, key_line, loads_json
 
 NAME = "nccom-test JSON"
 _RANKS = ("nworkers", "num_workers", "nranks", "ranks", "world_size")
@@ -32,9 +32,30 @@ def _config(doc):
             v = scope.get(k)
             if isinstance(v, str) and find_collective(v) and "collective" not in out:
                 out["collective"] = find_collective(v).name
-        v = scope.get("datatype")
-        if isinstance(v, str) and "dtype" not in out:
-            out["dtype"] = v
+        for k in ("datatype", "type"):
+            v = scope.get(k)
+            if isinstance(v, str) and "dtype" not in out:
+                out["dtype"] = v
+        # the kit's own nccom-style JSON says more in its config
+        for k in ("group_size", "iters", "root"):
+            v = scope.get(k)
+            if isinstance(v, int) and not isinstance(v, bool) and k not in out:
+                out[k] = v
+        v = scope.get("warmup_iters")
+        if isinstance(v, int) and not isinstance(v, bool):
+            out.setdefault("warmup", v)
+        v = scope.get("op")
+        if isinstance(v, str) and not find_collective(v):
+            out.setdefault("op", v)
+        v = scope.get("placement")
+        if v in ("out_of_place", "in_place"):
+            out.setdefault("placement", v)
+        v = scope.get("algorithms")
+        if isinstance(v, list) and len(v) == 1 and isinstance(v[0], str):
+            out.setdefault("algorithm", v[0])
+        for k in ("backend", "library", "command"):
+            if isinstance(scope.get(k), str):
+                out.setdefault("attr_" + k, scope[k])
     return out
 
 
@@ -59,7 +80,7 @@ def parse(src, hints):
             if k in (nc.TYPE, nc.ALGO):
                 row[k] = (str(v), 0.0)
             else:
-                row[k] = (json_number(v, src, line, key), half_of(v))
+                row[k] = (json_number(v, src, key_line(src, line, key), key), half_of(v))
         if nc.SIZE not in row:
             raise src.error(line, f"'size(B)' in results[{i}]", ", ".join(map(str, r)))
         rows.append(row)
@@ -68,5 +89,6 @@ def parse(src, hints):
         raise src.error(json_line_finder(src, "results")(0) or 1,
                         "at least one entry in 'results'")
     cmd = _config(doc)
-    t = nc.build_table(src, lines[0], NAME, cols, rows, lines, cmd, {})
+    extra = {k[5:]: v for k, v in cmd.items() if k.startswith("attr_") and v}
+    t = nc.build_table(src, lines[0], NAME, cols, rows, lines, cmd, extra)
     return [to_dataset(t, hints)]

@@ -177,3 +177,16 @@ def json_line_finder(src, key):
             return src.line_of(starts[i])
         return None
     return line
+
+
+def key_line(src, start, key, limit=200):
+    """The line of ``"key"`` at or after line `start` (within `limit` lines),
+    else `start`: points an error at the value, not just its entry."""
+    if not start:
+        return start
+    lines = src.text.split("\n", start + limit)[start - 1:start - 1 + limit]
+    needle = json.dumps(str(key))
+    for i, ln in enumerate(lines):
+        if needle in ln:
+            return start + i
+    return start

@@ -1,0 +1,78 @@
+"""nccom-test tables and JSON beyond the guide's samples: no command line,
+collectives the file names, kit-written nccom JSON, broken input."""
+from pathlib import Path
+
+import pytest
+
+from ccbench_kit import importers
+from ccbench_kit.importers import ImporterError
+
+DATA = Path(__file__).parent / "data" / "baselines"
+
+
+def test_table_without_command_takes_hints():
+    text = (DATA / "nccom_r64_allr_2nodes.txt").read_text().split("\n", 1)[1]
+    # all_reduce busbw/algbw = 47.09/23.92 -> 2(p-1)/p with p = 64 exactly enough
+    (ds,) = importers.read_text(text, "t.txt", collective="allr")
+    assert (ds.attrs["collective"], ds.attrs["nranks"]) == ("all_reduce", 64)
+    # 1073741824 B / 41806 us = 25.683917 GB/s -> busbw x 126/64 = 50.565211 GB/s
+    assert float(ds.ccb.busbw().sel(size=1073741824).squeeze()) == pytest.approx(50.5652111)
+
+
+def test_named_collective_the_kit_lacks_is_not_guessed():
+    # "permute": factor 1 fits all_reduce on 2 ranks too; the name must win
+    text = (DATA / "nccom_r8_permute.txt").read_text()
+    try:
+        (ds,) = importers.read_text(text, "p.txt")
+    except ImporterError as e:           # until ccbench_kit.collectives has permute
+        assert "permute" in str(e)
+    else:
+        assert ds.attrs["collective"] == "permute" and ds.attrs["nranks"] == 8
+        # 33554432 / 894.24 us = 37.522848 GB/s, factor 1
+        assert float(ds.ccb.busbw().squeeze()) == pytest.approx(37.5228485)
+
+
+def test_truncated_and_broken_tables():
+    text = (DATA / "nccom_r2_allr_fp32.txt").read_text()
+    no_footer = text.rsplit("Avg bus", 1)[0]
+    with pytest.raises(ImporterError) as e:
+        importers.read_text(no_footer, "n.txt")
+    assert e.value.line == 14 and "Avg bus bandwidth" in e.value.expected
+    (ds,) = importers.read_text(no_footer, "n.txt", partial=True)
+    assert ds.attrs["complete"] == "false" and ds.sizes["size"] == 11
+    cut = text[: text.index("52.63")]
+    with pytest.raises(ImporterError, match=r"c.txt:12: expected 6 columns .*truncated"):
+        importers.read_text(cut, "c.txt")
+    no_busbw = text.replace("busbw(GB/s)", "bus(GB/s)")
+    with pytest.raises(ImporterError, match=r"h.txt:2: expected nccom-test columns .*missing busbw"):
+        importers.read_text(no_busbw, "h.txt")
+    bad = text.replace("  4750  ", "  47x0  ")
+    with pytest.raises(ImporterError, match=r"b.txt:12: expected a number in the time\(us\) column"):
+        importers.read_text(bad, "b.txt")
+
+
+def test_json_errors():
+    text = (DATA / "nccom_results.json").read_text()
+    with pytest.raises(ImporterError, match=r"j.json:\d+: expected the rest of the JSON"):
+        importers.read_text(text[:300], "j.json")
+    bad = text.replace('"time:avg(us)": 8.18', '"time:avg(us)": [8.18]')
+    with pytest.raises(ImporterError, match=r"j.json:25: expected a number for time:avg\(us\)"):
+        importers.read_text(bad, "j.json", collective="all_gather", nranks=32)
+
+
+def test_kit_written_nccom_json_round_trips(tmp_path):
+    """The kit's own --report-to-json-file (nccom-test keys, a config, one row
+    per size and algorithm) imports back with its algorithms as the dim."""
+    doc = ('{"config": {"collective": "all_reduce", "nranks": 3, "group_size": 3, "type": "fp32",'
+           ' "op": "sum", "root": -1, "iters": 20, "warmup_iters": 5, "placement": "out_of_place",'
+           ' "algorithms": ["ring", "mpi"], "backend": "mpi"}, "results": ['
+           '{"size(B)": 1024, "count(elems)": 256, "type": "fp32", "algbw(GB/s)": 0.1024,'
+           ' "busbw(GB/s)": 0.13653333333333334, "time:avg(us)": 10.0, "algorithm": "ring"},'
+           '{"size(B)": 1024, "count(elems)": 256, "type": "fp32", "algbw(GB/s)": 0.0512,'
+           ' "busbw(GB/s)": 0.06826666666666667, "time:avg(us)": 20.0, "algorithm": "mpi"}]}')
+    (ds,) = importers.read_text(doc, "kit.json")
+    assert list(ds["algorithm"].values) == ["ring", "mpi"]
+    assert (ds.attrs["collective"], ds.attrs["nranks"], ds.attrs["op"], ds.attrs["backend"]) == \
+        ("all_reduce", 3, "sum", "mpi")
+    assert float(ds.ccb.busbw().sel(algorithm="mpi").squeeze()) == pytest.approx(0.0682666667)
+    assert ds.attrs["reported_check"].startswith("ok: 4 printed")
