@@ -55,7 +55,8 @@ class Explorer:
     ----------
     data : Dataset, DataTree, {label: Dataset}, path or list of paths
     preset : str, optional
-        Theory preset for the peak line (``"auto"``: chosen per Dataset).
+        Theory preset for the peak line: ``"auto"`` (chosen per Dataset),
+        ``"none"``, or a name (`ccbench_kit.theory.presets`).
 
     Examples
     --------
@@ -181,7 +182,7 @@ class Explorer:
     def _preset(self, ds):
         from ..theory import presets
         name = presets.auto_name(ds) if self.preset == "auto" else self.preset
-        if not name:
+        if not name or str(name).lower() in ("none", "off", "no"):
             return None
         key = (name, id(ds))
         if key not in self._fits:

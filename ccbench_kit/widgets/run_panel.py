@@ -131,7 +131,11 @@ class RunPanel:
                              f"{ds.sizes['algorithm']} algorithms; best busbw {best:.3g} GB/s"
                              + (f"; saved to {self.out}" if self.out else "") + ".")
         if self.explorer is not None:
-            self.explorer.add(ds, label=f"{coll} (run)")
+            try:
+                self.explorer.add(ds, label=f"{coll} (run)")
+            except Exception as e:  # a drawing bug must not hide the finished run
+                self.status.value += f" <span style='color:#b00020'>Explorer: {e}</span>"
+                raise
 
     def wait(self, timeout=None):
         """Block until the sweep ends; the Dataset (or raise its error)."""
