@@ -180,6 +180,10 @@ def compare(run, baseline, *, stat="avg", rank_stat="max", algorithms=None, plac
         notes.append(f"{dropped} sizes are on one side only (or outside the range) and left out")
 
     fr, fb = run.ccb.bus_factor, baseline.ccb.bus_factor
+    if not fr or not fb:
+        one = _label(run) if not fr else _label(baseline)
+        raise CompareError(f"{one}: the bus factor of {run.attrs.get('collective')} is 0 "
+                           f"(one rank?), so its busbw is 0 and no ratio exists")
     it_r = run.ccb.iteration_time(rank_stat).sel(size=sizes)
     it_b = baseline.ccb.iteration_time(rank_stat).sel(size=sizes)
     rng = np.random.default_rng(seed)
