@@ -40,7 +40,9 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
                 stepfactor=None, stepbytes=None, algorithms=("mpi",), dtype="fp32",
                 op="sum", root=0, placement="both", warmup=5, iters=20, agg_iters=1,
                 blocking=False, check=None, seed=None, stats=("avg",), backend="mpi",
-                out=None, command=""):
+                out=None, command="", split=None, data_parallel_dimension=None,
+                replica_groups=None, alltoallv_metadata=None, src_target_pairs=None,
+                unique_buff=False, coalesced_ratio=None):
     """A validated `RunConfig` from keyword arguments (see `run`)."""
     coll = collectives.get(collective)
     if sizes is None:
@@ -60,12 +62,26 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
         iters=iters, agg_iters=agg_iters, blocking=bool(blocking), check=check or "",
         seed=int(seed or 0), stats=list(stats), backend=backend, out=out or "", command=command)
     cfg.validate(backend_algorithms(backend, coll.name))
+    from .inputs import parse_inputs, split_layout
+    for k, v in parse_inputs(cfg.collective, cfg.nranks, split=split,
+                             data_parallel_dimension=data_parallel_dimension,
+                             replica_groups=replica_groups, alltoallv_metadata=alltoallv_metadata,
+                             src_target_pairs=src_target_pairs,
+                             coalesced_ratio=coalesced_ratio).items():
+        setattr(cfg, k, v)
+    cfg.unique_buff = bool(unique_buff)
+    group_size = len(cfg.groups[0]) if cfg.groups else cfg.nranks
+    if coll.rooted and cfg.root >= group_size:
+        raise ConfigError(f"root {cfg.root} is not a rank of the replica groups' "
+                          f"0..{group_size - 1}", "--root")
     # Sizes too small for one element per rank are dropped from a sweep (as
     # nccl-tests prints empty rows for them); if none is left it is an error.
     valid, first_error = [], None
     for s in cfg.sizes:
         try:
-            coll.layout(s, _itemsize(cfg.dtype), cfg.nranks)
+            lay = coll.layout(s, _itemsize(cfg.dtype), group_size)
+            if cfg.coalesced_ratio:
+                split_layout(coll, lay.size, _itemsize(cfg.dtype), group_size, cfg.coalesced_ratio)
             valid.append(s)
         except ConfigError as e:
             first_error = first_error or e
@@ -108,6 +124,17 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         Called with a dict per completed size.
     timeout : float, optional
         Seconds for the whole run.
+    split, data_parallel_dimension, replica_groups : optional
+        Replica groups that run the collective concurrently: an
+        ``NCCL_TESTS_SPLIT`` spec (``"AND 0x7"``, ``"MOD 8"``; the variable
+        itself applies when none is given), a group size, or a JSON file /
+        list of lists of ranks (see `ccbench_kit.inputs.groups`).
+    alltoallv_metadata, src_target_pairs : str or parsed JSON, optional
+        alltoallv counts and permute pairs in nccom-test's JSON format.
+    unique_buff : bool
+        A different buffer set for every operation (up to a memory budget).
+    coalesced_ratio : str or list, optional
+        Split each operation into coalesced collectives, e.g. ``[1, 2, 1]``.
     hosts, hosts_file, nnodes, ranks_per_node : optional
         Run on several hosts (``--hosts``, ``--hosts-file``, ``-N``): ranks
         are placed in equal blocks, in host order (`launch.hosts.place`).

@@ -1,34 +1,90 @@
 """A common clock: each rank's MPI_Wtime offset to rank 0, by ping-pong.
 
-For each peer, rank 0 and the peer exchange `rounds` timestamps; the round
-with the smallest round trip gives offset = t0 - (t_send + t_recv) / 2
-(Cristian's method).  Good to about half the minimum round trip.
+MPI_Wtime is not synchronised across processes (Open MPI counts from each
+process's MPI_Init; other hosts have other clocks), so per-rank start times
+are only comparable after each is moved onto one clock, rank 0's.
+
+Rank 0 serves one peer at a time.  The peer sends a ping at t1 (its clock),
+rank 0 answers with its clock T, the answer arrives at t2.  If the two
+legs take equal time, rank 0 read T at the peer's (t1 + t2) / 2, so
+offset = T - (t1 + t2) / 2 (Cristian's method).  An unequal split of the
+round trip errs by at most half of it, so the round with the shortest round
+trip is kept and half of it is the error bound.  The first rounds are warm-
+up (connection set-up, page faults).  Ranks wait for their turn without
+spinning, so that on an oversubscribed node the measuring pair gets the
+cores.
 """
+import time
+from typing import NamedTuple
+
 import numpy as np
 
 _TAG = 0x4343 + 1
+WARMUP_ROUNDS = 3
 
 
-def estimate_offsets(comm, rounds=20):
-    """Seconds to add to this rank's MPI_Wtime to get rank 0's clock."""
+class ClockOffset(NamedTuple):
+    """This rank's clock relative to rank 0's.
+
+    Attributes
+    ----------
+    offset : float
+        Seconds to add to this rank's clock to read rank 0's.
+    error : float
+        Bound on `offset`'s error in seconds: half the best round trip.
+    """
+
+    offset: float
+    error: float
+
+    def to_reference(self, t):
+        """Local time(s) `t` (seconds) on rank 0's clock."""
+        return t + self.offset
+
+
+def estimate_offsets(comm, rounds=30, clock=None):
+    """This rank's `ClockOffset` to rank 0 of `comm`; collective.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Comm
+    rounds : int
+        Measured ping-pongs per peer (after `WARMUP_ROUNDS` not used).
+    clock : callable, optional
+        Seconds, as ``MPI.Wtime`` (the default) gives them; tests pass a
+        skewed clock to check that the skew is found.
+    """
     from mpi4py import MPI
 
+    clock = clock or MPI.Wtime
     rank, size = comm.Get_rank(), comm.Get_size()
     buf = np.zeros(1)
-    offset = 0.0
-    for peer in range(1, size):
-        if rank == 0:
-            for _ in range(rounds):
+    go = np.zeros(1)
+    if rank == 0:
+        for peer in range(1, size):
+            comm.Send(go, dest=peer, tag=_TAG)  # your turn
+            for _ in range(WARMUP_ROUNDS + rounds):
                 comm.Recv(buf, source=peer, tag=_TAG)
-                buf[0] = MPI.Wtime()
+                buf[0] = clock()
                 comm.Send(buf, dest=peer, tag=_TAG)
-        elif rank == peer:
-            best = np.inf
-            for _ in range(rounds):
-                t1 = MPI.Wtime()
-                comm.Send(buf, dest=0, tag=_TAG)
-                comm.Recv(buf, source=0, tag=_TAG)
-                t2 = MPI.Wtime()
-                if t2 - t1 < best:
-                    best, offset = t2 - t1, buf[0] - (t1 + t2) / 2
-    return offset
+        result = ClockOffset(0.0, 0.0)
+    else:
+        _wait_politely(comm.Irecv(go, source=0, tag=_TAG))
+        best, offset = np.inf, 0.0
+        for i in range(WARMUP_ROUNDS + rounds):
+            t1 = clock()
+            comm.Send(buf, dest=0, tag=_TAG)
+            comm.Recv(buf, source=0, tag=_TAG)
+            t2 = clock()
+            if i >= WARMUP_ROUNDS and t2 - t1 < best:
+                best, offset = t2 - t1, buf[0] - (t1 + t2) / 2
+        result = ClockOffset(float(offset), float(best / 2))
+    comm.Barrier()
+    return result
+
+
+def _wait_politely(request, nap=2e-4):
+    # A blocking MPI wait spins; with more ranks than cores that spinning
+    # would steal the core the measuring pair needs and inflate its round trip.
+    while not request.Test():
+        time.sleep(nap)

@@ -36,10 +36,15 @@ class RunConfig:
     skipped_sizes: list = field(default_factory=list)  # too small for this rank count
     # Inputs parsed (and validated) from JSON files or specs, owned by
     # ccbench_kit/inputs/; the harness and collectives only read them.
+    # groups: lists of world ranks, all the same size ([] = one group of all);
+    # a collective runs on its group, where ranks, roots and the alltoallv /
+    # permute vectors below count within the group.
     groups: list = field(default_factory=list)      # replica groups: lists of world ranks
-    alltoallv: list = field(default_factory=list)   # per rank: {send_counts, send_displs,
-                                                    #  recv_counts, recv_displs} in elements
-    pairs: list = field(default_factory=list)       # permute: [src, dst] pairs
+    alltoallv: list = field(default_factory=list)   # per WORLD rank: {send_counts, send_displs,
+                                                    #  recv_counts, recv_displs} in elements,
+                                                    #  each list one value per group rank
+    pairs: list = field(default_factory=list)       # permute: [src, dst] pairs of group ranks,
+                                                    #  the same in every group
     coalesced_ratio: list = field(default_factory=list)  # --coalesced-cc-size-ratio
     segment_bytes: int = 0    # pipelining segment for chain/segmented algorithms
     timing: str = ""          # backend timing mode ("" = the backend's default)

@@ -12,11 +12,15 @@ import numpy as np
 from . import __version__, checks, collectives
 from .backends import get_backend
 from .clock import estimate_offsets
+from .inputs.coalesced import combined, split_layout
 from .dataset.schema import make_dataset
 from .dtypes import OPS, get_dtype
 from .errors import RunError
 
 ENV_PREFIXES = ("NCCL_", "OMPI_", "CCB_", "UCX_", "FI_", "CUDA_VISIBLE_DEVICES")
+# --unique-buff: at most this many bytes of extra buffer sets per rank; past
+# a few sets of buffers larger than the caches, more sets change nothing.
+UNIQUE_BUFF_BUDGET = 1 << 30
 
 
 def captured_env():
@@ -49,43 +53,90 @@ class Sweep:
     """One rank's part of a run.  Use `run()`; rank 0 gets the Dataset."""
 
     def __init__(self, comm, cfg, emit=None, on_partial=None, backend=None):
+        # self.comm is the world; collectives run on self.group_comm, and
+        # self.rank / self.nranks are this rank's place in its replica group.
         self.comm, self.cfg = comm, cfg
-        self.rank, self.nranks = comm.Get_rank(), comm.Get_size()
+        self.world_rank, self.world_size = comm.Get_rank(), comm.Get_size()
+        self.group, self.group_comm = split_groups(comm, cfg.groups)
+        self.rank, self.nranks = self.group_comm.Get_rank(), self.group_comm.Get_size()
         self.emit = emit or (lambda event: None)
         self.on_partial = on_partial or (lambda ds: None)
         self.coll = collectives.get(cfg.collective)
         self.dtype = get_dtype(cfg.dtype)
-        self.backend = backend or get_backend(cfg.backend, comm)
+        self.backend = backend or get_backend(cfg.backend, self.group_comm)
         cfg.validate(self.backend.algorithms(self.coll.name))
         _agree_on_config(comm, cfg)
-        if cfg.nranks != self.nranks:
-            raise RunError(f"configured for {cfg.nranks} ranks but the communicator has {self.nranks}")
+        if cfg.nranks != self.world_size:
+            raise RunError(f"configured for {cfg.nranks} ranks but the communicator has "
+                           f"{self.world_size}")
 
     def run(self):
         cfg, comm = self.cfg, self.comm
         from mpi4py import MPI
 
-        offset = estimate_offsets(comm)
-        epoch = comm.bcast(MPI.Wtime() if self.rank == 0 else None)
+        clock = estimate_offsets(comm)
+        epoch = comm.bcast(MPI.Wtime() if self.world_rank == 0 else None)
         self._start_ref = epoch
-        self._offset = offset
+        self._offset = clock.offset
         ranks_info = comm.gather((socket.gethostname(), self.backend.device_name), root=0)
-        offsets = comm.gather(offset * 1e6, root=0)
+        offsets = comm.gather((clock.offset * 1e6, clock.error * 1e6), root=0)
         layouts = unique_layouts(self.coll, cfg.sizes, self.dtype.itemsize, self.nranks)
+        self._parts = {}
+        if cfg.coalesced_ratio:
+            layouts = list({w.size: w for w in map(self._coalesce, layouts)}.values())
         blocks = []
         for k, layout in enumerate(layouts):
             lat, start, wrong = self._one_size(layout)
             lat_all = comm.gather(lat, root=0)
             start_all = comm.gather(start, root=0)
             wrong_all = comm.reduce(wrong, op=MPI.SUM, root=0) if cfg.check else wrong
-            if self.rank == 0:
+            if self.world_rank == 0:
                 blocks.append((layout, np.stack(lat_all, axis=2), np.stack(start_all, axis=2), wrong_all))
                 ds = self._dataset(blocks, ranks_info, offsets, complete=k == len(layouts) - 1)
                 self.emit({"event": "size", "index": k, "total": len(layouts),
                            "size": layout.size, "busbw": _finite_max(ds.ccb.busbw().isel(size=-1))})
                 self.on_partial(ds)
         self.backend.close()
-        return ds if self.rank == 0 else None
+        if self.group_comm is not comm:
+            self.group_comm.Free()
+        return ds if self.world_rank == 0 else None
+
+    def _coalesce(self, layout):
+        """--coalesced-cc-size-ratio: one layout standing for its parts."""
+        parts = split_layout(self.coll, layout.size, self.dtype.itemsize, self.nranks,
+                             self.cfg.coalesced_ratio)
+        whole = combined(parts)
+        self._parts[whole.size] = parts
+        return whole
+
+    def _timed_buffers(self, alg, placement, layout, first, own):
+        """Buffer sets the timed loop cycles through, and operations per iteration.
+
+        One set is `first` (the checked one); --coalesced-cc-size-ratio makes
+        a set of one buffer triple per part, each with its own count, and
+        --unique-buff makes more sets, one per operation up to a memory budget.
+        """
+        cfg, coll, dt, be = self.cfg, self.coll, self.dtype, self.backend
+        parts = self._parts.get(layout.size)
+        if not parts and not cfg.unique_buff:
+            return [first], 1
+        parts = parts or [layout]
+        per_set = sum((p.send_elems + p.recv_elems) * dt.itemsize for p in parts)
+        ops = (cfg.warmup + cfg.iters) * cfg.agg_iters
+        nsets = min(ops, max(2, UNIQUE_BUFF_BUDGET // max(per_set, 1))) if cfg.unique_buff else 1
+        sets = []
+        for k in range(nsets):
+            for part in parts:
+                if k == 0 and len(parts) == 1:
+                    sets.append(first)
+                    continue
+                recv = be.alloc(part.recv_elems, dt)
+                send = coll.inplace_send(recv, self.rank, part) if placement == "in_place" \
+                    else be.alloc(part.send_elems, dt)
+                be.upload(send, own[:part.send_elems])
+                scratch = be.scratch(coll.name, alg, part.engine_count, dt, self.nranks)
+                sets.append((send, recv, scratch, part.engine_count))
+        return sets, len(parts)
 
     def _one_size(self, layout):
         cfg, coll, dt, be = self.cfg, self.coll, self.dtype, self.backend
@@ -113,10 +164,14 @@ class Sweep:
                 bufs = [(send, recv, scratch)]
                 kw = dict(count=layout.engine_count, dtype=dt, op=op, root=cfg.root)
                 be.upload(send, own)
-                t, s = be.time(coll.name, alg, bufs, warmup=cfg.warmup, iters=cfg.iters,
-                               agg=cfg.agg_iters, blocking=cfg.blocking, **kw)
-                lat[ai, pi] = t
+                timed, nparts = self._timed_buffers(alg, placement, layout, bufs[0], own)
+                if self.group_comm is not self.comm:
+                    self.comm.Barrier()  # replica groups start together, and run concurrently
+                t, s = be.time(coll.name, alg, timed, warmup=cfg.warmup, iters=cfg.iters,
+                               agg=cfg.agg_iters * nparts, blocking=cfg.blocking, **kw)
+                lat[ai, pi] = t * nparts  # the engine divides by every call of the iteration
                 start[ai, pi] = (s / 1e6 + self._offset - self._start_ref) * 1e6
+                del timed
                 if cfg.check:
                     be.upload(recv, np.zeros(layout.recv_elems, dtype=dt.storage))
                     be.upload(send, own)
@@ -131,7 +186,7 @@ class Sweep:
         lays = [b[0] for b in blocks]
         attrs = {
             "collective": cfg.collective, "dtype": cfg.dtype, "op": cfg.op, "root": cfg.root,
-            "nranks": self.nranks, "backend": cfg.backend, "library": self.backend.library,
+            "nranks": self.world_size, "backend": cfg.backend, "library": self.backend.library,
             "timing": self.backend.timing, "warmup": cfg.warmup, "iters": cfg.iters,
             "agg_iters": cfg.agg_iters, "blocking": cfg.blocking,
             "check": cfg.check or "none", "seed": cfg.seed,
@@ -139,11 +194,17 @@ class Sweep:
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": cfg.command, "hosts": sorted({h for h, _ in ranks_info}),
             "env": captured_env(), "source": "", "config": json.loads(cfg.to_json()),
-            "clock_offsets_us": [round(o, 3) for o in offsets],
+            "clock_offsets_us": [round(o, 3) for o, _ in offsets],
+            "clock_errors_us": [round(e, 3) for _, e in offsets],
+            "group_size": self.nranks, "unique_buff": cfg.unique_buff,
             "complete": complete, "skipped_sizes": cfg.skipped_sizes,
         }
         if not complete:
             attrs["incomplete_reason"] = "run still in progress or interrupted"
+        if cfg.groups:
+            attrs["groups"] = cfg.groups
+        if cfg.coalesced_ratio:
+            attrs["coalesced_ratio"] = cfg.coalesced_ratio
         return make_dataset(
             algorithms=cfg.algorithms, placements=cfg.placements,
             sizes=[l.size for l in lays], counts=[l.count for l in lays],
@@ -152,8 +213,31 @@ class Sweep:
             latency=np.stack([b[1] for b in blocks], axis=2),
             start=np.stack([b[2] for b in blocks], axis=2),
             wrong=np.stack([b[3] for b in blocks], axis=2),
-            ranks=range(self.nranks), hosts=[h for h, _ in ranks_info],
-            devices=[d for _, d in ranks_info], attrs=attrs)
+            ranks=range(self.world_size), hosts=[h for h, _ in ranks_info],
+            devices=[d for _, d in ranks_info], attrs=attrs,
+            extra_coords=group_coords(cfg.groups, self.world_size))
+
+
+def split_groups(comm, groups):
+    """(index of this rank's group, its communicator); (0, comm) for no groups.
+
+    A rank's position in its group's list is its rank in the group."""
+    if not groups:
+        return 0, comm
+    me = comm.Get_rank()
+    g = next(i for i, members in enumerate(groups) if me in members)
+    return g, comm.Split(color=g, key=groups[g].index(me))
+
+
+def group_coords(groups, nranks):
+    """Coords along `rank`: each rank's replica group and its rank in it."""
+    groups = groups or [list(range(nranks))]
+    group, group_rank = [0] * nranks, [0] * nranks
+    for g, members in enumerate(groups):
+        for k, r in enumerate(members):
+            group[r], group_rank[r] = g, k
+    return {"group": ("rank", np.asarray(group, dtype=np.int64)),
+            "group_rank": ("rank", np.asarray(group_rank, dtype=np.int64))}
 
 
 def _finite_max(da):

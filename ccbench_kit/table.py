@@ -10,8 +10,12 @@ def _num(v, width=7):
     return f"{v:{width}.2f}"
 
 
-def format_table(ds, stats=("avg",), rank_stat="max"):
-    """Lines of the results table and the "Avg bus bandwidth" footer."""
+def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
+    """Lines of the results table and the "Avg bus bandwidth" footer.
+
+    `show_io` adds each rank's input and output bytes after the count, as
+    nccom-test's ``--show-input-output-size`` does.
+    """
     df = ds.ccb.summary(stats=stats, rank_stat=rank_stat)
     placements = [str(p) for p in ds["placement"].values]
     stats = [c[1][5:] for c in df.columns if isinstance(c, tuple) and c[0] == placements[0]
@@ -22,8 +26,13 @@ def format_table(ds, stats=("avg",), rank_stat="max"):
     group_w = 8 * len(group_cols)
     widths = [max(7, len(c)) for c in group_cols]
     group_w = sum(w + 1 for w in widths)
-    lead = f"#{'size':>11} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} {'algorithm':>{algw}}"
-    lead_units = f"#{'(B)':>11} {'(elements)':>13} {'':>9} {'':>7} {'':>7} {'':>{algw}}"
+    io_head = f" {'in_size':>12} {'out_size':>12}" if show_io else ""
+    io_units = f" {'(B)':>12} {'(B)':>12}" if show_io else ""
+    io_bytes = {int(s): (int(i), int(o)) for s, i, o in
+                zip(ds["size"].values, ds["in_bytes"].values, ds["out_bytes"].values)}
+    lead = (f"#{'size':>11} {'count':>13}{io_head} {'type':>9} {'redop':>7} {'root':>7} "
+            f"{'algorithm':>{algw}}")
+    lead_units = f"#{'(B)':>11} {'(elements)':>13}{io_units} {'':>9} {'':>7} {'':>7} {'':>{algw}}"
     title = " " * len(lead)
     for p in placements:
         title += f" {p.replace('_', '-'):^{group_w - 1}}"
@@ -33,7 +42,8 @@ def format_table(ds, stats=("avg",), rank_stat="max"):
         units += "".join(f" {u:>{w}}" for u, w in zip(group_units, widths))
     lines = [title.rstrip(), head, units]
     for _, row in df.iterrows():
-        line = (f" {row['size']:>11} {row['count']:>13} {row['type']:>9} {row['redop']:>7} "
+        io = "".join(f" {b:>12}" for b in io_bytes[row["size"]]) if show_io else ""
+        line = (f" {row['size']:>11} {row['count']:>13}{io} {row['type']:>9} {row['redop']:>7} "
                 f"{row['root']:>7} {row['algorithm']:>{algw}}")
         for p in placements:
             vals = [row[(p, f"time:{s}")] for s in stats] + [row[(p, "algbw")], row[(p, "busbw")]]

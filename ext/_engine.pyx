@@ -171,8 +171,9 @@ def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
     ----------
     comm : mpi4py.MPI.Comm
     collective, algorithm : str
-    buffers : list of (send, recv, scratch) numpy arrays
-        Iteration i uses ``buffers[i % len(buffers)]`` (``--unique-buff``).
+    buffers : list of (send, recv, scratch) numpy arrays, or (send, recv, scratch, count)
+        Call k uses ``buffers[k % len(buffers)]`` (``--unique-buff``); a
+        fourth item overrides `count` for that call (``--coalesced-cc-size-ratio``).
         In-place runs pass the same array (or the right view) as send and recv.
     dtype, op : int
         The engine's enum values (see ``ccbench_kit.dtypes``).
@@ -206,10 +207,11 @@ def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
     watch.hang_at = hang_at
     try:
         for i in range(nargs):
-            send, recv, scratch = buffers[i]
+            entry = buffers[i]
+            send, recv, scratch = entry[0], entry[1], entry[2]
             args[i].sendbuf = _ptr(send)
             args[i].recvbuf = _ptr(recv)
-            args[i].count = count
+            args[i].count = entry[3] if len(entry) > 3 else count
             args[i].dtype = dtype
             args[i].op = op
             args[i].root = root

@@ -36,6 +36,22 @@ def add_parser(sub):
                    choices=("random", "all_ones"), help="check results against numpy")
     g.add_argument("--seed", type=int, default=None, help="seed for --check random")
     g.add_argument("--placement", default="both", help="out_of_place, in_place or both")
+    g.add_argument("--unique-buff", action="store_true",
+                   help="a different buffer set for every operation (up to 1 GiB per rank)")
+    g.add_argument("--coalesced-cc-size-ratio", dest="coalesced_ratio", nargs="+", default=None,
+                   metavar="RATIO", help="run each operation as coalesced parts, e.g. [1,2,1]")
+    g.add_argument("--alltoallv-metadata", default=None, metavar="JSON",
+                   help="alltoallv counts and displacements (nccom-test's format)")
+    g.add_argument("--custom-src-target-pairs", dest="src_target_pairs", default=None,
+                   metavar="JSON", help="permute's [src, target] pairs (nccom-test's format)")
+    g = p.add_argument_group("replica groups (run concurrently; at most one of these)")
+    g.add_argument("--split", default=None, metavar="SPEC",
+                   help="NCCL_TESTS_SPLIT syntax: 'AND 0x7', 'MOD 8', 'DIV 4', 'OR 1', "
+                        "'%%8'...; the variable applies when no flag is given")
+    g.add_argument("--data-parallel-dimension", type=int, default=None, metavar="D",
+                   help="groups of D ranks, nranks/D apart")
+    g.add_argument("--custom-replica-group", dest="replica_groups", default=None,
+                   metavar="JSON", help='{"replica_groups": [[0, 1], [2, 3]]}')
     g = p.add_argument_group("algorithms and backend")
     g.add_argument("--algorithms", default="mpi", help="comma-separated, or all")
     g.add_argument("--backend", default="mpi", help="mpi (CPU) or nccl (GPU)")
@@ -43,6 +59,14 @@ def add_parser(sub):
     g = p.add_argument_group("output")
     g.add_argument("--out", default=None, help="results file (default results/COLL-TIME.nc)")
     g.add_argument("-t", "--stats", nargs="+", default=["avg"], help="avg p50 p99 ...")
+    g.add_argument("--show-algorithm", action="store_true",
+                   help="the algorithm column in the table (always there) and in the JSON")
+    g.add_argument("--show-input-output-size", action="store_true",
+                   help="each rank's input and output bytes, in the table and the JSON")
+    g.add_argument("--report-to-json-file", dest="json_file", default=None, metavar="PATH",
+                   help="also write the results as JSON (one file per collective)")
+    g.add_argument("--json-format", default="nccom-test", choices=("nccom-test", "nccl-tests"),
+                   help="nccom-test's keys (default) or nccl-tests' -J format, version 3")
     g.add_argument("--non-interactive", action="store_true", help="no progress lines")
     g.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
     p.set_defaults(func=main)
@@ -58,7 +82,11 @@ def main(args):
         root=args.root, placement=args.placement, warmup=args.warmup, iters=args.iters,
         agg_iters=args.agg_iters, blocking=bool(args.blocking), check=args.check,
         seed=args.seed, stats=args.stats, backend=args.backend, out=out,
-        command=shlex.join(argv))
+        command=shlex.join(argv), split=args.split,
+        data_parallel_dimension=args.data_parallel_dimension,
+        replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
+        src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
+        coalesced_ratio=args.coalesced_ratio)
     if args.nworkers < 1:
         from ..errors import ConfigError
         raise ConfigError(f"need at least 1 rank, got {args.nworkers}", "-r/--nworkers")
@@ -78,11 +106,26 @@ def main(args):
         library = ds.attrs.get("library", "").split(",")[0]
         print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
               f"{ds.attrs['backend']} ({library}), {ds.attrs['warmup']} warm-up + "
-              f"{ds.attrs['iters']} iterations")
-        for line in format_table(ds, stats=args.stats):
+              f"{ds.attrs['iters']} iterations" + _groups_note(ds))
+        for line in format_table(ds, stats=args.stats, show_io=args.show_input_output_size):
             print(line)
+    if args.json_file:
+        from ..output import write_json
+        for path in write_json(results, args.json_file, args.json_format, stats=args.stats,
+                               show_algorithm=args.show_algorithm,
+                               show_io=args.show_input_output_size):
+            print(f"# json ({args.json_format}): {path}")
     print(f"# results: {out}")
     return 0
+
+
+def _groups_note(ds):
+    groups = ds.attrs.get("groups")
+    if not groups:
+        return ""
+    import json
+    g = json.loads(groups)
+    return f", {len(g)} concurrent groups of {len(g[0])} (busbw per group)"
 
 
 def _progress(ev):

@@ -1,0 +1,64 @@
+"""Results as other tools write them, so that their readers read ours.
+
+- ``nccom-test``: ``--report-to-json-file``'s ``{"results": [{"size(B)": ...,
+  "time:avg(us)": ...}]}`` (`nccom_test`).
+- ``nccl-tests``: nccl-tests' ``-J`` JSON, format version 3, with the
+  per-iteration blocks of ``-I 1`` (`nccl_tests`).
+
+Both are written from a ``ccbench/1`` Dataset, one file per collective.
+"""
+import json
+import math
+import os
+
+from .nccl_tests import nccl_tests_json
+from .nccom_test import nccom_test_json
+
+FORMATS = {"nccom-test": nccom_test_json, "nccl-tests": nccl_tests_json}
+
+__all__ = ["FORMATS", "json_paths", "nccl_tests_json", "nccom_test_json", "write_json"]
+
+
+def json_paths(path, names):
+    """One path per collective: `path` itself for one, ``STEM.NAME.json`` for several."""
+    if len(names) == 1:
+        return {names[0]: os.fspath(path)}
+    stem, ext = os.path.splitext(os.fspath(path))
+    return {n: f"{stem}.{n}{ext or '.json'}" for n in names}
+
+
+def write_json(results, path, fmt="nccom-test", **options):
+    """Write `results` ({collective: Dataset} or one Dataset) as `fmt` JSON.
+
+    Returns the paths written.  `options` go to the format's function
+    (``stats``, ``show_algorithm``, ``show_io`` for nccom-test).
+    """
+    from ..errors import ConfigError
+
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown JSON format {fmt!r}; use {' or '.join(FORMATS)}",
+                          "--json-format")
+    if not isinstance(results, dict):
+        results = {results.attrs.get("collective", "results"): results}
+    paths = json_paths(path, list(results))
+    make = FORMATS[fmt]
+    for name, ds in results.items():
+        doc = make(ds, **{k: v for k, v in options.items()
+                          if k in make.__code__.co_varnames})
+        target = paths[name]
+        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as f:
+            json.dump(_nan_as_string(doc), f, indent=1, allow_nan=False)
+            f.write("\n")
+    return list(paths.values())
+
+
+def _nan_as_string(value):
+    # nccl-tests writes NaN as the string "nan" (its jsonDouble), keeping the JSON valid
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _nan_as_string(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nan_as_string(v) for v in value]
+    return value

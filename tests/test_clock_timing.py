@@ -1,0 +1,71 @@
+"""The timed loop seen from outside, through a PMPI probe preloaded into the
+ranks: a rank delayed by a known sleep shows up as a late start on the common
+clock; -z/--blocking adds one barrier per iteration; -m/--agg-iters runs m
+operations per timed iteration and reports the time of one."""
+import json
+
+import numpy as np
+import pytest
+
+import ccbench_kit as ccb
+import pmpi_probe
+from conftest import run_cli
+
+COUNT = 1000          # fp32 elements: a 4000 B all_reduce, a count nothing else uses
+DELAY_US = 40_000
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    return pmpi_probe.build(tmp_path_factory.mktemp("probe"))
+
+
+def _run(probe, tmp_path, nranks, args, delay=None):
+    log, out = tmp_path / "log", tmp_path / "x.nc"
+    proc = run_cli("run", "all_reduce", "-r", nranks, "-b", 4 * COUNT, "--placement",
+                   "out_of_place", "--algorithms", "mpi", "--out", out, *args, timeout=180,
+                   env=pmpi_probe.env(probe, log, [COUNT], delay))
+    assert proc.returncode == 0, proc.stderr
+    sel = dict(algorithm="mpi", placement="out_of_place", size=4 * COUNT)
+    ds = ccb.load(out)
+    return ds["start"].sel(sel).values, ds["latency"].sel(sel).values, ds, log
+
+
+def test_a_delayed_rank_arrives_late_on_the_common_clock(probe, tmp_path):
+    # rank 1 sleeps after the allreduce of measured iteration 1 (call 2 + 1 = 3):
+    # iteration 1 is slow on rank 1, and rank 1 starts iteration 2 late, so the
+    # others wait for it there
+    start, lat, ds, _ = _run(probe, tmp_path, 3, ["-w", 2, "-n", 6], delay=(1, 3, DELAY_US))
+    d = DELAY_US
+    others = [0, 2]
+    late = start[1, 2] - np.mean(start[others, 2])
+    assert 0.95 * d <= late <= d + 15_000, (late, start)
+    assert lat[1, 1] >= 0.95 * d and lat[1, 2] < 0.5 * d
+    assert (lat[others, 2] >= 0.9 * d).all() and (lat[others, 1] < 0.5 * d).all()
+    # everywhere else the ranks start together on the common clock
+    for it in (0, 1, 3, 4, 5):
+        assert np.ptp(start[:, it]) < 5_000, (it, start[:, it])
+    # starts grow with the iterations on every rank
+    assert (np.diff(start, axis=1) > 0).all()
+    offsets, errors = (json.loads(ds.attrs[k]) for k in ("clock_offsets_us", "clock_errors_us"))
+    assert len(offsets) == 3 and offsets[0] == 0.0 and all(e >= 0 for e in errors)
+
+
+@pytest.mark.parametrize("blocking", [0, 1])
+def test_blocking_and_agg_iters_as_the_loop_runs_them(probe, tmp_path, blocking):
+    # rank 0 sleeps 20 ms after every allreduce: every operation takes >= 20 ms
+    start, lat, ds, log = _run(probe, tmp_path, 2, ["-w", 2, "-n", 3, "-m", 2, "-z", blocking],
+                               delay=(0, -1, 20_000))
+    for rank in (0, 1):
+        calls = pmpi_probe.pattern(pmpi_probe.read(log, rank))
+        calls = calls[calls.index("A"):calls.rindex("A") + 1]
+        # 2 warm-up iterations of 2 operations, the barrier that ends warm-up,
+        # then 3 iterations of 2 operations, each after a barrier with -z 1
+        expected = "AAAA" + "B" + ("BAA" if blocking else "AA") * 3
+        assert calls == expected, (rank, calls)
+    # the time of one operation, not of the m aggregated ones: an iteration's
+    # time (its slowest rank) is one 20 ms operation, not two (a loaded machine
+    # may stretch one sleep; the median iteration may not double)
+    it_time = lat.max(axis=0)
+    assert (it_time >= 19_000).all() and np.median(it_time) < 32_000, lat
+    assert ds.attrs["agg_iters"] == 2 and ds.attrs["blocking"] == ("true" if blocking else "false")
