@@ -115,15 +115,21 @@ def _open(path):
 
 
 def prepare(results, baseline="", theory="auto", stats=("avg",), title=""):
-    """Check the parameters, then load the data: a `ReportContext`."""
+    """Check the parameters, then load the data: a `ReportContext`.
+
+    Large runs stay on disk as dask arrays (`dataset.io.analysis_ready`).
+    """
+    from ..dataset.io import analysis_ready
     p = check_parameters(results, baseline, theory, stats, title)
     parts = {}
     for r in p.results:
         for name, ds in _open(r).items():
-            parts[f"{os.path.basename(r)}:{name}" if len(p.results) > 1 else name] = ds.load()
+            parts[f"{os.path.basename(r)}:{name}" if len(p.results) > 1 else name] = \
+                analysis_ready(ds)
     base = {}
     if p.baseline:
-        base = {ds.attrs.get("collective", name): ds.load() for name, ds in _open(p.baseline).items()}
+        base = {ds.attrs.get("collective", name): analysis_ready(ds)
+                for name, ds in _open(p.baseline).items()}
     from ..theory import presets
     chosen, measured = {}, {}
     for name, ds in parts.items():
@@ -245,8 +251,8 @@ def _table(head, rows, cls="ccb-table"):
 def show_summary(ctx):
     """One line per collective: the best busbw and how it compares."""
     from ..units import format_size
-    head = ["collective", "ranks", "largest size", "best algorithm", "busbw (GB/s)",
-            "efficiency", "latency at smallest size"]
+    head = ["collective", "ranks", "largest size", "best algorithm there", "its busbw (GB/s)",
+            "efficiency", "latency at the smallest size"]
     rows = []
     for name, ds in ctx.parts.items():
         place = "out_of_place" if "out_of_place" in ds["placement"].values \

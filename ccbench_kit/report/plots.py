@@ -30,7 +30,8 @@ def _placement(ds, placement):
 
 @styled
 def busbw_vs_size(ds, stat="avg", rank_stat="max", placement=None, preset=None, fits=None,
-                  band=(10, 90), yscale="log", peak=None, algorithms=None, ax=None):
+                  band=(10, 90), yscale="log", peak=None, algorithms=None, ax=None,
+                  figsize=None):
     """busbw per algorithm vs size (log₂ x), with theory.
 
     Parameters
@@ -53,7 +54,7 @@ def busbw_vs_size(ds, stat="avg", rank_stat="max", placement=None, preset=None, 
     """
     from .. import theory
     placement = _placement(ds, placement)
-    fig, ax = figure(ax)
+    fig, ax = figure(ax, **({"figsize": figsize} if figsize else {}))
     colors = algorithm_colors(ds)
     sizes = ds["size"].values.astype(float)
     factor = ds.ccb.bus_factor
@@ -149,7 +150,7 @@ def winner_per_size(ds, stat="avg", rank_stat="max", placement=None, tolerance=0
     edges = _log_edges(sizes)
     for i, row in w.iterrows():
         top.axvspan(edges[i], edges[i + 1], color=colors[row["winner"]], alpha=0.85, lw=0)
-        bot.bar(sizes[i], 100 * row["margin"], width=edges[i + 1] - edges[i],
+        bot.bar(edges[i], 100 * row["margin"], width=edges[i + 1] - edges[i], align="edge",
                 color=colors[row["winner"]], alpha=0.85 if not row["tie"] else 0.35,
                 hatch="//" if row["tie"] else None, edgecolor="white", lw=0.5)
     runs = _runs(w["winner"].tolist())
@@ -231,7 +232,7 @@ def latency_percentiles(ds, percentiles=("p50", "p90", "p99"), rank_stat="max",
 @styled
 def rank_heatmap(ds, algorithm=None, placement=None, threshold=3.5, metric="auto"):
     """rank × size heat map of start skew (when `start` exists) or of median
-    latency relative to the median rank; stragglers (robust |z| >
+    latency relative to the median rank; stragglers (robust z >
     `threshold`) outlined."""
     plt = pyplot()
     placement = _placement(ds, placement)
@@ -261,7 +262,7 @@ def rank_heatmap(ds, algorithm=None, placement=None, threshold=3.5, metric="auto
     fig.colorbar(im, ax=ax, label=h.attrs["label"], pad=0.01)
     who = ", ".join(f"rank {r.rank} ({r.flagged}/{ns} sizes)" for r in slow.itertuples()) or "none"
     ax.set_title(f"{ds.attrs.get('collective')} per-rank {h.attrs['what']} — {algorithm}\n"
-                 f"stragglers (robust |z| > {threshold:g}, outlined): {who}", loc="left")
+                 f"stragglers (robust z > {threshold:g}, outlined): {who}", loc="left")
     return fig
 
 
@@ -334,11 +335,11 @@ def compare_baseline(ds, baseline, stat="avg", rank_stat="max", placement=None, 
 
 @styled
 def size_distribution(ds, size, stat="avg", rank_stat="max", placement=None, algorithms=None,
-                      ax=None):
+                      ax=None, figsize=None):
     """Iteration times at one size, one box per algorithm (whiskers p5–p95),
     with `stat` marked: how spread out each algorithm is there."""
     placement = _placement(ds, placement)
-    fig, ax = figure(ax)
+    fig, ax = figure(ax, **({"figsize": figsize} if figsize else {}))
     colors = algorithm_colors(ds)
     it = ds.ccb.iteration_time(rank_stat).sel(placement=placement, size=size)
     names = [str(a) for a in (algorithms or it["algorithm"].values)]

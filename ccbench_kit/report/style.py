@@ -83,8 +83,11 @@ def figure(ax=None, **kw):
     return fig, ax
 
 
-def log2_sizes(ax, max_ticks=12):
-    """Log₂ size axis labelled 8 B, 4 KiB, 64 MiB, at most `max_ticks` ticks."""
+def log2_sizes(ax, max_ticks=None):
+    """Log₂ size axis labelled 8 B, 4 KiB, 64 MiB, at most `max_ticks` ticks
+    (default: as many as the figure's width holds)."""
+    if max_ticks is None:
+        max_ticks = max(4, int(ax.figure.get_figwidth() * 1.35))
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     from ..units import format_size

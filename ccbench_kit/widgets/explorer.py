@@ -70,20 +70,19 @@ class Explorer:
         self.entries = _entries(data) if data is not None else []
         self._fits = {}
         w = self.w
-        self.collective = w.Dropdown(description="collective", layout=w.Layout(width="230px"))
-        self.algorithm = w.Dropdown(description="algorithm", layout=w.Layout(width="260px"))
-        self.dtype = w.Dropdown(description="dtype", layout=w.Layout(width="170px"))
+        self.collective = w.Dropdown(description="collective", layout=w.Layout(width="250px"))
+        self.algorithm = w.Dropdown(description="algorithm", layout=w.Layout(width="290px"))
+        self.dtype = w.Dropdown(description="dtype", layout=w.Layout(width="160px"))
         self.stat = w.Dropdown(options=STATS, value="avg", description="statistic",
-                               layout=w.Layout(width="190px"))
+                               layout=w.Layout(width="200px"))
         self.size = w.SelectionSlider(options=[("—", 0)], description="size",
                                       continuous_update=False, layout=w.Layout(width="98%"))
-        self.busbw_image = w.Image(format="png", layout=w.Layout(width="55%"))
-        self.detail_image = w.Image(format="png", layout=w.Layout(width="45%"))
+        self.busbw_image = w.Image(format="png", layout=w.Layout(width="58%", object_fit="contain"))
+        self.detail_image = w.Image(format="png", layout=w.Layout(width="42%", object_fit="contain"))
         self.numbers = w.HTML()
         self.title = w.HTML()
-        for c in (self.dtype, self.collective, self.algorithm, self.stat):
-            c.style.description_width = "62px"
-        self.size.style.description_width = "62px"
+        for c in (self.dtype, self.collective, self.algorithm, self.stat, self.size):
+            c.style.description_width = "initial"
         self.widget = w.VBox([
             self.title,
             w.HBox([self.collective, self.algorithm, self.dtype, self.stat]),
@@ -213,14 +212,12 @@ class Explorer:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             fig = plots.busbw_vs_size(ds, stat=stat, algorithms=algs, preset=self._preset(ds),
-                                      fits=self._fit(ds))
-            fig.set_size_inches(7.2, 4.6)
+                                      fits=self._fit(ds), figsize=(6.6, 4.4))
             ax = fig.axes[0]
             ax.axvline(size, color="#c2185b", lw=1.2, alpha=0.8)
             self.busbw_image.value = _png(fig)
-            detail = plots.size_distribution(ds, size, stat=stat, algorithms=algs)
-            detail.set_size_inches(5.6, 4.6)
-            self.detail_image.value = _png(detail)
+            self.detail_image.value = _png(plots.size_distribution(
+                ds, size, stat=stat, algorithms=algs, figsize=(4.8, 4.4)))
         a = ds.attrs
         self.title.value = (f"<b>ccbench Explorer</b> — {a.get('collective')}, {a.get('nranks')} "
                             f"ranks, {a.get('dtype')}, backend {a.get('backend')}, "
@@ -234,12 +231,16 @@ class Explorer:
         bw = ds.ccb.busbw(stat).sel(placement=place, size=size)
         fit = self._fit(ds)
         rows = []
+        td = "style='padding:3px 14px;text-align:right;font-variant-numeric:tabular-nums'"
         for a in (algs or [str(x) for x in ds["algorithm"].values]):
             f = fit.get(a)
             model = f"{float(f.busbw([size])[0]):.3g}" if f is not None else "—"
-            rows.append(f"<tr><td>{a}</td><td>{float(t.sel(algorithm=a)):.4g}</td>"
-                        f"<td>{float(bw.sel(algorithm=a)):.4g}</td><td>{model}</td></tr>")
-        return ("<table class='ccb-numbers' style='border-collapse:collapse'>"
-                f"<thead><tr><th style='text-align:left'>at {format_size(int(size))}</th>"
-                f"<th>time {stat} (µs)</th><th>busbw (GB/s)</th><th>α-β fit (GB/s)</th></tr>"
-                "</thead><tbody>" + "".join(rows) + "</tbody></table>")
+            rows.append(f"<tr><td style='padding:3px 14px 3px 0'>{a}</td>"
+                        f"<td {td}>{float(t.sel(algorithm=a)):.4g}</td>"
+                        f"<td {td}>{float(bw.sel(algorithm=a)):.4g}</td><td {td}>{model}</td></tr>")
+        th = "style='padding:3px 14px;text-align:right;border-bottom:1px solid #d0d7de'"
+        return ("<table class='ccb-numbers' style='border-collapse:collapse;margin-top:4px'>"
+                f"<thead><tr><th style='text-align:left;padding:3px 14px 3px 0;border-bottom:1px "
+                f"solid #d0d7de'>at {format_size(int(size))}</th><th {th}>time {stat} (µs)</th>"
+                f"<th {th}>busbw (GB/s)</th><th {th}>α-β fit (GB/s)</th></tr></thead><tbody>"
+                + "".join(rows) + "</tbody></table>")

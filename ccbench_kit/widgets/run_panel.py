@@ -46,7 +46,7 @@ class RunPanel:
         self.check = w.Checkbox(value=True, description="check results", indent=False)
         self.button = w.Button(description="Run sweep", button_style="primary", icon="play")
         self.progress = w.IntProgress(value=0, min=0, max=1, description="progress",
-                                      style={"description_width": "90px", "bar_color": "#1f77b4"},
+                                      style={"description_width": "90px"},
                                       layout=w.Layout(width="60%"))
         self.status = w.HTML("Ready.")
         self.collective.observe(lambda change: self._fill_algorithms(), "value")
