@@ -17,7 +17,7 @@ import pytest
 
 from ccbench_kit.dataset import save
 from ccbench_kit.theory.synthetic import synthetic_dataset
-from test_browser_report import ARTIFACTS, launch_chromium, watch
+from test_browser_report import ARTIFACTS, browser_page
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,74 +98,66 @@ def _image_srcs(page):
 
 
 def test_explore_notebook_runs_and_the_explorer_reacts(lab):
-    from playwright.sync_api import sync_playwright
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = launch_chromium(p)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1300})
-            seen = watch(page)
-            page.set_default_timeout(TIMEOUT_MS)
-            page.goto(f"{lab['url']}/lab/tree/explore.ipynb?reset&token={lab['token']}")
-            page.wait_for_selector(".jp-NotebookPanel .jp-Cell")
-            # the status bar says the kernel is idle only once it really is
-            page.wait_for_function(
-                "() => /Python \\(ccbench\\) \\| Idle/.test(document.body.innerText)")
-            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    with browser_page(1400, 1300) as (page, seen):
+        page.set_default_timeout(TIMEOUT_MS)
+        page.goto(f"{lab['url']}/lab/tree/explore.ipynb?reset&token={lab['token']}")
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell")
+        # the status bar says the kernel is idle only once it really is
+        page.wait_for_function(
+            "() => /Python \\(ccbench\\) \\| Idle/.test(document.body.innerText)")
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
 
-            # the Explorer renders, with both plots loaded
-            page.wait_for_selector(".ccb-explorer")
-            page.wait_for_function(
-                "() => { const im = document.querySelectorAll('.ccb-explorer img');"
-                " return im.length == 2 && Array.from(im).every(i => i.complete && i.naturalWidth > 0); }")
-            assert "all_reduce, 4 ranks, fp32" in page.inner_text(".ccb-explorer")
-            before = _image_srcs(page)
-            selects = page.locator(".ccb-explorer .widget-dropdown select")
-            assert selects.count() == 4  # collective, algorithm, dtype, statistic
-            page.screenshot(path=str(ARTIFACTS / "explore.png"), full_page=True)
+        # the Explorer renders, with both plots loaded
+        page.wait_for_selector(".ccb-explorer")
+        page.wait_for_function(
+            "() => { const im = document.querySelectorAll('.ccb-explorer img');"
+            " return im.length == 2 && Array.from(im).every(i => i.complete && i.naturalWidth > 0); }")
+        assert "all_reduce, 4 ranks, fp32" in page.inner_text(".ccb-explorer")
+        before = _image_srcs(page)
+        selects = page.locator(".ccb-explorer .widget-dropdown select")
+        assert selects.count() == 4  # collective, algorithm, dtype, statistic
+        page.screenshot(path=str(ARTIFACTS / "explore.png"), full_page=True)
 
-            # change the algorithm dropdown: both plots are drawn again
-            selects.nth(1).select_option("ring")
-            page.wait_for_function(
-                "(old) => { const s = Array.from(document.querySelectorAll('.ccb-explorer img'))"
-                ".map(i => i.src); return s.length == 2 && s[0] != old[0] && s[1] != old[1]; }",
-                arg=before)
-            page.wait_for_function("() => Array.from(document.querySelectorAll('.ccb-explorer img'))"
-                                   ".every(i => i.complete && i.naturalWidth > 0)")
-            # the numbers under the plots follow (they are set after the images)
-            page.wait_for_function(
-                "() => { const t = document.querySelector('.ccb-explorer .ccb-numbers').innerText;"
-                " return t.includes('ring') && !t.includes('recursive_doubling'); }")
+        # change the algorithm dropdown: both plots are drawn again
+        selects.nth(1).select_option("ring")
+        page.wait_for_function(
+            "(old) => { const s = Array.from(document.querySelectorAll('.ccb-explorer img'))"
+            ".map(i => i.src); return s.length == 2 && s[0] != old[0] && s[1] != old[1]; }",
+            arg=before)
+        page.wait_for_function("() => Array.from(document.querySelectorAll('.ccb-explorer img'))"
+                               ".every(i => i.complete && i.naturalWidth > 0)")
+        # the numbers under the plots follow (they are set after the images)
+        page.wait_for_function(
+            "() => { const t = document.querySelector('.ccb-explorer .ccb-numbers').innerText;"
+            " return t.includes('ring') && !t.includes('recursive_doubling'); }")
 
-            # and the collective dropdown switches the data
-            selects.nth(0).select_option("all_gather")
-            page.wait_for_function(
-                "() => document.querySelector('.ccb-explorer').innerText.includes('all_gather, 4 ranks')")
-            page.screenshot(path=str(ARTIFACTS / "explore-changed.png"), full_page=True)
+        # and the collective dropdown switches the data
+        selects.nth(0).select_option("all_gather")
+        page.wait_for_function(
+            "() => document.querySelector('.ccb-explorer').innerText.includes('all_gather, 4 ranks')")
+        page.screenshot(path=str(ARTIFACTS / "explore-changed.png"), full_page=True)
 
-            # the Run panel: a small real sweep (mpirun) from the browser
-            panel = page.locator(".ccb-run-panel")
-            panel.wait_for()
-            for label, value in (("max size", "4K"), ("iterations", "3")):
-                box = panel.locator(f".widget-inline-hbox:has-text('{label}') input")
-                box.fill(value)
-                box.press("Enter")
-            panel.locator("button:has-text('Run sweep')").click()
-            page.wait_for_function(
-                "() => document.querySelector('.ccb-run-panel').innerText.includes('Done:')"
-                " || document.querySelector('.ccb-run-panel').innerText.includes('Failed:')",
-                timeout=240_000)
-            status = page.inner_text(".ccb-run-panel")
-            assert "Done: all_reduce, 5 sizes × 2 algorithms" in status, status
-            assert panel.locator(".progress-bar-success").count() == 1
-            page.wait_for_function(
-                "() => document.querySelector('.ccb-explorer').innerText.includes('all_reduce, 3 ranks')")
-            page.wait_for_function("() => Array.from(document.querySelectorAll('.ccb-explorer img'))"
-                                   ".every(i => i.complete && i.naturalWidth > 0)")
-            page.locator(".ccb-explorer").screenshot(path=str(ARTIFACTS / "explorer-after-run.png"))
-            panel.screenshot(path=str(ARTIFACTS / "run-panel.png"))
-        finally:
-            browser.close()
+        # the Run panel: a small real sweep (mpirun) from the browser
+        panel = page.locator(".ccb-run-panel")
+        panel.wait_for()
+        for label, value in (("max size", "4K"), ("iterations", "3")):
+            box = panel.locator(f".widget-inline-hbox:has-text('{label}') input")
+            box.fill(value)
+            box.press("Enter")
+        panel.locator("button:has-text('Run sweep')").click()
+        page.wait_for_function(
+            "() => document.querySelector('.ccb-run-panel').innerText.includes('Done:')"
+            " || document.querySelector('.ccb-run-panel').innerText.includes('Failed:')",
+            timeout=240_000)
+        status = page.inner_text(".ccb-run-panel")
+        assert "Done: all_reduce, 5 sizes × 2 algorithms" in status, status
+        assert panel.locator(".progress-bar-success").count() == 1
+        page.wait_for_function(
+            "() => document.querySelector('.ccb-explorer').innerText.includes('all_reduce, 3 ranks')")
+        page.wait_for_function("() => Array.from(document.querySelectorAll('.ccb-explorer img'))"
+                               ".every(i => i.complete && i.naturalWidth > 0)")
+        page.locator(".ccb-explorer").screenshot(path=str(ARTIFACTS / "explorer-after-run.png"))
+        panel.screenshot(path=str(ARTIFACTS / "run-panel.png"))
     assert seen["page"] == [] and seen["remote"] == []
     # JupyterLab logs some harmless 404s for optional settings; nothing else
     assert [m for m in seen["console"] if "404" not in m] == []

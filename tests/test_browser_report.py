@@ -1,6 +1,7 @@
 """`ccbench report` end to end, then the HTML opened in headless Chromium:
 every plot is an image that loaded, nothing is fetched from the network,
 no console error.  A screenshot lands in tests/artifacts/ (git-ignored)."""
+import contextlib
 import os
 import re
 import shutil
@@ -27,6 +28,20 @@ def launch_chromium(playwright):
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: `make setup` installs Debian's chromium")
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+
+
+@contextlib.contextmanager
+def browser_page(width, height):
+    """(page, seen): a fresh Chromium page and what `watch` records on it."""
+    from playwright.sync_api import sync_playwright
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            yield page, watch(page)
+        finally:
+            browser.close()
 
 
 def watch(page):
@@ -81,20 +96,12 @@ def test_report_is_self_contained(report):
 
 
 def test_report_opens_offline_with_every_plot_loaded(report):
-    from playwright.sync_api import sync_playwright
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = launch_chromium(p)
-        try:
-            page = browser.new_page(viewport={"width": 1200, "height": 900})
-            seen = watch(page)
-            page.goto(report.as_uri())
-            page.wait_for_load_state("load")
-            widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
-            heading = page.locator("h1").first.inner_text()
-            page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
-        finally:
-            browser.close()
+    with browser_page(1200, 900) as (page, seen):
+        page.goto(report.as_uri())
+        page.wait_for_load_state("load")
+        widths = page.evaluate("Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)")
+        heading = page.locator("h1").first.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
     assert len(widths) == 11 and min(widths) > 500, widths
     assert heading.strip().startswith("Synthetic sweep")
     assert seen == {"console": [], "page": [], "remote": []}
