@@ -1,5 +1,6 @@
 """``ccbench show FILE``: the table of a results file, as ``run`` printed it."""
 from ..dataset import open_parts
+from ..dataset.io import analysis_ready
 from ..table import format_table
 
 
@@ -14,6 +15,7 @@ def add_parser(sub):
 
 def main(args):
     for name, ds in open_parts(args.results).items():
+        ds = analysis_ready(ds)  # a big run is summarized from disk, chunk by chunk
         a = ds.attrs
         print(f"# {name}: {a.get('nranks')} ranks, {a.get('dtype')}, backend {a.get('backend')} "
               f"({a.get('library')}), created {a.get('created')}"

@@ -18,6 +18,7 @@ class CCBAccessor:
 
     def __init__(self, ds):
         self._ds = ds
+        self._iteration_times = {}
 
     # -- basics ---------------------------------------------------------
     @property
@@ -38,8 +39,19 @@ class CCBAccessor:
         return self.collective.bus_factor(self.nranks)
 
     def iteration_time(self, rank_stat="max"):
-        """Each iteration's time (µs): `rank_stat` over ranks of `latency`."""
-        return _stats.over_ranks(self._ds["latency"], rank_stat)
+        """Each iteration's time (µs): `rank_stat` over ranks of `latency`.
+
+        On a lazily opened (dask) Dataset this is computed once, in one pass
+        over the file, and kept: with the ranks reduced away it is small, and
+        every time, bandwidth, table and plot derives from it.
+        """
+        lat = self._ds["latency"]
+        if not lat.chunks:
+            return _stats.over_ranks(lat, rank_stat)
+        key = (rank_stat, lat.data.name)  # the dask name changes with the data
+        if key not in self._iteration_times:
+            self._iteration_times[key] = _stats.over_ranks(lat, rank_stat).compute()
+        return self._iteration_times[key]
 
     def time(self, stat="avg", rank_stat="max"):
         """Reported time (µs), dims (algorithm, placement, size).
@@ -51,7 +63,9 @@ class CCBAccessor:
 
     def algbw(self, stat="avg", rank_stat="max"):
         """size / time in GB/s (GB = 1e9 B), dims (algorithm, placement, size)."""
-        t = self.time(stat, rank_stat)
+        return self._algbw_of(self.time(stat, rank_stat), stat, rank_stat)
+
+    def _algbw_of(self, t, stat, rank_stat):
         bw = (self._ds["size"] / (t * 1e3)).transpose(*t.dims)
         bw.attrs = {"units": "GB/s", "long_name": f"algbw ({stat} over iterations, {rank_stat} over ranks)"}
         return bw.rename("algbw")
@@ -67,20 +81,22 @@ class CCBAccessor:
         """A table like nccl-tests': one row per (size, algorithm), column
         groups per placement. Returns a pandas DataFrame.
 
-        Bandwidths use the first statistic in `stats`.
+        Bandwidths use the first statistic in `stats`.  On a lazily opened
+        (dask) Dataset every statistic comes from one pass over the data.
         """
         import pandas as pd
 
         ds = self._ds
         stats = [_stats.check_stat(s) for s in (stats if not isinstance(stats, str) else [stats])]
-        times = {s: self.time(s, rank_stat).compute() for s in stats}
-        alg = self.algbw(stats[0], rank_stat).compute()
+        *computed, wrong = _stats.compute_all(
+            [self.time(s, rank_stat) for s in stats] + [ds["wrong"]])
+        times = dict(zip(stats, computed))
+        alg = self._algbw_of(times[stats[0]], stats[0], rank_stat)
         bus = alg * self.bus_factor
-        wrong = ds["wrong"].compute()
-        rows = []
+        rows, counts = [], ds["count"].values
         for si, size in enumerate(ds["size"].values):
             for a in ds["algorithm"].values:
-                row = {"size": int(size), "count": int(ds["count"].values[si]),
+                row = {"size": int(size), "count": int(counts[si]),
                        "type": ds.attrs.get("dtype", ""),
                        "redop": ds.attrs.get("op", "") or "none",
                        "root": int(ds.attrs.get("root", -1)), "algorithm": str(a)}

@@ -24,9 +24,20 @@ def check_stat(stat, flag="-t/--stats"):
                       "or a percentile such as p50, p99", flag)
 
 
+def compute_all(arrays):
+    """`arrays` (DataArrays) with their values, in one pass when some are
+    dask-backed (they then share the reads of the file's chunks)."""
+    if any(a.chunks for a in arrays):
+        import dask
+        return list(dask.compute(*arrays))
+    return list(arrays)
+
+
 def over_iterations(da, stat, dim="iteration"):
     """Apply `stat` along `dim` of a DataArray (lazy-safe)."""
     s = check_stat(stat)
+    if da.chunks and len(da.chunks[da.get_axis_num(dim)]) > 1:
+        da = da.chunk({dim: -1})  # medians and percentiles need `dim` in one chunk
     if s in ("avg", "mean"):
         return da.mean(dim)
     if s == "min":
