@@ -12,7 +12,7 @@ import pmpi_probe
 from conftest import run_cli
 
 COUNT = 1000          # fp32 elements: a 4000 B all_reduce, a count nothing else uses
-DELAY_US = 40_000
+DELAY_US = 100_000
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +39,13 @@ def test_a_delayed_rank_arrives_late_on_the_common_clock(probe, tmp_path):
     d = DELAY_US
     others = [0, 2]
     late = start[1, 2] - np.mean(start[others, 2])
-    assert 0.95 * d <= late <= d + 15_000, (late, start)
+    assert 0.95 * d <= late <= 1.3 * d, (late, start)
     assert lat[1, 1] >= 0.95 * d and lat[1, 2] < 0.5 * d
     assert (lat[others, 2] >= 0.9 * d).all() and (lat[others, 1] < 0.5 * d).all()
-    # everywhere else the ranks start together on the common clock
+    # everywhere else the ranks start together on the common clock (to within
+    # what a loaded, oversubscribed machine's scheduler adds)
     for it in (0, 1, 3, 4, 5):
-        assert np.ptp(start[:, it]) < 5_000, (it, start[:, it])
+        assert np.ptp(start[:, it]) < 0.3 * d, (it, start[:, it])
     # starts grow with the iterations on every rank
     assert (np.diff(start, axis=1) > 0).all()
     offsets, errors = (json.loads(ds.attrs[k]) for k in ("clock_offsets_us", "clock_errors_us"))
@@ -63,9 +64,13 @@ def test_blocking_and_agg_iters_as_the_loop_runs_them(probe, tmp_path, blocking)
         # then 3 iterations of 2 operations, each after a barrier with -z 1
         expected = "AAAA" + "B" + ("BAA" if blocking else "AA") * 3
         assert calls == expected, (rank, calls)
-    # the time of one operation, not of the m aggregated ones: an iteration's
-    # time (its slowest rank) is one 20 ms operation, not two (a loaded machine
-    # may stretch one sleep; the median iteration may not double)
-    it_time = lat.max(axis=0)
-    assert (it_time >= 19_000).all() and np.median(it_time) < 32_000, lat
+    # the time of one operation, not of the m aggregated ones: every operation
+    # takes >= 20 ms, and an iteration (2 operations) lasts twice its latency:
+    # back to back, the next iteration starts when this one ends
+    assert (lat.max(axis=0) >= 19_000).all(), lat
+    span = np.diff(start, axis=1)            # start to start, per rank
+    if blocking:
+        assert (span >= 2 * lat[:, :-1] - 50).all(), (span, lat)
+    else:
+        np.testing.assert_allclose(span, 2 * lat[:, :-1], rtol=0.01, atol=50)
     assert ds.attrs["agg_iters"] == 2 and ds.attrs["blocking"] == ("true" if blocking else "false")

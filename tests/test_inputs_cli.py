@@ -104,6 +104,7 @@ def test_bad_json_input_is_one_line_naming_flag_and_file(tmp_path, capsys, monke
      "part 0 of 1024 B split [1, 1000] is 1 B, too small for all_reduce"),
     (["--alltoallv-metadata", "m.json"], None, "--alltoallv-metadata: ",
      "applies to alltoallv only, not all_reduce"),
+    (["--json-format", "nccl-tests"], None, "--json-format: ", "needs --report-to-json-file PATH"),
 ])
 def test_bad_specs(capsys, monkeypatch, args, env, prefix, message):
     proc = _cli(capsys, monkeypatch, "run", "all_reduce", "-r", 4, "-b", "1K", *args, env=env)
@@ -128,17 +129,21 @@ def test_pairs_and_metadata_reach_the_collectives(tmp_path):
     ds = ccb.load(out)
     assert json.loads(ds.attrs["config"])["pairs"] == [[0, 2], [1, 0], [2, 1], [3, 3]]
     assert (ds["wrong"].values == 0).all()
-    # per-rank alltoallv metadata on 2 ranks: rank 0 sends 3 to itself and 5 to rank 1,
-    # rank 1 sends 2 to rank 0 and 7 to itself, displacements out of order
+    # alltoallv metadata per group rank, on 2 concurrent groups of 2 ranks: group rank 0
+    # sends 3 to itself and 5 to group rank 1, which sends 2 back and 7 to itself,
+    # displacements out of order
     meta = tmp_path / "meta.json"
     meta.write_text(json.dumps({"alltoallv_metadata": [
         _entry([3, 5], [5, 0], [3, 2], [0, 3]), _entry([2, 7], [7, 0], [5, 7], [7, 0])]}))
     out = tmp_path / "v.nc"
-    proc = run_cli("run", "alltoallv", "-r", 2, "-b", "64", "-n", 3, "-w", 1, "--check",
+    proc = run_cli("run", "alltoallv", "-r", 4, "--split", "MOD 2", "-b", "64", "-n", 3, "-w", 1,
+                   "--check",
                    "--placement", "out_of_place", "--alltoallv-metadata", meta, "--out", out,
                    timeout=180)
     assert proc.returncode == 0, proc.stderr
     ds = ccb.load(out)
     assert (ds["wrong"].values == 0).all()
-    # size = the most one rank sends or receives: rank 1 receives 5 + 7 = 12 fp32
+    # one entry per world rank, each its group rank's
+    assert json.loads(ds.attrs["config"])["alltoallv"][2]["send_displs"] == [7, 0]
+    # size = the most one rank sends or receives: group rank 1 receives 5 + 7 = 12 fp32
     assert list(ds["size"].values) == [48]

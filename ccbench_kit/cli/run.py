@@ -65,8 +65,9 @@ def add_parser(sub):
                    help="each rank's input and output bytes, in the table and the JSON")
     g.add_argument("--report-to-json-file", dest="json_file", default=None, metavar="PATH",
                    help="also write the results as JSON (one file per collective)")
-    g.add_argument("--json-format", default="nccom-test", choices=("nccom-test", "nccl-tests"),
-                   help="nccom-test's keys (default) or nccl-tests' -J format, version 3")
+    g.add_argument("--json-format", default=None, choices=("nccom-test", "nccl-tests"),
+                   help="for --report-to-json-file: nccom-test's keys (default) or "
+                        "nccl-tests' -J format, version 3")
     g.add_argument("--non-interactive", action="store_true", help="no progress lines")
     g.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
     p.set_defaults(func=main)
@@ -90,6 +91,10 @@ def main(args):
     if args.nworkers < 1:
         from ..errors import ConfigError
         raise ConfigError(f"need at least 1 rank, got {args.nworkers}", "-r/--nworkers")
+    if args.json_format and not args.json_file:
+        from ..errors import ConfigError
+        raise ConfigError("needs --report-to-json-file PATH", "--json-format")
+    json_format = args.json_format or "nccom-test"
     progress = None if args.non_interactive else _progress
     cfgs = [api.make_config(name, args.nworkers, **cfg_kw) for name in names]
     seed = cfgs[0].seed
@@ -111,10 +116,10 @@ def main(args):
             print(line)
     if args.json_file:
         from ..output import write_json
-        for path in write_json(results, args.json_file, args.json_format, stats=args.stats,
+        for path in write_json(results, args.json_file, json_format, stats=args.stats,
                                show_algorithm=args.show_algorithm,
                                show_io=args.show_input_output_size):
-            print(f"# json ({args.json_format}): {path}")
+            print(f"# json ({json_format}): {path}")
     print(f"# results: {out}")
     return 0
 
