@@ -119,7 +119,7 @@ BAD = [
     (["run", "all_reduce", "-o", "xor"], "-o/--op: unknown reduction op 'xor'"),
     (["run", "all_reduce", "-t", "p101"], "-t/--stats: unknown statistic 'p101'"),
     (["run", "all_reduce", "-n", "0"], "-n/--iters: must be an integer >= 1, got 0"),
-    (["report", "/nonexistent/x.nc", "-o", "/tmp/r.html"], "RESULTS: /nonexistent/x.nc: no such results file"),
+    (["report", "/nonexistent/x.nc", "-o", "/tmp/r.html"], "results: /nonexistent/x.nc: no such results file"),
     (["show", "/nonexistent/x.nc"], "/nonexistent/x.nc: no such results file"),
 ]
 
