@@ -1,0 +1,132 @@
+"""The table of bad inputs: each gives one line that names the problem and
+the flag or file, a non-zero exit, and no traceback (issue 8).
+
+The CLI runs in-process (``ccbench_kit.cli.main``) so the table stays fast;
+tests/test_spine_run.py runs the same path as real subprocesses."""
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from ccbench_kit.cli import main
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nccl-tests"
+if not FIXTURES.exists():  # a checkout with shared/ inside it
+    FIXTURES = Path(__file__).resolve().parents[1] / "shared" / "fixtures" / "nccl-tests"
+AR = FIXTURES / "all_reduce_h200x2.txt"
+AG = FIXTURES / "all_gather_h200x2.txt"
+
+FILES = {
+    "a2av_len.json": {"send_counts": [1, 2], "send_displs": [0, 1], "recv_counts": [1, 2], "recv_displs": [0, 1]},
+    "a2av_neg.json": [{"send_counts": [1, 1, 1], "send_displs": [0, -1, 2], "recv_counts": [1, 1, 1], "recv_displs": [0, 1, 2]}],
+    "a2av_overlap.json": [{"send_counts": [2, 2, 2], "send_displs": [0, 1, 4], "recv_counts": [2, 2, 2], "recv_displs": [0, 2, 4]}],
+    "groups_overlap.json": [[0, 1], [1, 2]],
+    "groups_missing.json": [[0, 1]],
+    "groups_range.json": [[0, 1, 2], [7]],
+    "groups_toomany.json": [[0, 1, 2, 3, 4, 5]],
+    "pairs_dup.json": [[0, 1], [1, 1], [2, 0]],
+    "topo.json": {"topology": 5},
+}
+TEXT = {
+    "broken.json": "{not json",
+    "garbage.txt": "hello world\nthis is not a log\n",
+    "hosts.txt": "host-a\n",
+}
+
+BAD = [
+    # the run command: sizes, counts, names
+    ("run all_reduce -r 0", "-r/--nworkers: need at least 1 rank, got 0"),
+    ("run all_reduce -b 1G -e 1K", "-b/--minbytes: minimum size 1 GiB is larger than -e/--maxbytes 1 KiB"),
+    ("run nope", "COLLECTIVE: unknown collective 'nope'; choose one of all_reduce"),
+    ("run all_reduce --algorithms bogus", "--algorithms: unknown algorithm 'bogus' for all_reduce on backend mpi"),
+    ("run all_reduce -b 12XB", "-b/--minbytes: cannot read size '12XB'"),
+    ("run all_reduce -e 4Q", "-e/--maxbytes: cannot read size '4Q'"),
+    ("run all_reduce -f 1", "-f/--stepfactor: step factor must be > 1, got 1"),
+    ("run all_reduce -i 0 -b 8 -e 64", "-i/--stepbytes: step must be at least 1 byte"),
+    ("run all_reduce -d fp128", "-d/--datatype: unknown data type 'fp128'"),
+    ("run all_reduce -o xor", "-o/--op: unknown reduction op 'xor'"),
+    ("run all_reduce -t p101", "-t/--stats: unknown statistic 'p101'"),
+    ("run all_reduce -n 0", "-n/--iters: must be an integer >= 1, got 0"),
+    ("run all_reduce -w -1", "-w/--warmup_iters: must be an integer >= 0, got -1"),
+    ("run all_reduce -m 0", "-m/--agg-iters: must be an integer >= 1, got 0"),
+    ("run broadcast -r 3 --root 5", "--root: root 5 is not a rank of 0..2"),
+    ("run all_gather -r 3 -b 8 -e 8", "-b/--minbytes: all_gather size 8 B is too small to give every rank one element; the smallest is 12 B"),
+    ("run all_reduce --placement sideways", "--placement: unknown placement 'sideways'"),
+    ("run all_reduce --backend tpu", "--backend: unknown backend 'tpu'"),
+    ("run all_reduce --timeout -3", "--timeout: must be a positive number of seconds"),
+    ("run all_reduce --seed abc", "argument --seed: invalid int value: 'abc'"),
+    # JSON inputs
+    ("run alltoallv -r 3 --alltoallv-metadata {a2av_len.json}", "--alltoallv-metadata: {a2av_len.json}: entry 0: send_counts has 2 values but the replica group has 3 ranks"),
+    ("run alltoallv -r 3 --alltoallv-metadata {a2av_neg.json}", "entry 0: send_displs[1] is negative (-1)"),
+    ("run alltoallv -r 3 --alltoallv-metadata {a2av_overlap.json}", "entry 0: send ranges overlap"),
+    ("run alltoallv -r 3 --alltoallv-metadata {broken.json}", "--alltoallv-metadata: {broken.json}: not valid JSON"),
+    ("run alltoallv -r 3 --alltoallv-metadata {missing.json}", "--alltoallv-metadata: {missing.json}: no such file"),
+    ("run all_reduce -r 3 --custom-replica-group {groups_overlap.json}", "rank 1 is in group 0 and again in group 1"),
+    ("run all_reduce -r 3 --custom-replica-group {groups_missing.json}", "rank 2 is in no group"),
+    ("run all_reduce -r 3 --custom-replica-group {groups_range.json}", "--custom-replica-group: {groups_range.json}: the groups name 4 ranks but -r/--nworkers is 3"),
+    ("run all_reduce -r 3 --custom-replica-group {groups_toomany.json}", "the groups name 6 ranks but -r/--nworkers is 3"),
+    ("run permute -r 3 --custom-src-target-pairs {pairs_dup.json}", "--custom-src-target-pairs: {pairs_dup.json}: not a permutation: rank 1 receives twice"),
+    ("run all_reduce -r 4 --split 'MOD x'", "--split: cannot read 'x' as a number"),
+    ("run all_reduce -r 4 --split 'XOR 2'", "--split: cannot read 'XOR 2': expected AND, OR, MOD or DIV"),
+    ("run all_reduce -r 4 --data-parallel-dimension 3", "--data-parallel-dimension: 3 does not divide the 4 ranks"),
+    ("run all_reduce -r 4 --coalesced-cc-size-ratio 1 -2", "--coalesced-cc-size-ratio: ratios must be positive numbers, got -2"),
+    ("run all_reduce --hosts-file {nohosts.txt}", "--hosts-file: cannot read host file {nohosts.txt}"),
+    ("cluster hostfile -i {hosts.txt} --topology {topo.json}", "--topology: expected DescribeInstanceTopology output"),
+    # importers
+    ("import {garbage.txt}", "{garbage.txt}:1: expected a format ccbench can import"),
+    ("import {trunc.txt}", "{trunc.txt}:22: expected 13 columns as the header at line 11 says"),
+    ("import {trunc.json}", "{trunc.json}:173: expected the rest of the JSON document"),
+    ("import {badheader.txt}", "{badheader.txt}:11: expected a header naming size, count, type"),
+    ("import {nonexistent.txt}", "{nonexistent.txt}: expected an existing file"),
+    (f"compare {AR} {AG}", "nothing to compare: the run has all_gather fp32, the baseline all_reduce fp32"),
+    # reports and results files
+    ("report {nonexistent.nc} -o {r.html}", "results: {nonexistent.nc}: no such results file"),
+    (f"report {AR} -o " "{r.html} --theory h900", "theory: unknown theory preset 'h900'"),
+    (f"report {AR} -o " "{r.html} -t pfoo", "stats: unknown statistic 'pfoo'"),
+    (f"report {AR} -o " "{r.pdf}", "-o/--output: {r.pdf}: the report is HTML; name it NAME.html"),
+    ("show {garbage.txt}", "{garbage.txt}: not a readable netCDF results file"),
+    ("show {v2.nc}", "{v2.nc}: not a ccbench/1 results file (schema attr is 'ccbench/2')"),
+    ("suite {nosuite.yaml}", "{nosuite.yaml}: cannot read suite file"),
+]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    for name, obj in FILES.items():
+        (d / name).write_text(json.dumps(obj))
+    for name, text in TEXT.items():
+        (d / name).write_text(text)
+    (d / "trunc.txt").write_text(AR.read_text()[:2000])
+    (d / "trunc.json").write_text(AR.with_suffix(".json").read_text()[:3000])
+    (d / "badheader.txt").write_text(AR.read_text().replace("   redop", "   xxxxx")
+                                     .replace("  busbw  #wrong     time", "  xxxxx  #wrong     time"))
+    import xarray as xr
+    xr.Dataset(attrs={"schema": "ccbench/2"}).to_netcdf(d / "v2.nc", engine="h5netcdf")
+    return d
+
+
+def test_the_table_is_long_enough():
+    assert len(BAD) >= 30
+
+
+@pytest.mark.parametrize("argv,message", BAD, ids=[a for a, _ in BAD])
+def test_bad_input(argv, message, files, capsys):
+    names = {k: str(files / k) for k in ["missing.json", "nohosts.txt", "nonexistent.txt",
+                                          "nonexistent.nc", "r.html", "r.pdf", "nosuite.yaml",
+                                          "v2.nc", "trunc.txt", "trunc.json", "badheader.txt",
+                                          *FILES, *TEXT]}
+    def fill(text):
+        return re.sub(r"\{([\w.]+)\}", lambda m: names[m.group(1)], text)
+    argv, message = fill(argv), fill(message)
+    try:
+        rc = main(shlex.split(argv))
+    except SystemExit as e:  # argparse's own errors
+        rc = e.code
+    assert rc not in (0, None)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("ccbench: error: ")
+    assert message in err[0]
