@@ -10,25 +10,47 @@ from ccbench_kit.theory.synthetic import synthetic_dataset
 A, B, G = 5e-6, 1e-10, 3e-11
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(5))
 @pytest.mark.parametrize("coll,algs,p", [
     ("all_gather", ["ring", "bruck", "recursive_doubling"], 5),
     ("all_reduce", ["ring", "rabenseifner", "recursive_doubling", "tree"], 6),
 ])
 def test_fit_recovers_alpha_beta_within_2_percent(coll, algs, p, seed):
-    ds = synthetic_dataset(coll, algs, nranks=p, iters=20, alpha=A, beta=B,
-                           gamma=G if coll == "all_reduce" else 0.0, noise=0.03, seed=seed)
-    res = fit(ds)
+    # 3 % noise on every iteration; for the reduction γ is held at its value
+    # (as bench/algorithms.py does with a measured reduction rate)
+    gamma = G if coll == "all_reduce" else 0.0
+    ds = synthetic_dataset(coll, algs, nranks=p, iters=20, alpha=A, beta=B, gamma=gamma,
+                           noise=0.03, seed=seed)
+    res = fit(ds, gamma=gamma if gamma else None)
     assert list(res) == algs
     for alg, f in res.items():
         assert f.alpha == pytest.approx(A, rel=0.02), alg
         assert f.beta == pytest.approx(B, rel=0.02), alg
-        assert f.rms < 0.03
+        assert f.rms < 0.03 and f.outliers == 0
         assert f.size_range == (8, 8 << 25)
-    if coll == "all_reduce":
-        # ring (2:1) and recursive doubling (1:1) separate β from γ
-        assert res["ring"].gamma == pytest.approx(G, rel=0.15)
-        assert res["ring"].gamma_source.startswith("joint fit over ring, rabenseifner")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_joint_gamma_separates_reduction_from_transfer(seed):
+    # ring (W:R = 2:1) and recursive doubling (1:1) tell β from γ; the split
+    # costs accuracy: β within 3 %, γ (30 % of β here) within 15 %
+    ds = synthetic_dataset("all_reduce", ["ring", "rabenseifner", "recursive_doubling", "tree"],
+                           nranks=6, iters=20, alpha=A, beta=B, gamma=G, noise=0.03, seed=seed)
+    res = fit(ds)
+    for alg, f in res.items():
+        assert f.gamma_source == "joint fit over ring, rabenseifner, recursive_doubling, tree"
+        assert f.gamma == pytest.approx(G, rel=0.15)
+        assert f.alpha == pytest.approx(A, rel=0.02), alg
+        assert f.beta == pytest.approx(B, rel=0.03), alg
+
+
+def test_robust_fit_shrugs_off_disturbed_sizes():
+    ds = synthetic_dataset("all_gather", ["ring"], nranks=4, iters=20, alpha=A, beta=B,
+                           noise=0.03, seed=1)
+    ds["latency"].values[:, :, [5, 15, 20]] *= 10   # three sizes hit by other jobs
+    f = fit(ds)["ring"]
+    assert f.outliers == 3 and set(np.flatnonzero(f.weights < 0.5)) == {5, 15, 20}
+    assert f.alpha == pytest.approx(A, rel=0.02) and f.beta == pytest.approx(B, rel=0.02)
 
 
 def test_single_iteration_sweep_is_unbiased():

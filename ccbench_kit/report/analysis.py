@@ -10,25 +10,45 @@ def _busbw(ds, stat, rank_stat, placement):
         bw.transpose("algorithm", "size").values, dtype=float)
 
 
+def _quartiles(ds, rank_stat, placement):
+    """p25 and p75 of the iteration times, each (algorithm, size)."""
+    it = ds.ccb.iteration_time(rank_stat).sel(placement=placement)
+    v = np.asarray(it.transpose("algorithm", "size", "iteration").values, dtype=float)
+    with np.errstate(all="ignore"):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            q25, q75 = np.nanpercentile(v, [25, 75], axis=-1)
+    return q25, q75
+
+
 def winners(ds, stat="avg", rank_stat="max", placement="out_of_place", tolerance=0.05):
     """The best algorithm per size, as a DataFrame.
 
-    A new algorithm takes over only when it beats the current winner by more
-    than `tolerance` (relative busbw), so that noise between near-equal
-    algorithms does not flicker; such sizes are marked ``tie``.
+    A new algorithm takes over only when it is clearly better than the
+    current winner: its busbw higher by more than `tolerance`, and its
+    iteration times' interquartile range entirely below the current
+    winner's (so noise between near-equal algorithms, or one slow
+    iteration in an average, does not flicker).  Sizes where the winner is
+    not clearly ahead of the runner-up in that sense are marked ``tie``.
 
     Columns: size, winner, busbw (GB/s), runner_up, margin (winner / runner-up
     − 1), tie.
     """
     import pandas as pd
     names, bw = _busbw(ds, stat, rank_stat, placement)
+    q25, q75 = _quartiles(ds, rank_stat, placement)
     sizes = ds["size"].values
     rows, cur = [], None
     filled = np.where(np.isfinite(bw), bw, -np.inf)
+
+    def clearly(a, b, j):  # a clearly beats b at size j
+        return filled[a, j] > filled[b, j] * (1 + tolerance) and not q75[a, j] >= q25[b, j]
+
     for j in range(sizes.size):
         col = filled[:, j]
         best = int(np.argmax(col))
-        if cur is None or not np.isfinite(col[cur]) or col[best] > col[cur] * (1 + tolerance):
+        if cur is None or not np.isfinite(col[cur]) or clearly(best, cur, j):
             cur = best
         others = np.delete(col, cur)
         runner = int(np.argmax(others)) if others.size else None
@@ -37,7 +57,8 @@ def winners(ds, stat="avg", rank_stat="max", placement="out_of_place", tolerance
         margin = col[cur] / second - 1 if runner_i is not None and second > 0 else np.nan
         rows.append({"size": int(sizes[j]), "winner": names[cur], "busbw": col[cur],
                      "runner_up": names[runner_i] if runner_i is not None else "",
-                     "margin": margin, "tie": bool(np.isfinite(margin) and margin < tolerance)})
+                     "margin": margin,
+                     "tie": bool(runner_i is not None and not clearly(cur, runner_i, j))})
     return pd.DataFrame(rows)
 
 

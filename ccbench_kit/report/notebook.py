@@ -220,7 +220,7 @@ def fit_table_html(fits, preset=None):
     from .style import approx_size
     head = ["algorithm", "α (µs/step)", "1/β (GB/s)", "γ (ns/B)", "A (µs)", "busbw → (GB/s)"]
     head += [f"% of {preset.name} peak"] if preset is not None else []
-    head += ["S½", "sizes fitted", "rms resid."]
+    head += ["S½", "sizes fitted", "down-weighted", "rms resid."]
     rows = []
     for f in fits.values():
         generic = f.model.startswith("generic")
@@ -233,7 +233,7 @@ def fit_table_html(fits, preset=None):
             cells.append(f"{100 * f.peak_busbw / preset.peak_gbps:.0f} %")
         cells += [approx_size(f.half_size) if f.half_size < 1e18 else "∞",
                   f"{format_size(f.size_range[0])} – {format_size(f.size_range[1])}",
-                  f"{100 * f.rms:.1f} %"]
+                  f"{f.outliers} of {f.sizes.size}", f"{100 * f.rms:.1f} %"]
         rows.append(cells)
     return _table(head, rows)
 
@@ -295,7 +295,8 @@ def show_collective(ctx, name):
         _show(plots.busbw_vs_size(ds, stat=ctx.stat, preset=preset, fits=fits), plt)
         _md("**Fitted α-β parameters** (α: latency per message step; 1/β: link bandwidth; "
             "A: latency of the whole collective at the smallest size; busbw →: the "
-            "asymptote; S½: size at half of it):")
+            "asymptote; S½: size at half of it; down-weighted: sizes the robust fit treated "
+            "as disturbed; rms resid.: of the relative residuals at every size):")
         _html(fit_table_html(fits, preset))
         _md("### Winner per size")
         _show(plots.winner_per_size(ds, stat=ctx.stat), plt)

@@ -4,7 +4,9 @@ Each algorithm's model is linear in the machine parameters,
 t(S) = L(S)·α + W(S)·β + R(S)·γ (`models.cost`); the library's own choices
 (``mpi``, ``nccl``) take the generic t = A + F·S/B.  The fit is least
 squares weighted by 1/t (relative error, so 8 B and 64 MiB count alike),
-with α, β, γ ≥ 0.
+with α, β, γ ≥ 0, made robust by Huber reweighting: sizes disturbed by other
+work on the machine are down-weighted (`AlgorithmFit.outliers`), clean data
+get the plain least-squares answer.
 
 γ and β multiply the same bytes within one algorithm, so a single algorithm
 cannot tell them apart.  For reductions, γ is either given, or fitted jointly
@@ -49,6 +51,7 @@ class AlgorithmFit:
     stat: str
     segment_bytes: int = 0    # pipelined algorithms' segment, 0 = one segment
     checks: dict = field(default_factory=dict)
+    weights: np.ndarray = None  # robust weight per size (1 = full, < 1 = down-weighted outlier)
 
     # -- derived --------------------------------------------------------------
     @property
@@ -59,6 +62,11 @@ class AlgorithmFit:
     def rms(self):
         """Root mean square of the relative residuals."""
         return float(np.sqrt(np.mean(self.residuals ** 2))) if self.residuals.size else float("nan")
+
+    @property
+    def outliers(self):
+        """Sizes the robust fit down-weighted to under half (disturbed sizes)."""
+        return int(np.sum(self.weights < 0.5)) if self.weights is not None else 0
 
     @property
     def max_residual(self):
@@ -121,6 +129,7 @@ class AlgorithmFit:
             "size_max_B": hi,
             "points": int(self.sizes.size),
             "rms_residual_pct": 100 * self.rms,
+            "outliers": self.outliers,
             "max_residual_pct": 100 * self.max_residual,
             "A_small_us": self.checks.get("A_small", float("nan")) * 1e6,
             "busbw_top_decade_GBps": self.checks.get("busbw_top", float("nan")),
@@ -147,10 +156,12 @@ def _design(collective, algorithm, sizes, nranks, segment_bytes=0):
     return models.Cost(np.ones_like(sizes), f * sizes, np.zeros_like(sizes))
 
 
-def _nnls_relative(columns, t):
-    """argmin_x Σ((t − X x)/t)² with x ≥ 0 (an active set on ≤ 4 unknowns)."""
-    X = np.column_stack(columns) / t[:, None]
-    y = np.ones_like(t)
+def _nnls_relative(columns, target, scale, weights=None):
+    """argmin_x Σ wᵢ((targetᵢ − (X x)ᵢ)/scaleᵢ)² with x ≥ 0 (an active set on
+    ≤ a few unknowns)."""
+    w = np.sqrt(weights) if weights is not None else np.ones_like(scale)
+    X = np.column_stack(columns) * (w / scale)[:, None]
+    y = target * w / scale
     active = [j for j in range(X.shape[1]) if np.any(X[:, j] != 0)]
     x = np.zeros(X.shape[1])
     while active:
@@ -160,6 +171,31 @@ def _nnls_relative(columns, t):
             break
         active.pop(int(np.argmin(sol)))
     return x
+
+
+HUBER_K = 1.345     # 95 % efficient under Gaussian noise
+MIN_SCALE = 0.02    # residuals under ~3 % (K × 2 %) are never down-weighted
+
+
+def _robust_relative(columns, t, target=None, iterations=20):
+    """`_nnls_relative` made robust: iteratively reweighted with Huber weights
+    on the relative residuals, so that a few sizes disturbed by other jobs
+    (a 10× slower median) do not drag α and β.  Clean data keep weight 1
+    and the plain weighted least squares answer.  Returns (x, weights)."""
+    target = t if target is None else target
+    X = np.column_stack(columns)
+    w = np.ones_like(t)
+    x = _nnls_relative(columns, target, t)
+    for _ in range(iterations):
+        r = (target - X @ x) / t
+        scale = max(1.4826 * float(np.median(np.abs(r - np.median(r)))), MIN_SCALE)
+        u = np.abs(r) / (HUBER_K * scale)
+        new = np.where(u <= 1, 1.0, 1.0 / np.maximum(u, 1e-300))
+        if np.allclose(new, w, atol=1e-4):
+            break
+        w = new
+        x = _nnls_relative(columns, target, t, w)
+    return x, w
 
 
 def _measured(ds, stat, rank_stat, placement, min_size, max_size):
@@ -209,7 +245,7 @@ def _joint_gamma(collective, nranks, series, seg):
         t.append(y)
     lat = np.vstack(rows_lat)
     cols = [lat[:, i] for i in range(n_alg)] + [np.concatenate(rows_w), np.concatenate(rows_r)]
-    x = _nnls_relative(cols, np.concatenate(t))
+    x, _ = _robust_relative(cols, np.concatenate(t))
     return float(x[-1]), algs
 
 
@@ -277,13 +313,14 @@ def fit(ds, stat="median", rank_stat="max", placement=None, algorithms=None,
         if s.size < 2:
             continue
         c = _design(collective, a, s, nranks, seg)
-        x = _nnls_relative([c.latency, c.bandwidth], y - c.reduction * g)
+        x, weights = _robust_relative([c.latency, c.bandwidth], y, y - c.reduction * g)
         model = models.split_algorithm(a)[0] if models.has_model(collective, a) else GENERIC
         af = AlgorithmFit(collective, a, nranks, model, float(x[0]), float(x[1]),
                           g if model != GENERIC else 0.0,
                           source if model != GENERIC else ("n/a" if not reduces else "in β"),
                           s, y, np.zeros(0), stat, seg)
         af.residuals = (y - af.predict(s)) / af.predict(s)
+        af.weights = weights
         af.checks = _cross_checks(af, s, y, nranks)
         out[a] = af
     return out
