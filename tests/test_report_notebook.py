@@ -134,3 +134,10 @@ def test_compare_notebook_runs(results, tmp_path):
 def test_compare_needs_two_runs(results):
     with pytest.raises(ConfigError, match="results: give two or more results files"):
         rn.prepare_compare([results[0]])
+
+
+def test_cli_compare_needs_two_runs(cli, results, tmp_path):
+    proc = cli("report", results[0], "--compare", "-o", tmp_path / "c.html", timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("ccbench: error: results: give two or more results files, "
+                                   "or one and a baseline")

@@ -171,11 +171,14 @@ def winner_per_size(ds, stat="avg", rank_stat="max", placement=None, tolerance=0
         label = alg + (" (≈ tie)" if ties[start:end + 1].mean() > 0.5 else "")
         top.text(mid, 0.5, label, ha="center", va="center", fontsize=8.5, color="white",
                  fontweight="bold", transform=top.get_xaxis_transform(), clip_on=True)
-    for c in cross:
+    for k, c in enumerate(cross):
         for a in (top, bot):
             a.axvline(c["at"], color="0.15", ls="--", lw=1)
+        # staggered, so that close crossovers stay readable
         bot.annotate(f"{c['from']} → {c['to']}\n≈ {approx_size(c['at'])}",
-                     xy=(c["at"], 1.0), xycoords=("data", "axes fraction"), xytext=(4, -4),
+                     xy=(c["at"], 1.0), xycoords=("data", "axes fraction"),
+                     xytext=(4, -4 - 26 * (k % 3)),
+                     bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85),
                      textcoords="offset points", va="top", fontsize=8, color="0.15")
     top.set_yticks([])
     top.set_ylabel("winner", rotation=0, ha="right", va="center")
