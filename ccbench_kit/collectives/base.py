@@ -111,7 +111,8 @@ def reduce_arrays(stack, op, dtype):
             out = (out // n).astype(dtype.storage)
         else:  # the wrapped sum, divided truncating toward zero as C does
             wide = out.astype(np.int64)
-            out = (np.sign(wide) * (np.abs(wide) // n)).astype(dtype.storage)
+            q = wide // n
+            out = (q + ((wide < 0) & (q * n != wide))).astype(dtype.storage)
     return out
 
 
