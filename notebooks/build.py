@@ -85,7 +85,7 @@ iteration times at the chosen size. Below, the Run panel starts a new sweep
 (mpirun on this machine); its result opens in the Explorer when it is done.
 """),
     code("""
-results = "results/demo.nc"  # a results file (make demo writes this one)
+results = "../results/demo.nc"  # a results file (make demo writes this one; paths are relative to notebooks/)
 """),
     code("""
 import os
@@ -102,7 +102,7 @@ explorer = Explorer(data)
 explorer
 """),
     code("""
-panel = RunPanel(explorer=explorer, out="results/explore-run.nc")
+panel = RunPanel(explorer=explorer, out="../results/explore-run.nc")
 panel
 """),
 ]

@@ -40,8 +40,10 @@ def lab(tmp_path_factory):
         pytest.fail("the ccbench Jupyter kernel is not registered: run `make kernel`")
     base = tmp_path_factory.mktemp("lab")
     root, home = base / "root", base / "home"
+    # the repository's layout: notebooks/ beside results/
     (root / "results").mkdir(parents=True)
-    shutil.copy(ROOT / "notebooks" / "explore.ipynb", root / "explore.ipynb")
+    (root / "notebooks").mkdir()
+    shutil.copy(ROOT / "notebooks" / "explore.ipynb", root / "notebooks" / "explore.ipynb")
     ar = synthetic_dataset("all_reduce", ["ring", "recursive_doubling", "mpi"], nranks=4, iters=10,
                            sizes=[8 << i for i in range(0, 23, 2)], seed=21)
     ag = synthetic_dataset("all_gather", ["ring", "bruck"], nranks=4, iters=10,
@@ -100,7 +102,7 @@ def _image_srcs(page):
 def test_explore_notebook_runs_and_the_explorer_reacts(lab):
     with browser_page(1400, 1300) as (page, seen):
         page.set_default_timeout(TIMEOUT_MS)
-        page.goto(f"{lab['url']}/lab/tree/explore.ipynb?reset&token={lab['token']}")
+        page.goto(f"{lab['url']}/lab/tree/notebooks/explore.ipynb?reset&token={lab['token']}")
         page.wait_for_selector(".jp-NotebookPanel .jp-Cell")
         # the status bar says the kernel is idle only once it really is
         page.wait_for_function(
