@@ -66,11 +66,23 @@ def sweep(minbytes, maxbytes, stepfactor=None, stepbytes=None):
             raise ConfigError("a step factor needs a minimum size above 0", "-b/--minbytes")
         sizes, s = [], minbytes
         while s <= maxbytes:
-            sizes.append(int(s))
+            if not sizes or int(s) != sizes[-1]:
+                sizes.append(int(s))
+            _check_count(len(sizes), "-f/--stepfactor")
             s = s * factor
         return sizes
     step = parse_size(stepbytes, "-i/--stepbytes") if stepbytes is not None \
         else max((maxbytes - minbytes) // 10, 1)
     if step <= 0:
         raise ConfigError("step must be at least 1 byte", "-i/--stepbytes")
+    _check_count((maxbytes - minbytes) // step + 1, "-i/--stepbytes")
     return list(range(minbytes, maxbytes + 1, step))
+
+
+MAX_SIZES = 4096
+
+
+def _check_count(n, flag):
+    if n > MAX_SIZES:
+        raise ConfigError(f"the sweep would run more than {MAX_SIZES} sizes; use a larger step",
+                          flag)

@@ -59,3 +59,10 @@ def test_parse_size_fuzz(text):
 def test_parse_size_units_roundtrip(n, unit):
     scale = {"": 1, "K": 1024, "M": 1 << 20, "G": 1 << 30, "kb": 1024, "MB": 1 << 20, "GiB": 1 << 30}
     assert parse_size(f"{n}{unit}") == n * scale[unit]
+
+
+def test_sweep_refuses_absurd_size_counts():
+    with pytest.raises(ConfigError, match=r"^-i/--stepbytes: the sweep would run more than 4096 sizes"):
+        sweep(0, "1T", stepbytes=1)
+    with pytest.raises(ConfigError, match=r"^-f/--stepfactor: the sweep would run more than 4096 sizes"):
+        sweep(1, "1T", stepfactor="1.0000001")
