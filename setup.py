@@ -23,7 +23,8 @@ def mpicc_flags(what):
 
 engine = Extension(
     "ccbench_kit._engine",
-    sources=["ext/_engine.pyx"] + sorted(c for c in glob.glob("ext/*.c") if not os.path.basename(c).startswith("_")),
+    sources=["ext/_engine.pyx"] + sorted(c for c in glob.glob("ext/*.c")
+                                          if not os.path.basename(c).startswith(("_", "nccl_"))),
     include_dirs=["ext", mpi4py.get_include(), numpy.get_include()]
     + [f[2:] if f.startswith("-I") else f for f in mpicc_flags("incdirs")],
     library_dirs=mpicc_flags("libdirs"),
@@ -32,4 +33,15 @@ engine = Extension(
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
-setup(ext_modules=cythonize([engine], language_level=3, quiet=True))
+# The NCCL backend's loop: no CUDA/NCCL headers or libraries at build time
+# (ext/nccl_api.h declares what it uses; both are dlopen'ed at run time).
+nccl = Extension(
+    "ccbench_kit._nccl",
+    sources=["ext/_nccl.pyx"] + sorted(glob.glob("ext/nccl_*.c")),
+    include_dirs=["ext", numpy.get_include()],
+    libraries=["dl"],
+    extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
+    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+)
+
+setup(ext_modules=cythonize([engine, nccl], language_level=3, quiet=True))

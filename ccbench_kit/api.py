@@ -5,7 +5,7 @@ import secrets
 import tempfile
 
 from . import collectives
-from .backends import backend_algorithms
+from .backends import backend_algorithms, check_backend_options
 from .config import RunConfig
 from .dataset import load, save
 from .dataset.schema import PLACEMENTS
@@ -42,8 +42,11 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
                 blocking=False, check=None, seed=None, stats=("avg",), backend="mpi",
                 out=None, command="", split=None, data_parallel_dimension=None,
                 replica_groups=None, alltoallv_metadata=None, src_target_pairs=None,
-                unique_buff=False, coalesced_ratio=None):
-    """A validated `RunConfig` from keyword arguments (see `run`)."""
+                unique_buff=False, coalesced_ratio=None, timing="", backend_options=None):
+    """A validated `RunConfig` from keyword arguments (see `run`).
+
+    `timing` (cuda-events, batch, graph) and `backend_options` (nccl:
+    graph_launches, mem_type, register) go to the backend."""
     coll = collectives.get(collective)
     if sizes is None:
         sizes = sweep(minbytes, maxbytes if maxbytes is not None else minbytes,
@@ -61,7 +64,10 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
         dtype=dtype, op=op, root=root, placements=_placements(placement), warmup=warmup,
         iters=iters, agg_iters=agg_iters, blocking=bool(blocking), check=check or "",
         seed=int(seed or 0), stats=list(stats), backend=backend, out=out or "", command=command)
+    cfg.timing = timing or ""
+    cfg.options.update(backend_options or {})
     cfg.validate(backend_algorithms(backend, coll.name))
+    check_backend_options(cfg)
     from .inputs import parse_inputs, split_layout
     for k, v in parse_inputs(cfg.collective, cfg.nranks, split=split,
                              data_parallel_dimension=data_parallel_dimension,

@@ -68,8 +68,10 @@ _D = [
 DTYPES = {d.name: d for d in _D}
 _LOOKUP = {alias: d for d in _D for alias in (d.name, *d.aliases)}
 
-# ccb_op in ext/ccb.h and ncclRedOp_t share this order.
+# ccb_op in ext/ccb.h.
 OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}
+# ncclRedOp_t in nccl.h: max and min come in the other order.
+NCCL_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 
 
 def get_dtype(name, flag="-d/--datatype"):

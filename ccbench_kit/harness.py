@@ -10,13 +10,14 @@ import socket
 import numpy as np
 
 from . import __version__, checks, collectives
-from .backends import get_backend
+from .backends import backend_options, get_backend
 from .clock import estimate_offsets
 from .inputs.coalesced import combined, split_layout
 from .dataset.schema import make_dataset
 from .dtypes import OPS, get_dtype
 from .errors import RunError
 
+INPUT_BLOCK = 1 << 20  # elements drawn at random when not checking; the rest repeats them
 ENV_PREFIXES = ("NCCL_", "OMPI_", "CCB_", "UCX_", "FI_", "CUDA_VISIBLE_DEVICES")
 # --unique-buff: at most this many bytes of extra buffer sets per rank; past
 # a few sets of buffers larger than the caches, more sets change nothing.
@@ -63,7 +64,7 @@ class Sweep:
         self.on_partial = on_partial or (lambda ds: None)
         self.coll = collectives.get(cfg.collective)
         self.dtype = get_dtype(cfg.dtype)
-        self.backend = backend or get_backend(cfg.backend, self.group_comm)
+        self.backend = backend or get_backend(cfg.backend, self.group_comm, **backend_options(cfg))
         cfg.validate(self.backend.algorithms(self.coll.name))
         _agree_on_config(comm, cfg)
         if cfg.nranks != self.world_size:
@@ -145,7 +146,12 @@ class Sweep:
         start = np.full((A, P, I), np.nan)
         wrong = np.full((A, P), -1, dtype=np.int64)
         mode = cfg.check or "random"
-        own = checks.make_input(dt, layout.send_elems, self.rank, mode, cfg.seed)
+        if cfg.check:
+            own = checks.make_input(dt, layout.send_elems, self.rank, mode, cfg.seed)
+        else:  # timing only: random values (never zeros) tiled from one block, as
+            # drawing GiBs of random numbers took longer than timing them
+            own = np.resize(checks.make_input(dt, min(layout.send_elems, INPUT_BLOCK), self.rank,
+                                              mode, cfg.seed), layout.send_elems)
         golden = scale = None
         if cfg.check:
             inputs = [checks.make_input(dt, layout.send_elems, r, mode, cfg.seed)
@@ -172,7 +178,7 @@ class Sweep:
                 lat[ai, pi] = t * nparts  # the engine divides by every call of the iteration
                 start[ai, pi] = (s / 1e6 + self._offset - self._start_ref) * 1e6
                 del timed
-                if cfg.check:
+                if cfg.check and np.isfinite(t).any():  # NaN: the backend refused this one
                     be.upload(recv, np.zeros(layout.recv_elems, dtype=dt.storage))
                     be.upload(send, own)
                     be.time(coll.name, alg, bufs, warmup=0, iters=1, **kw)
@@ -205,6 +211,8 @@ class Sweep:
             attrs["groups"] = cfg.groups
         if cfg.coalesced_ratio:
             attrs["coalesced_ratio"] = cfg.coalesced_ratio
+        if hasattr(self.backend, "dataset_attrs"):  # nccl: versions, GPUs, what NCCL ran
+            attrs.update(self.backend.dataset_attrs(lays))
         return make_dataset(
             algorithms=cfg.algorithms, placements=cfg.placements,
             sizes=[l.size for l in lays], counts=[l.count for l in lays],

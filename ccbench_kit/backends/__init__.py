@@ -29,3 +29,22 @@ def backend_algorithms(name, collective):
         from .nccl import nccl_algorithms
         return nccl_algorithms(collective)
     raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}", "--backend")
+
+
+def backend_options(cfg):
+    """Keyword arguments for `get_backend` from a RunConfig's timing/options."""
+    if cfg.backend == "nccl":
+        from .nccl import OPTION_NAMES
+        return {"timing": cfg.timing or "cuda-events",
+                **{k: v for k, v in cfg.options.items() if k in OPTION_NAMES}}
+    return {"segment_bytes": cfg.segment_bytes}
+
+
+def check_backend_options(cfg):
+    """ConfigError, before any rank starts, for options the backend can't take."""
+    if cfg.backend == "nccl":
+        from .nccl import check_options
+        check_options(**backend_options(cfg))
+    elif cfg.timing not in ("", "host-clock"):
+        raise ConfigError(f"timing {cfg.timing!r} needs --backend nccl; the mpi backend "
+                          "times with the host clock", "--timing")

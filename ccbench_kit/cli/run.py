@@ -55,6 +55,15 @@ def add_parser(sub):
     g = p.add_argument_group("algorithms and backend")
     g.add_argument("--algorithms", default="mpi", help="comma-separated, or all")
     g.add_argument("--backend", default="mpi", help="mpi (CPU) or nccl (GPU)")
+    g.add_argument("--timing", default=None, choices=("cuda-events", "batch", "graph"),
+                   help="nccl: an event pair per iteration (default), nccl-tests' batch "
+                        "timing, or a CUDA graph (-G)")
+    g.add_argument("-G", "--cudagraph", type=int, default=0, metavar="N",
+                   help="nccl: capture the iterations in a CUDA graph, replay it N times")
+    g.add_argument("--mem-type", default="cudaMalloc", choices=("cudaMalloc", "ncclMemAlloc"),
+                   help="nccl: how device buffers are allocated")
+    g.add_argument("-R", "--local-register", type=int, choices=(0, 1), default=0,
+                   help="nccl: 1 registers buffers with ncclCommRegister")
     add_launch_arguments(p)
     g = p.add_argument_group("output")
     g.add_argument("--out", default=None, help="results file (default results/COLL-TIME.nc)")
@@ -73,6 +82,19 @@ def add_parser(sub):
     p.set_defaults(func=main)
 
 
+def _nccl_options(args):
+    """--timing, -G, --mem-type and -R as make_config's timing/backend_options."""
+    timing = args.timing or ("graph" if args.cudagraph else "")
+    opts = {}
+    if args.cudagraph or timing == "graph":
+        opts["graph_launches"] = args.cudagraph or 1
+    if args.mem_type != "cudaMalloc":
+        opts["mem_type"] = args.mem_type
+    if args.local_register:
+        opts["register"] = True
+    return {"timing": timing, "backend_options": opts}
+
+
 def main(args):
     names = [c for c in args.collective.split(",") if c]
     out = args.out or api.default_out("-".join(n.replace("-", "_") for n in names))
@@ -87,7 +109,7 @@ def main(args):
         data_parallel_dimension=args.data_parallel_dimension,
         replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
         src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
-        coalesced_ratio=args.coalesced_ratio)
+        coalesced_ratio=args.coalesced_ratio, **_nccl_options(args))
     if args.nworkers < 1:
         from ..errors import ConfigError
         raise ConfigError(f"need at least 1 rank, got {args.nworkers}", "-r/--nworkers")

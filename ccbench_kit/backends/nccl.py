@@ -1,0 +1,430 @@
+"""Backend `nccl`: device buffers, one process per GPU, NCCL's collectives.
+
+libnccl and the CUDA runtime are opened at run time (`nccl_lib`), so the kit
+builds and imports without CUDA.  Each algorithm name maps to one NCCL
+communicator, created on first use with NCCL_ALGO/NCCL_PROTO set for it
+(NCCL reads them at every communicator init):
+
+- ``nccl``: NCCL's own choice;
+- ``nccl:ring``, ``nccl:tree``, ``nccl:pat``, ``nccl:collnet_direct``,
+  ``nccl:collnet_chain``, each optionally ``/ll``, ``/ll128`` or ``/simple``;
+- ``nccl:p2p``: alltoall, gather and scatter as grouped ncclSend/ncclRecv
+  where NCCL (2.28+) also has a native call, which ``nccl`` uses.
+
+A combination NCCL refuses (ncclInvalidUsage/ncclInvalidArgument) gives NaN
+for that size and a reason in the Dataset's ``not_available`` attr; what
+NCCL did run is read from its TUNING log around one untimed call per
+algorithm and size (`nccl_tuning`) into the ``nccl_ran`` attr.
+
+Timing (``--timing``): ``cuda-events`` (an event pair around every
+iteration), ``batch`` (the host clock around all iterations and one stream
+sync, nccl-tests' method) or ``graph`` (iterations captured in a CUDA graph,
+replayed ``-G N`` times).
+"""
+import os
+import tempfile
+import weakref
+from contextlib import nullcontext
+
+import numpy as np
+
+from ..dtypes import NCCL_OPS, OPS
+from ..errors import ConfigError, RunError
+from . import nccl_lib
+from .nccl_tuning import TuningCapture, environ, summarize
+
+ALGOS = {"ring": "Ring", "tree": "Tree", "pat": "PAT",
+         "collnet_direct": "CollnetDirect", "collnet_chain": "CollnetChain"}
+PROTOS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+NATIVE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+NATIVE_SINCE_2_28 = {"alltoall": "ncclAlltoAll", "gather": "ncclGather", "scatter": "ncclScatter"}
+P2P_ONLY = ("alltoallv", "sendrecv", "permute", "hypercube")
+# NCCL moves these between distinct buffers only: ncclAlltoAll has no
+# in-place form, and grouped send/recv into the buffer being sent races.
+NO_IN_PLACE = ("alltoall", "alltoallv", "sendrecv", "permute")
+TIMINGS = ("cuda-events", "batch", "graph")
+MEM_TYPES = ("cudaMalloc", "ncclMemAlloc")
+OPTION_NAMES = ("graph_launches", "mem_type", "register")  # RunConfig.options keys
+_OP_NAMES = {v: k for k, v in OPS.items()}
+
+
+def nccl_algorithms(collective):
+    """Algorithm names the nccl backend takes for `collective`."""
+    from .. import collectives
+    name = collectives.get(collective).name
+    if name in NATIVE:
+        return (["nccl"] + [f"nccl:{a}" for a in ALGOS]
+                + [f"nccl:{a}/{p}" for a in ALGOS for p in PROTOS])
+    if name in NATIVE_SINCE_2_28:
+        return ["nccl", "nccl:p2p"]
+    if name in P2P_ONLY:
+        return ["nccl"]
+    return []
+
+
+def algorithm_env(algorithm):
+    """The NCCL_ALGO/NCCL_PROTO an algorithm name sets ({} = NCCL's choice)."""
+    if algorithm in ("nccl", "nccl:p2p"):
+        return {}
+    if not algorithm.startswith("nccl:"):
+        raise ConfigError(f"not an NCCL algorithm: {algorithm!r}", "--algorithms")
+    algo, _, proto = algorithm[5:].partition("/")
+    if algo not in ALGOS or (proto and proto not in PROTOS):
+        raise ConfigError(f"unknown NCCL algorithm {algorithm!r}: use nccl, nccl:ALGO or "
+                          f"nccl:ALGO/PROTO with ALGO in {', '.join(ALGOS)} and PROTO in "
+                          f"{', '.join(PROTOS)}", "--algorithms")
+    env = {"NCCL_ALGO": ALGOS[algo]}
+    if proto:
+        env["NCCL_PROTO"] = PROTOS[proto]
+    return env
+
+
+def check_options(timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
+                  register=False, **_other):
+    """ConfigError for a backend option the nccl backend can't take."""
+    if timing not in TIMINGS:
+        raise ConfigError(f"unknown timing {timing!r}; use {', '.join(TIMINGS)}", "--timing")
+    if not isinstance(graph_launches, int) or graph_launches < 1:
+        raise ConfigError(f"must be an integer >= 1, got {graph_launches!r}", "-G/--cudagraph")
+    if mem_type not in MEM_TYPES:
+        raise ConfigError(f"unknown memory type {mem_type!r}; use {', '.join(MEM_TYPES)}",
+                          "--mem-type")
+
+
+def version_string(code):
+    """NCCL's version code as text: 22809 -> '2.28.9' (2.8 and older: 2804)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def _cuda_version(v):
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+class _Allocation:
+    """One device allocation; freed (and deregistered) when unreferenced."""
+
+    def __init__(self, lib, nbytes, kind):
+        self.lib, self.nbytes, self.kind = lib, nbytes, kind
+        self.ptr = lib.malloc(nbytes, kind)
+        self.registered = {}  # communicator -> registration handle
+
+    def deregister(self):
+        for comm, handle in self.registered.items():
+            try:
+                self.lib.deregister(comm, handle)
+            except Exception:
+                pass
+        self.registered.clear()
+
+    def __del__(self):
+        try:
+            self.deregister()
+            self.lib.free(self.ptr, self.kind)
+        except Exception:
+            pass
+
+
+class DeviceBuffer:
+    """A 1-d array of `dtype` in device memory; slices are views."""
+
+    def __init__(self, allocation, dtype, offset, nelems):
+        self.allocation, self.dtype = allocation, dtype
+        self.offset, self.size = offset, nelems
+
+    @property
+    def ptr(self):
+        return self.allocation.ptr + self.offset * self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    @property
+    def shape(self):
+        return (self.size,)
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, key):
+        if not isinstance(key, slice):
+            raise TypeError("device buffers take slices only")
+        start, stop, step = key.indices(self.size)
+        if step != 1:
+            raise ValueError("device buffer slices must be contiguous")
+        return DeviceBuffer(self.allocation, self.dtype, self.offset + start, max(stop - start, 0))
+
+    def __repr__(self):
+        return f"DeviceBuffer({self.dtype.name}[{self.size}] at {self.ptr:#x})"
+
+
+class NCCLBackend:
+    name = "nccl"
+
+    def __init__(self, comm, timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
+                 register=False, **_other):
+        check_options(timing, graph_launches, mem_type, register)
+        # NVLink multicast can take a shared host's GPUs out of service:
+        # off unless the user asks for it.
+        os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+        self.comm = comm
+        self.rank, self.nranks = comm.Get_rank(), comm.Get_size()
+        self.timing, self.graph_launches = timing, graph_launches
+        self.mem_type, self.register = mem_type, bool(register)
+        cudart, nccl = nccl_lib.locate()
+        from .. import _nccl
+        self._x = _nccl
+        try:
+            self.lib = _nccl.Library(cudart, nccl)
+        except _nccl.LoadError as e:
+            raise nccl_lib.LibraryNotFound(f"--backend nccl: {e}") from None
+        self.version = self.lib.nccl_version()
+        self.local_rank, self.local_size = _local_rank(comm)
+        local_size = self.local_size
+        try:
+            ndev = self.lib.device_count()
+        except _nccl.CudaError as e:
+            raise nccl_lib.LibraryNotFound(f"--backend nccl: no usable GPU: {e} "
+                                           f"(CUDA runtime {cudart})") from None
+        if ndev < local_size:
+            raise ConfigError(f"{local_size} ranks share this host but it has {ndev} GPU(s) "
+                              "visible; NCCL needs one GPU per rank", "-r/--nworkers")
+        self.device = self.local_rank
+        self.lib.set_device(self.device)
+        self.info = self.lib.device_info(self.device)
+        self.stream = self.lib.stream_create()
+        self._comms = {}      # (NCCL_ALGO, NCCL_PROTO) -> handle, or the init error
+        self._allocations = weakref.WeakSet()
+        self.ran = {}         # algorithm -> {engine count: "RING/LL x2ch"}
+        self.unavailable = {}  # algorithm -> {engine count: reason}
+        self._probed = set()
+        self._tmp = tempfile.mkdtemp(prefix="ccbench-nccl-")
+        self.tuning = TuningCapture(self.lib.reset_debug, os.path.join(self._tmp, "tuning.log"))
+        runtime, driver = self.lib.cuda_versions()
+        self.cuda = {"runtime": _cuda_version(runtime), "driver": _cuda_version(driver)}
+        self.paths = {"nccl": nccl, "cudart": cudart}
+        gpu = dict(self.info, rank=self.rank, local_rank=self.local_rank, device=self.device,
+                   host=_hostname())
+        self.gpus = comm.gather(gpu, root=0)
+        self.topology = None
+        if self.rank == 0:
+            from .nccl_topo import topology
+            self.topology = topology()
+
+    # -- what the harness reads ------------------------------------------------
+    @property
+    def library(self):
+        return (f"NCCL {version_string(self.version)}, CUDA runtime {self.cuda['runtime']}, "
+                f"driver {self.cuda['driver']}")
+
+    @property
+    def device_name(self):
+        return f"cuda:{self.device} {self.info['name']} ({self.info['pci_bus_id']})"
+
+    def algorithms(self, collective):
+        return nccl_algorithms(collective)
+
+    def dataset_attrs(self, layouts):
+        """Attrs for the Dataset (rank 0): versions, GPUs, what NCCL ran."""
+        size_of = {l.engine_count: l.size for l in layouts}
+
+        def by_size(d):
+            return {alg: {str(size_of.get(c, c)): v for c, v in m.items()} for alg, m in d.items()}
+
+        return {
+            "nccl_version": version_string(self.version), "cuda_runtime": self.cuda["runtime"],
+            "cuda_driver": self.cuda["driver"], "nccl_library": self.paths["nccl"],
+            "cudart_library": self.paths["cudart"], "mem_type": self.mem_type,
+            "register": self.register, "graph_launches": self.graph_launches,
+            "nccl_ran": by_size(self.ran), "nccl_ran_note": self.tuning.reason,
+            "not_available": by_size(self.unavailable), "gpus": self.gpus or [],
+            "topology": self.topology or {},
+        }
+
+    # -- buffers -----------------------------------------------------------------
+    def alloc(self, nelems, dtype):
+        a = _Allocation(self.lib, max(nelems, 1) * dtype.itemsize, self.mem_type)
+        self._allocations.add(a)
+        return DeviceBuffer(a, dtype, 0, nelems)
+
+    def scratch(self, collective, algorithm, count, dtype, nranks):
+        return None
+
+    def scratch_bytes(self, collective, algorithm, count, dtype, nranks):
+        return 0
+
+    def memory_available(self):
+        """Free device memory of this host's GPUs (the harness compares it
+        with one rank's bytes times the ranks on the host)."""
+        return self.lib.device_info(self.device)["free_bytes"] * self.local_size
+
+    def upload(self, buf, host):
+        host = np.ascontiguousarray(host, dtype=buf.dtype.storage).reshape(-1)
+        if host.size != buf.size:
+            raise ValueError(f"uploading {host.size} elements into a buffer of {buf.size}")
+        if buf.size:
+            self.lib.upload(buf.ptr, host)
+
+    def download(self, buf):
+        out = np.empty(buf.size, dtype=buf.dtype.storage)
+        if buf.size:
+            self.lib.download(buf.ptr, out)
+        return out
+
+    # -- communicators -----------------------------------------------------------
+    def _comm(self, algorithm):
+        env = algorithm_env(algorithm)
+        key = (env.get("NCCL_ALGO", ""), env.get("NCCL_PROTO", ""))
+        if key not in self._comms:
+            uid = self.comm.bcast(self.lib.unique_id() if self.rank == 0 else None, root=0)
+            with environ(env):  # NCCL reads NCCL_ALGO/NCCL_PROTO at every init
+                try:
+                    self._comms[key] = self.lib.comm_init(self.nranks, uid, self.rank)
+                except self._x.NcclError as e:
+                    self._comms[key] = e
+        return self._comms[key]
+
+    def _register(self, comm, buffers):
+        for bufs in buffers:
+            for b in bufs[:2]:
+                a = b.allocation
+                if comm not in a.registered:
+                    a.registered[comm] = self.lib.register(comm, a.ptr, a.nbytes)
+
+    def _call(self, collective, algorithm, send, recv, count, dtype, op, root, comm, vectors):
+        d = dict(kind=collective, p2p=int(algorithm == "nccl:p2p"), send=send.ptr,
+                 recv=recv.ptr, count=count, elsize=dtype.itemsize, dtype=dtype.nccl,
+                 op=NCCL_OPS[_OP_NAMES.get(op, "sum")], root=max(root, 0), rank=self.rank,
+                 nranks=self.nranks, comm=comm, stream=self.stream)
+        if collective == "alltoallv":
+            d.update(scounts=vectors["sendcounts"], sdispls=vectors["sdispls"],
+                     rcounts=vectors["recvcounts"], rdispls=vectors["rdispls"])
+        if collective == "permute":  # default: the ring shift, as sendrecv
+            peers = vectors.get("peers")
+            if peers is None:
+                peers = ((self.rank + 1) % self.nranks, (self.rank - 1) % self.nranks)
+            d.update(send_to=int(peers[0]), recv_from=int(peers[1]))
+        return d
+
+    # -- the timed loop ------------------------------------------------------------
+    def time(self, collective, algorithm, buffers, *, count, dtype, op, root, warmup, iters,
+             agg=1, blocking=False, progress=None, hang_at=None, **vectors):
+        """Per-iteration latency and start (µs, MPI_Wtime's clock) of one
+        algorithm; NaN where NCCL refuses it (reason in `unavailable`).
+
+        `buffers` holds (send, recv, scratch[, count]) sets, cycled through
+        by the iterations; `progress` and `hang_at` (the MPI engine's
+        watchdog board and fault injection) don't apply to device loops.
+        """
+        x = self._x
+        nan = np.full(iters, np.nan)
+        if dtype.nccl < 0:
+            raise ConfigError(f"NCCL has no {dtype.name} type; use one of int8, uint8, int32, "
+                              "uint32, int64, uint64, fp16, bf16, fp32, fp64", "-d/--datatype")
+        if collective not in x.KINDS:
+            raise ConfigError(f"the nccl backend has no {collective}", "COLLECTIVE")
+        if collective == "hypercube" and self.nranks & (self.nranks - 1):
+            return self._refuse(algorithm, count, "hypercube needs a power-of-two rank count")
+        if collective in NO_IN_PLACE and _overlap(buffers[0][0], buffers[0][1]):
+            return self._refuse(algorithm, count, f"NCCL has no in-place {collective}: its send "
+                                "and receive buffers must not overlap")
+        comm = self._comm(algorithm)
+        if isinstance(comm, Exception):
+            return self._refuse(algorithm, count, f"communicator init failed: {comm}")
+        calls = [self._call(collective, algorithm, b[0], b[1], b[3] if len(b) > 3 else count,
+                            dtype, op, root, comm, vectors) for b in buffers]
+        try:
+            if self.register:
+                self._register(comm, buffers)
+            if (algorithm, count) not in self._probed:
+                self._probed.add((algorithm, count))
+                self._probe(algorithm, count, calls)
+            lat, start = self._loop(calls, warmup, iters, agg, blocking)
+        except x.NcclError as e:
+            # NCCL 2.28 reports a forced algorithm it has none of (NCCL_ALGO=PAT
+            # for all_reduce) as an internal error, older ones as invalid usage
+            if e.refused or "no algorithm/protocol available" in str(e):
+                return self._refuse(algorithm, count, str(e))
+            raise RunError(f"rank {self.rank}: {e}") from None
+        except x.CudaError as e:
+            raise RunError(f"rank {self.rank}: {e}") from None
+        to_wtime = _wtime_us() - x.monotonic_us()
+        return lat, start + to_wtime
+
+    def _refuse(self, algorithm, count, reason):
+        self.unavailable.setdefault(algorithm, {})[count] = reason
+        return np.full(1, np.nan), np.full(1, np.nan)
+
+    def _probe(self, algorithm, count, calls):
+        """One untimed call, with NCCL's TUNING log on at rank 0."""
+        decisions = []
+        ctx = self.tuning.capture(decisions) if self.rank == 0 else nullcontext()
+        with ctx:
+            self.lib.time_loop(calls[:1], mode="batch", warmup=0, iters=1)
+        if self.rank == 0:
+            self.ran.setdefault(algorithm, {})[count] = summarize(decisions) or (
+                "p2p" if not self.tuning.reason else "")
+
+    def _loop(self, calls, warmup, iters, agg, blocking):
+        run = self.lib.time_loop
+        kw = dict(mode=self.timing, agg=agg, barrier=self.comm.Barrier,
+                  graph_launches=self.graph_launches)
+        if not blocking:
+            return run(calls, warmup=warmup, iters=iters, **kw)
+        # -z 1: every iteration starts after a barrier
+        lat, start = np.empty(iters), np.empty(iters)
+        n = len(calls)
+        for i in range(iters):
+            k = (i * agg) % n
+            l, s = run(calls[k:] + calls[:k], warmup=warmup if i == 0 else 0, iters=1, **kw)
+            lat[i], start[i] = l[0], s[0]
+        return lat, start
+
+    def close(self):
+        for a in list(self._allocations):
+            a.deregister()
+        for key, c in list(self._comms.items()):
+            if not isinstance(c, Exception):
+                try:
+                    self.lib.comm_destroy(c)
+                except self._x.NcclError:
+                    self.lib.comm_destroy(c, abort=True)
+        self._comms.clear()
+        if self.stream:
+            self.lib.stream_destroy(self.stream)
+            self.stream = 0
+        try:
+            for f in os.listdir(self._tmp):
+                os.unlink(os.path.join(self._tmp, f))
+            os.rmdir(self._tmp)
+        except OSError:
+            pass
+
+
+def _overlap(a, b):
+    """Whether two device buffers share memory (an in-place call)."""
+    return (a.allocation is b.allocation and a.offset < b.offset + b.size
+            and b.offset < a.offset + a.size)
+
+
+def _local_rank(comm):
+    """(rank, size) among the ranks on this host: an MPI shared-memory split,
+    so it holds under mpirun, srun and Dask-MPI alike."""
+    from mpi4py import MPI
+    shm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    try:
+        return shm.Get_rank(), shm.Get_size()
+    finally:
+        shm.Free()
+
+
+def _wtime_us():
+    from mpi4py import MPI
+    return MPI.Wtime() * 1e6
+
+
+def _hostname():
+    import socket
+    return socket.gethostname()

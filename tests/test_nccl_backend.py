@@ -1,0 +1,188 @@
+"""The nccl backend without a GPU: finding the libraries, the one-line
+errors, algorithm names, options, and reading NCCL's TUNING log."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ccbench_kit import _nccl
+from ccbench_kit.backends import nccl, nccl_lib, nccl_topo, nccl_tuning
+from ccbench_kit.dtypes import DTYPES, NCCL_OPS
+from ccbench_kit.errors import ConfigError
+
+
+def _nccl_present():
+    try:
+        nccl_lib.locate()
+        return True
+    except nccl_lib.LibraryNotFound:
+        return False
+
+
+def _clean_env(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("CCB_NCCL_LIBRARY", "CCB_CUDART_LIBRARY", "CUDA_HOME", "CUDA_PATH")}
+    env["NCCL_HOME"] = str(tmp_path / "no-nccl-here")
+    return env
+
+
+@pytest.mark.skipif(_nccl_present(), reason="NCCL is installed here; this checks its absence")
+def test_missing_nccl_is_one_line_naming_library_and_places(tmp_path, cli):
+    p = cli("run", "all_reduce", "--backend", "nccl", "--algorithms", "nccl", "-b", "8",
+                "--out", tmp_path / "r.nc", "--non-interactive", env=_clean_env(tmp_path))
+    assert p.returncode != 0
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    line = lines[0]
+    assert line.startswith("ccbench: error: --backend nccl: libnccl.so.2 not found; looked in: "
+                           "$CCB_NCCL_LIBRARY (unset); $NCCL_HOME=" + str(tmp_path / "no-nccl-here")), line
+    for place in ("the nvidia-* wheels", "cuda-pathfinder", "the system loader"):
+        assert place in line
+    assert "Traceback" not in p.stdout + p.stderr
+
+
+def test_explicit_path_that_does_not_exist_is_said(tmp_path):
+    env = _clean_env(tmp_path)
+    env["CCB_NCCL_LIBRARY"] = str(tmp_path / "libnccl.so.2")
+    f = nccl_lib.find("nccl", env)
+    assert f.looked[0] == f"$CCB_NCCL_LIBRARY={tmp_path / 'libnccl.so.2'} (no such file)"
+
+
+def test_search_order_explicit_home_then_wheels(tmp_path, monkeypatch):
+    wheel = tmp_path / "site" / "nvidia" / "nccl" / "lib"
+    wheel.mkdir(parents=True)
+    (wheel / "libnccl.so.2").write_bytes(b"")
+    home = tmp_path / "home" / "lib"
+    home.mkdir(parents=True)
+    (home / "libnccl.so.2").write_bytes(b"")
+    explicit = tmp_path / "mine.so"
+    explicit.write_bytes(b"")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    env = _clean_env(tmp_path)
+    assert nccl_lib.find("nccl", env).path == str(wheel / "libnccl.so.2")
+    env["NCCL_HOME"] = str(tmp_path / "home")
+    assert nccl_lib.find("nccl", env).path == str(home / "libnccl.so.2")
+    env["CCB_NCCL_LIBRARY"] = str(explicit)
+    assert nccl_lib.find("nccl", env).path == str(explicit)
+    cu = tmp_path / "site" / "nvidia" / "cu13" / "lib"
+    cu.mkdir(parents=True)
+    (cu / "libcudart.so.13").write_bytes(b"")
+    assert nccl_lib.find("cudart", env).path == str(cu / "libcudart.so.13")
+
+
+def test_a_file_that_is_no_library_fails_to_open_with_its_path(tmp_path):
+    bad = tmp_path / "libcudart.so.13"
+    bad.write_text("not an ELF file")
+    with pytest.raises(_nccl.LoadError, match=f"cannot load {bad}: .*(invalid ELF|too short|file)"):
+        _nccl.Library(str(bad), str(bad))
+
+
+def test_algorithm_names_and_what_they_set():
+    ar = nccl.nccl_algorithms("allreduce")
+    assert ar[:6] == ["nccl", "nccl:ring", "nccl:tree", "nccl:pat", "nccl:collnet_direct",
+                      "nccl:collnet_chain"]
+    assert "nccl:ring/ll" in ar and "nccl:tree/ll128" in ar and "nccl:pat/simple" in ar
+    assert len(ar) == 1 + 5 + 15
+    assert nccl.algorithm_env("nccl") == {}
+    assert nccl.algorithm_env("nccl:ring/ll") == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
+    assert nccl.algorithm_env("nccl:collnet_direct") == {"NCCL_ALGO": "CollnetDirect"}
+    assert nccl.algorithm_env("nccl:tree/ll128") == {"NCCL_ALGO": "Tree", "NCCL_PROTO": "LL128"}
+    with pytest.raises(ConfigError, match="--algorithms: unknown NCCL algorithm 'nccl:ring/ll256'"):
+        nccl.algorithm_env("nccl:ring/ll256")
+
+
+def test_options_are_checked_before_any_rank_starts(tmp_path, cli):
+    with pytest.raises(ConfigError, match="--timing: unknown timing 'wallclock'"):
+        nccl.check_options(timing="wallclock")
+    with pytest.raises(ConfigError, match="-G/--cudagraph: must be an integer >= 1"):
+        nccl.check_options(timing="graph", graph_launches=0)
+    with pytest.raises(ConfigError, match="--mem-type: unknown memory type 'cuMemMagic'"):
+        nccl.check_options(mem_type="cuMemMagic")
+    p = cli("run", "all_reduce", "-G", "4", "-b", "8", "--out", tmp_path / "x.nc")
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("ccbench: error: --timing: timing 'graph' needs --backend nccl; "
+                                "the mpi backend times with the host clock")
+
+
+def test_nccl_enums_match_nccl_h():
+    # nccl.h: ncclInt8 0, ncclUint8 1, ncclInt32 2, ncclUint32 3, ncclInt64 4, ncclUint64 5,
+    # ncclFloat16 6, ncclFloat32 7, ncclFloat64 8, ncclBfloat16 9; no 16-bit integers
+    want = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5,
+            "fp16": 6, "fp32": 7, "fp64": 8, "bf16": 9, "int16": -1, "uint16": -1}
+    assert {k: d.nccl for k, d in DTYPES.items()} == want
+    assert NCCL_OPS == {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+    assert _nccl.KINDS[:5] == ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+
+
+def test_version_strings():
+    assert nccl.version_string(22809) == "2.28.9"
+    assert nccl.version_string(21903) == "2.19.3"
+    assert nccl.version_string(2804) == "2.8.4"
+
+
+# Lines as NCCL 2.28 writes them with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING
+# (with mpirun's prefix on one, as logs collected through mpirun carry).
+LOG = """\
+vm:2101:2101 [0] NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}
+[1,0]<stdout>:vm:2101:2101 [0] NCCL INFO AllReduce: 67108864 Bytes -> Algo TREE proto SIMPLE channel{Lo..Hi}={0..31}
+vm:2101:2101 [0] NCCL INFO Channel 00/32 : 0 1
+vm:2101:2101 [0] NCCL INFO AllGather: 4194304 Bytes -> Algo PAT proto Simple
+"""
+
+
+def test_tuning_lines_are_parsed_and_summarized():
+    d = nccl_tuning.parse(LOG)
+    assert [(x["func"], x["bytes"], x["algo"], x["proto"], x["channels"]) for x in d] == [
+        ("AllReduce", 8, "RING", "LL", 1), ("AllReduce", 67108864, "TREE", "SIMPLE", 32),
+        ("AllGather", 4194304, "PAT", "Simple", None)]
+    assert nccl_tuning.summarize(d[:1]) == "RING/LL x1ch"
+    assert nccl_tuning.summarize(d[:1] * 3) == "RING/LL x1ch"
+    assert nccl_tuning.summarize(d) == "RING/LL x1ch+TREE/SIMPLE x32ch+PAT/Simple"
+    assert nccl_tuning.summarize([]) == ""
+
+
+def test_tuning_capture_sets_and_restores_nccl_debug(tmp_path, monkeypatch):
+    monkeypatch.setenv("NCCL_DEBUG", "WARN")
+    monkeypatch.delenv("NCCL_DEBUG_SUBSYS", raising=False)
+    monkeypatch.delenv("NCCL_DEBUG_FILE", raising=False)
+    log = tmp_path / "tuning.log"
+    seen, resets = [], []
+
+    def reset():  # what NCCL would see at its re-read
+        resets.append({k: os.environ.get(k) for k in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")})
+        return True
+
+    cap = nccl_tuning.TuningCapture(reset, str(log))
+    with cap.capture(seen):
+        log.write_text(LOG)
+    assert [x["algo"] for x in seen] == ["RING", "TREE", "PAT"]
+    assert resets == [{"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING", "NCCL_DEBUG_FILE": str(log)},
+                      {"NCCL_DEBUG": "WARN", "NCCL_DEBUG_SUBSYS": None, "NCCL_DEBUG_FILE": None}]
+    monkeypatch.setenv("NCCL_DEBUG_FILE", str(tmp_path / "users.log"))
+    cap = nccl_tuning.TuningCapture(reset, str(log))
+    assert not cap.enabled and "NCCL_DEBUG_FILE is set" in cap.reason
+
+
+def test_device_buffer_views():
+    class A:  # an allocation's address only
+        ptr = 0x7F0000000000
+
+    b = nccl.DeviceBuffer(A(), DTYPES["bf16"], 0, 10)
+    v = b[4:6]
+    assert (len(b), b.nbytes, v.size, v.ptr - b.ptr, v.nbytes) == (10, 20, 2, 8, 4)
+    assert b[8:20].size == 2 and b[3:3].size == 0
+    with pytest.raises(ValueError):
+        b[::2]
+
+
+def test_pci_bus_ids_compare_across_nvml_and_cuda_spellings():
+    assert nccl_topo._same_bus("00000000:06:00.0", "0000:06:00.0")
+    assert not nccl_topo._same_bus("00000000:06:00.0", "0000:07:00.0")
+
+
+def test_package_imports_and_lists_algorithms_without_cuda():
+    code = ("import ccbench_kit.backends.nccl as n, ccbench_kit._nccl as x; "
+            "print(len(n.nccl_algorithms('all_gather')), x.KINDS[-1])")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.split() == ["21", "hypercube"], p.stderr
