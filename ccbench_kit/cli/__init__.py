@@ -11,7 +11,7 @@ import sys
 
 from ..errors import CCBenchError
 
-SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export")
+SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -5,7 +5,8 @@ with one child per collective; on disk the first collective sits in the root
 group (so a plain ``xarray.open_dataset(path)`` reads a complete Dataset) and
 the others in groups named after them.  DataTree itself cannot hold that
 layout in memory, because the collectives' `size` coords differ and a child
-must align with its parent.
+must align with its parent.  A suite's tree nests its runs
+(``all_reduce/env2/r8``): each is saved in the group of that path.
 """
 import json
 import os
@@ -67,7 +68,12 @@ def _as_parts(data):
     if isinstance(data, xr.Dataset):
         return {data.attrs.get("collective") or "results": data}
     if isinstance(data, xr.DataTree):
-        return {name: node.to_dataset() for name, node in data.children.items()}
+        # every node holding data, at its path: a suite nests collective/variant/...
+        parts = {node.path.strip("/") or (node.attrs.get("collective") or "results"):
+                 node.to_dataset(inherit=False) for node in data.subtree if node.has_data}
+        if not parts:
+            raise ValueError("nothing to save")
+        return parts
     if isinstance(data, dict):
         if not data:
             raise ValueError("nothing to save")

@@ -1,0 +1,269 @@
+"""Running a suite: each combination here with mpirun, or as one sbatch job
+each; then one DataTree file and one report of everything that finished.
+
+The work directory (``results/NAME.suite/`` by default) holds
+``manifest.json`` (every combination, its state, job id and error), one
+results file per combination under ``parts/``, and in Slurm mode the batch
+scripts (``jobs/``) and their logs (``logs/``).  A failed combination is
+recorded and the others go on; `collect` gathers whatever finished.
+"""
+import datetime
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+
+from ..errors import CCBenchError, ConfigError, RunError
+
+MANIFEST = "manifest.json"
+
+
+@dataclass
+class Entry:
+    key: str
+    axes: dict
+    part: str
+    state: str = "pending"      # pending, done, failed, written, submitted
+    error: str = ""
+    job_id: str = ""
+    script: str = ""
+
+
+@dataclass
+class SuiteResult:
+    entries: list
+    out: str = None             # the DataTree file, when anything finished
+    report: str = None
+    failed: list = field(default_factory=list)   # (key, reason)
+
+    @property
+    def ok(self):
+        return not self.failed
+
+
+def _paths(suite):
+    return {name: os.path.join(suite.workdir, name) for name in ("parts", "jobs", "logs")}
+
+
+def _manifest_path(suite):
+    return os.path.join(suite.workdir, MANIFEST)
+
+
+def write_manifest(suite, entries, mode):
+    data = {"name": suite.name, "spec": suite.path, "mode": mode,
+            "updated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "combinations": [e.__dict__ for e in entries]}
+    path = _manifest_path(suite)
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+def read_manifest(suite):
+    path = _manifest_path(suite)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"the suite has not been run: {path} is missing; run "
+                          f"`ccbench suite {suite.path}` first", suite.path) from None
+    except ValueError as e:
+        raise ConfigError(f"{path} is not a suite manifest ({e})", suite.path) from e
+    return data.get("mode", "mpirun"), [Entry(**e) for e in data["combinations"]]
+
+
+def one_line(error):
+    """An error as one line: its first, and the first line of the detail a
+    launcher error carries after a colon."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip()]
+    if not lines:
+        return type(error).__name__
+    if lines[0].endswith(":") and len(lines) > 1:
+        return f"{lines[0]} {lines[1]}"
+    return lines[0]
+
+
+def _say(progress, text):
+    if progress:
+        progress(text)
+
+
+def run_suite(suite, *, slurm=None, dry_run=False, report=True, progress=None):
+    """Run every combination of `suite` (`spec.load_suite`).
+
+    Parameters
+    ----------
+    slurm : bool, optional
+        Force Slurm mode (one sbatch job per combination) or mpirun mode;
+        default the suite's `launcher`.
+    dry_run : bool
+        Slurm mode: write the batch scripts and the manifest, submit nothing.
+    report : bool
+        Render the suite's report (when it names one) after a local run.
+    progress : callable, optional
+        Called with one line of text per combination.
+
+    Returns
+    -------
+    SuiteResult
+        Slurm mode: the submitted entries (gather them with `collect`).
+    """
+    mode = "slurm" if (slurm if slurm is not None else suite.launcher == "slurm") else "mpirun"
+    for d in _paths(suite).values():
+        os.makedirs(d, exist_ok=True)
+    entries = [Entry(c.key, c.axes, os.path.join(_paths(suite)["parts"], f"{c.flat}.nc"))
+               for c in suite.combinations]
+    if mode == "slurm":
+        return _submit_all(suite, entries, dry_run, progress)
+    write_manifest(suite, entries, mode)
+    for combo, entry in zip(suite.combinations, entries):
+        _run_here(suite, combo, entry, progress)
+        write_manifest(suite, entries, mode)
+    return collect(suite, report=report, progress=progress)
+
+
+def _run_here(suite, combo, entry, progress):
+    from .. import api
+
+    _say(progress, f"[{combo.key}] {combo.nranks} ranks, env {combo.axes['env']} ...")
+    if os.path.exists(entry.part):
+        os.unlink(entry.part)
+    try:
+        opts = dict(combo.options)
+        launch = {"hosts": suite.hosts, "hosts_file": suite.hosts_file, "nnodes": combo.nnodes,
+                  "ranks_per_node": suite.ranks_per_node if combo.nnodes else None}
+        api.run(combo.collective, combo.nranks, out=entry.part, env=combo.env,
+                command=f"ccbench suite {suite.path}  # {combo.key}", **launch, **opts)
+        entry.state, entry.error = "done", ""
+    except CCBenchError as e:
+        entry.state, entry.error = "failed", one_line(e)
+    _say(progress, f"[{combo.key}] {entry.state}" + (f": {entry.error}" if entry.error else ""))
+
+
+def _submit_all(suite, entries, dry_run, progress):
+    from ..api import make_config
+    from ..launch import slurm as _slurm
+    from ..launch.worker import inline_config
+
+    if not dry_run:
+        _slurm.require_tools("sbatch")
+    paths = _paths(suite)
+    for combo, entry in zip(suite.combinations, entries):
+        try:
+            nnodes = combo.nnodes or 1
+            cfg = make_config(combo.collective, combo.nranks, out=entry.part,
+                              command=f"ccbench suite {suite.path}  # {combo.key}",
+                              **combo.options)
+            argv = [sys.executable, "-m", "ccbench_kit.launch.worker", inline_config(cfg)]
+            text = _slurm.sbatch_script(
+                argv, dict(suite.slurm), combo.nranks, nnodes,
+                job_name=f"ccb-{suite.name}-{combo.flat}"[:120],
+                output=os.path.join(paths["logs"], f"{combo.flat}.%j.out"), env=combo.env,
+                workdir=os.path.dirname(suite.path))
+            entry.script = os.path.join(paths["jobs"], f"{combo.flat}.sbatch")
+            with open(entry.script, "w") as f:
+                f.write(text)
+            if dry_run:
+                entry.state = "written"
+            else:
+                entry.job_id = _slurm.submit(entry.script)
+                entry.state = "submitted"
+        except CCBenchError as e:
+            entry.state, entry.error = "failed", one_line(e)
+        _say(progress, f"[{combo.key}] {entry.state}"
+             + (f" as job {entry.job_id}" if entry.job_id else "")
+             + (f": {entry.error}" if entry.error else ""))
+    write_manifest(suite, entries, "slurm")
+    return SuiteResult(entries, failed=[(e.key, e.error) for e in entries if e.state == "failed"])
+
+
+def _part_state(entry):
+    """("done" | "partial" | "missing" | "unreadable", detail) of a results file."""
+    from ..dataset import open_parts
+
+    if not os.path.exists(entry.part):
+        return "missing", "no results file"
+    try:
+        ds = next(iter(open_parts(entry.part).values()))
+    except CCBenchError as e:
+        return "unreadable", str(e)
+    if ds.attrs.get("complete", "true") != "true":
+        return "partial", ds.attrs.get("incomplete_reason", "incomplete")
+    return "done", ""
+
+
+def status(suite):
+    """[(key, job state or run state, results state, detail)] per combination.
+
+    Slurm job states come from squeue/sacct; without them the state says so.
+    """
+    from ..launch import slurm as _slurm
+
+    mode, entries = read_manifest(suite)
+    jobs, note = {}, ""
+    ids = [e.job_id for e in entries if e.job_id]
+    if ids:
+        try:
+            jobs = _slurm.job_states(ids)
+        except RunError as e:
+            note = str(e)
+    rows = []
+    for e in entries:
+        result, detail = _part_state(e)
+        state = jobs.get(e.job_id, "unknown (" + note.split(";")[0] + ")" if note else "unknown") \
+            if e.job_id else e.state
+        rows.append((e.key, state, result, e.error or detail))
+    return rows
+
+
+def collect(suite, report=True, progress=None):
+    """One DataTree file (suite.out) of every combination with results, and
+    the report; the others are listed in `failed`."""
+    import xarray as xr
+
+    from ..dataset import open_parts, save
+
+    _, entries = read_manifest(suite)
+    parts, failed = {}, []
+    for e in entries:
+        state, detail = _part_state(e)
+        if state in ("done", "partial"):
+            ds = next(iter(open_parts(e.part).values())).load()
+            ds.attrs["suite"] = suite.name
+            ds.attrs["suite_axes"] = json.dumps(e.axes)
+            parts[e.key] = ds
+        if state != "done":
+            failed.append((e.key, e.error or f"{state}: {detail}"))
+    result = SuiteResult(entries, failed=failed)
+    if not parts:
+        return result
+    tree = xr.DataTree.from_dict(parts)
+    result.out = save(tree, suite.out)
+    _say(progress, f"results: {result.out} ({len(parts)} of {len(entries)} combinations)")
+    if report and suite.report:
+        from ..report.driver import render
+        result.report = render([result.out], suite.report, stats=suite.stats, title=suite.title)
+        _say(progress, f"report: {result.report}")
+    return result
+
+
+def overview(tree_or_path):
+    """A table (pandas DataFrame) of a suite's results: one row per
+    combination and algorithm with busbw at the largest size."""
+    import pandas as pd
+
+    from ..dataset import open_parts
+
+    parts = open_parts(tree_or_path) if isinstance(tree_or_path, (str, os.PathLike)) else \
+        {n.path.strip("/"): n.to_dataset(inherit=False) for n in tree_or_path.subtree
+         if n.has_data}
+    rows = []
+    for key, ds in parts.items():
+        bw = ds.ccb.busbw().isel(size=-1)
+        for alg in bw["algorithm"].values:
+            for pl in bw["placement"].values:
+                rows.append({"combination": key, "ranks": int(ds.attrs.get("nranks", 0)),
+                             "algorithm": str(alg), "placement": str(pl),
+                             "size": int(ds["size"].values[-1]),
+                             "busbw": float(bw.sel(algorithm=alg, placement=pl))})
+    return pd.DataFrame(rows)
