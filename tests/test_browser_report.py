@@ -89,7 +89,8 @@ def test_report_is_self_contained(report):
     # trace) + the baseline ratio for all_reduce
     assert len(re.findall(r'<img[^>]+src="data:image/png;base64,', text)) == 11
     assert "<title>Synthetic sweep</title>" in text
-    assert "α (µs/step)" in text and "1/β (GB/s)" in text and "% of ib-hdr peak" in text
+    assert "α (µs/step)" in text and "1/β (GB/s)" in text and "γ (ns/B)" in text
+    assert "% of ib-hdr" in text and "sizes fitted (down-weighted)" in text
     assert "Crossovers: <strong>recursive_doubling → mpi</strong> at ≈ " in text
     assert "rank 2" in text and "Stragglers by start skew" in text
     assert "injected-parameters" not in text and "ctx = rn.prepare" not in text  # code hidden

@@ -126,3 +126,16 @@ def test_compare_against_a_baseline_with_confidence_band():
     assert labels[0] == "ring vs ring" and "95 % bootstrap CI" in labels[1]
     fig = plots.busbw_runs({"fast": fast, "slow": slow})
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["fast", "slow", "ring", "bruck"]
+
+
+def test_zero_byte_rows_are_left_out_of_plots():
+    # nccl-tests prints 0 B rows (all_gather with fewer elements than ranks)
+    ds = synthetic_dataset("all_gather", ["ring", "bruck"], nranks=4, iters=4,
+                           sizes=[0] + [64 << i for i in range(10)], seed=3)
+    assert int(ds["size"][0]) == 0
+    assert analysis.winners(ds)["size"].tolist() == [64 << i for i in range(10)]
+    fig = plots.busbw_vs_size(ds, fits=True)
+    assert fig.axes[0].get_lines()[0].get_xdata()[0] == 64
+    plots.winner_per_size(ds)
+    plots.latency_percentiles(ds)
+    plots.iteration_trace(ds)

@@ -4,7 +4,16 @@ report's text can name what the plots show."""
 import numpy as np
 
 
+def sized(ds):
+    """`ds` without sizes of 0 B (nccl-tests prints them; they have no
+    bandwidth and no place on a log axis)."""
+    if "size" in ds.dims and bool((ds["size"] <= 0).any()):
+        return ds.sel(size=ds["size"] > 0)
+    return ds
+
+
 def _busbw(ds, stat, rank_stat, placement):
+    ds = sized(ds)
     bw = ds.ccb.busbw(stat, rank_stat).sel(placement=placement).compute()
     return [str(a) for a in bw["algorithm"].values], np.asarray(
         bw.transpose("algorithm", "size").values, dtype=float)
@@ -12,7 +21,7 @@ def _busbw(ds, stat, rank_stat, placement):
 
 def _quartiles(ds, rank_stat, placement):
     """p25 and p75 of the iteration times, each (algorithm, size)."""
-    it = ds.ccb.iteration_time(rank_stat).sel(placement=placement)
+    it = sized(ds).ccb.iteration_time(rank_stat).sel(placement=placement)
     v = np.asarray(it.transpose("algorithm", "size", "iteration").values, dtype=float)
     with np.errstate(all="ignore"):
         import warnings
@@ -36,6 +45,7 @@ def winners(ds, stat="avg", rank_stat="max", placement="out_of_place", tolerance
     − 1), tie.
     """
     import pandas as pd
+    ds = sized(ds)
     names, bw = _busbw(ds, stat, rank_stat, placement)
     q25, q75 = _quartiles(ds, rank_stat, placement)
     sizes = ds["size"].values

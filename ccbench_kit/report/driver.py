@@ -77,7 +77,7 @@ def execute(notebook, output, params, timeout=600):
                             kernel_name=kernel_name(), cwd=str(output.parent.resolve()),
                             progress_bar=False, execution_timeout=timeout,
                             # the kernel's start-up warnings are not the report's business
-                            extra_arguments=["--IPKernelApp.log_level=ERROR"])
+                            extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
     except pm.PapermillExecutionError as e:
         raise CCBenchError(f"report failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
                            f"(executed notebook: {executed})") from None

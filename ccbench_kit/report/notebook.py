@@ -9,6 +9,8 @@ one clear line, never deep in a plot.
 import html
 import os
 import warnings
+
+import numpy as np
 from dataclasses import dataclass, field
 
 from ..dataset.stats import check_stat
@@ -218,24 +220,48 @@ def fit_table_html(fits, preset=None):
     """The fitted α, β, γ per algorithm as an HTML table, units in the headers."""
     from ..units import format_size
     from .style import approx_size
-    head = ["algorithm", "α (µs/step)", "1/β (GB/s)", "γ (ns/B)", "A (µs)", "busbw → (GB/s)"]
-    head += [f"% of {preset.name} peak"] if preset is not None else []
-    head += ["S½", "sizes fitted", "down-weighted", "rms resid."]
+    with_gamma = any(f.gamma > 0 for f in fits.values())
+    head = ["algorithm", "α (µs/step)", "1/β (GB/s)"] + (["γ (ns/B)"] if with_gamma else [])
+    head += ["A (µs)", "busbw → (GB/s)"]
+    head += [f"% of {preset.name}"] if preset is not None else []
+    head += ["S½", "sizes fitted (down-weighted)", "rms resid."]
     rows = []
     for f in fits.values():
         generic = f.model.startswith("generic")
-        gamma = "—" if f.gamma_source == "n/a" else (f"{f.gamma * 1e9:.3g}" if f.gamma > 0 else "in β")
         cells = [f"{f.algorithm} (A + F·S/B)" if generic else f.algorithm,
                  "—" if generic else f"{f.alpha * 1e6:.3g}",
-                 "—" if generic or f.beta <= 0 else f"{1 / f.beta / 1e9:.3g}",
-                 gamma, f"{f.latency * 1e6:.3g}", f"{f.peak_busbw:.3g}"]
+                 "—" if generic or f.beta <= 0 else f"{1 / f.beta / 1e9:.3g}"]
+        if with_gamma:
+            cells.append(f"{f.gamma * 1e9:.3g}" if f.gamma > 0 else "—")
+        cells += [f"{f.latency * 1e6:.3g}", f"{f.peak_busbw:.3g}"]
         if preset is not None:
             cells.append(f"{100 * f.peak_busbw / preset.peak_gbps:.0f} %")
         cells += [approx_size(f.half_size) if f.half_size < 1e18 else "∞",
-                  f"{format_size(f.size_range[0])} – {format_size(f.size_range[1])}",
-                  f"{f.outliers} of {f.sizes.size}", f"{100 * f.rms:.1f} %"]
+                  f"{format_size(f.size_range[0])} – {format_size(f.size_range[1])} "
+                  f"({f.outliers})", f"{100 * f.rms:.1f} %"]
         rows.append(cells)
     return _table(head, rows)
+
+
+def fit_notes(fits):
+    """Markdown lines where THEORY.md's cross-checks disagree with the fit by
+    more than 15 %: the sweep is not one α-β line (a protocol change)."""
+    notes = []
+    for f in fits.values():
+        top = f.checks.get("busbw_top")
+        if top and np.isfinite(f.peak_busbw) and abs(top / f.peak_busbw - 1) > 0.15:
+            notes.append(f"- **{f.algorithm}**: the slope over the top decade of sizes gives "
+                         f"{top:.3g} GB/s, the fit {f.peak_busbw:.3g} GB/s: the curve bends "
+                         "(a protocol change); for the large-size bandwidth fit that range alone "
+                         "(`theory.fit(ds, min_size=...)`).")
+        small = f.checks.get("A_small")
+        if small and abs(small / f.latency - 1) > 0.15:
+            notes.append(f"- **{f.algorithm}**: the median time of the small sizes is "
+                         f"{small * 1e6:.3g} µs, the fitted A {f.latency * 1e6:.3g} µs.")
+    if any(f.gamma_source.startswith("not separable") for f in fits.values()):
+        notes.append("- γ (reduction time) cannot be told from β with these algorithms; 1/β "
+                     "includes it.")
+    return ("Cross-checks (THEORY.md):\n" + "\n".join(notes)) if notes else ""
 
 
 def _table(head, rows, cls="ccb-table"):
@@ -251,10 +277,12 @@ def _table(head, rows, cls="ccb-table"):
 def show_summary(ctx):
     """One line per collective: the best busbw and how it compares."""
     from ..units import format_size
+    from . import analysis
     head = ["collective", "ranks", "largest size", "best algorithm there", "its busbw (GB/s)",
-            "efficiency", "latency at the smallest size"]
+            "efficiency", "smallest-size latency"]
     rows = []
     for name, ds in ctx.parts.items():
+        ds = analysis.sized(ds)
         place = "out_of_place" if "out_of_place" in ds["placement"].values \
             else str(ds["placement"].values[0])
         bw = ds.ccb.busbw(ctx.stat).sel(placement=place).isel(size=-1)
@@ -295,13 +323,21 @@ def show_collective(ctx, name):
         _show(plots.busbw_vs_size(ds, stat=ctx.stat, preset=preset, fits=fits), plt)
         _md("**Fitted α-β parameters** (α: latency per message step; 1/β: link bandwidth; "
             "A: latency of the whole collective at the smallest size; busbw →: the "
-            "asymptote; S½: size at half of it; down-weighted: sizes the robust fit treated "
-            "as disturbed; rms resid.: of the relative residuals at every size):")
+            "asymptote; S½: size at half of it; in brackets, sizes the robust fit "
+            "down-weighted as disturbed; rms resid.: of the relative residuals):")
         _html(fit_table_html(fits, preset))
+        notes = fit_notes(fits)
+        if notes:
+            _md(notes)
         _md("### Winner per size")
-        _show(plots.winner_per_size(ds, stat=ctx.stat), plt)
         cross = analysis.crossovers(ds, ctx.stat)
-        if cross:
+        if ds.sizes["algorithm"] < 2:
+            _md(f"One algorithm ({ds['algorithm'].values[0]}): nothing to choose between.")
+        else:
+            _show(plots.winner_per_size(ds, stat=ctx.stat), plt)
+        if ds.sizes["algorithm"] < 2:
+            pass
+        elif cross:
             _md("Crossovers: " + "; ".join(
                 f"**{c['from']} → {c['to']}** at ≈ {approx_size(c['at'])} (between "
                 f"{format_size(c['size_lo'])} and {format_size(c['size_hi'])})" for c in cross) + ".")

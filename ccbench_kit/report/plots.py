@@ -53,6 +53,7 @@ def busbw_vs_size(ds, stat="avg", rank_stat="max", placement=None, preset=None, 
         A subset to draw.
     """
     from .. import theory
+    ds = analysis.sized(ds)
     placement = _placement(ds, placement)
     fig, ax = figure(ax, **({"figsize": figsize} if figsize else {}))
     colors = algorithm_colors(ds)
@@ -140,6 +141,7 @@ def winner_per_size(ds, stat="avg", rank_stat="max", placement=None, tolerance=0
     """The best algorithm at each size, its margin over the runner-up, and
     the crossover sizes (`analysis.crossovers`) marked and named."""
     plt = pyplot()
+    ds = analysis.sized(ds)
     placement = _placement(ds, placement)
     w = analysis.winners(ds, stat, rank_stat, placement, tolerance)
     cross = analysis.crossovers(ds, stat, rank_stat, placement, tolerance)
@@ -220,6 +222,7 @@ def latency_percentiles(ds, percentiles=("p50", "p90", "p99"), rank_stat="max",
                         placement=None, algorithms=None, ax=None):
     """Latency percentiles (µs, log y) vs size, per algorithm: solid p50,
     dashed p90, dotted p99; the p50–p99 spread shaded."""
+    ds = analysis.sized(ds)
     placement = _placement(ds, placement)
     fig, ax = figure(ax)
     colors = algorithm_colors(ds)
@@ -254,6 +257,7 @@ def rank_heatmap(ds, algorithm=None, placement=None, threshold=3.5, metric="auto
     latency relative to the median rank; stragglers (robust z >
     `threshold`) outlined."""
     plt = pyplot()
+    ds = analysis.sized(ds)
     placement = _placement(ds, placement)
     algorithm = algorithm or str(ds["algorithm"].values[0])
     h = analysis.rank_matrix(ds, algorithm, placement, metric)
@@ -290,6 +294,7 @@ def iteration_trace(ds, sizes=None, algorithms=None, placement=None, rank_stat="
     """Each measured iteration's time, for a small, a middle and the largest
     size: warm-up effects and jitter.  The band spans min to max over ranks."""
     plt = pyplot()
+    ds = analysis.sized(ds)
     placement = _placement(ds, placement)
     all_sizes = [int(s) for s in ds["size"].values]
     if sizes is None:
@@ -329,10 +334,11 @@ def compare_baseline(ds, baseline, stat="avg", rank_stat="max", placement=None, 
     """busbw of `ds` / busbw of `baseline` per algorithm vs size, with the
     bootstrap confidence band of `ccbench_kit.compare` where both sides have
     per-iteration data (a plain ratio where one side is aggregated)."""
+    ds = analysis.sized(ds)
     placement = _placement(ds, placement)
     fig, ax = figure(ax)
     colors = algorithm_colors(ds)
-    cmp = analysis.compare(ds, baseline, stat, rank_stat, placement)
+    cmp = analysis.compare(ds, analysis.sized(baseline), stat, rank_stat, placement)
     for alg, d in cmp.items():
         c = colors.get(alg, "C0")
         base_alg = alg.split(" vs ")[0]
@@ -357,6 +363,7 @@ def size_distribution(ds, size, stat="avg", rank_stat="max", placement=None, alg
                       ax=None, figsize=None):
     """Iteration times at one size, one box per algorithm (whiskers p5–p95),
     with `stat` marked: how spread out each algorithm is there."""
+    ds = analysis.sized(ds)
     placement = _placement(ds, placement)
     fig, ax = figure(ax, **({"figsize": figsize} if figsize else {}))
     colors = algorithm_colors(ds)
@@ -398,6 +405,7 @@ def busbw_runs(runs, stat="avg", rank_stat="max", placement=None, ax=None):
     markers = "osD^vP*X"
     labels = list(runs)
     algs = list(dict.fromkeys(str(a) for ds in runs.values() for a in ds["algorithm"].values))
+    runs = {label: analysis.sized(ds) for label, ds in runs.items()}
     for i, (label, ds) in enumerate(runs.items()):
         pl = _placement(ds, placement)
         bw = ds.ccb.busbw(stat, rank_stat).sel(placement=pl)
