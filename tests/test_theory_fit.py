@@ -125,3 +125,17 @@ def test_curve_for_library_choice_is_the_lower_bound():
     c = curve("all_reduce", "mpi", [1 << 30], 8, preset="ib-ndr")
     assert c.attrs["model"] == "lower bound"
     assert c["busbw"].values[0] == pytest.approx(50.0, rel=1e-3)
+
+
+def test_chain_fit_uses_the_runs_segment():
+    seg = 64 << 10
+    ds = synthetic_dataset("broadcast", ["chain", "binomial"], nranks=5, iters=10, alpha=A,
+                           beta=B, noise=0.01, seed=4, segment_bytes=seg)
+    res = fit(ds)
+    assert res["chain"].segment_bytes == seg
+    assert res["chain"].alpha == pytest.approx(A, rel=0.02)
+    assert res["chain"].beta == pytest.approx(B, rel=0.02)
+    # a run that set none used the engine's default
+    ds.attrs["segment_bytes"] = 0
+    ds.attrs["backend"] = "mpi"
+    assert fit(ds)["chain"].segment_bytes == 256 << 10

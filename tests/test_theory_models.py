@@ -52,6 +52,20 @@ def test_all_gather_and_gather_family():
     assert predict_time("scatter", "binomial", n, p, A, B) == pytest.approx(3 * A + n * 5 / 6 * B)
 
 
+def test_alltoallv_and_hypercube():
+    # alltoallv: n = the largest rank's total, all to others; hypercube: the lower bound
+    assert predict_time("alltoallv", "pairwise", MiB, 5, A, B) == pytest.approx(4 * A + MiB * B)
+    assert predict_time("hypercube", "recursive_doubling", MiB, 8, A, B) == pytest.approx(
+        lower_bound("hypercube", MiB, 8, A, B))
+
+
+def test_every_engine_algorithm_has_a_model():
+    from ccbench_kit.backends import backend_algorithms
+    for coll in collectives.NAMES:
+        for alg in backend_algorithms("mpi", coll):
+            assert alg == "mpi" or has_model(coll, alg), (coll, alg)
+
+
 def test_broadcast_chain_segments():
     n, p = 64 * MiB, 5
     # explicit: (p + k - 2)(α + nβ/k)

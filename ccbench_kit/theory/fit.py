@@ -198,6 +198,20 @@ def _robust_relative(columns, t, target=None, iterations=20):
     return x, w
 
 
+def _segment_bytes(ds):
+    """The pipelining segment the run used: its config's, else the engine's
+    default for host buffers (CCB_SEGMENT_DEFAULT in ext/coll.h)."""
+    import json
+    seg = ds.attrs.get("segment_bytes", 0)
+    try:
+        seg = seg or json.loads(ds.attrs.get("config") or "{}").get("segment_bytes", 0)
+    except (TypeError, ValueError):
+        seg = 0
+    if not seg and ds.attrs.get("backend") == "mpi":
+        seg = models.ENGINE_SEGMENT_DEFAULT
+    return int(seg or 0)
+
+
 def _measured(ds, stat, rank_stat, placement, min_size, max_size):
     t = ds.ccb.time(stat, rank_stat)
     if placement is None:
@@ -297,7 +311,7 @@ def fit(ds, stat="median", rank_stat="max", placement=None, algorithms=None,
     if missing:
         raise ConfigError(f"no algorithm {', '.join(missing)} in the Dataset", "algorithms")
     series = {a: _series(t, a, sizes, keep) for a in algs}
-    seg = int(ds.attrs.get("segment_bytes", 0) or 0)
+    seg = _segment_bytes(ds)
     reduces = collective in models.REDUCING
     if not reduces:
         g, source = 0.0, "n/a"

@@ -147,6 +147,18 @@ def _alltoall_bruck(n, p, k):
     return _lg(p), blocks * n / p, 0 * n
 
 
+def _alltoallv_linear(n, p, k):
+    # pairwise and direct: p-1 messages; n is the largest rank's send or
+    # receive total, all of it to other ranks in nccl-tests' default pattern
+    return p - 1, 1.0 * n, 0 * n
+
+
+def _hypercube_recursive_doubling(n, p, k):
+    # all_gather by recursive doubling; n = count × (p-1), the bytes that
+    # reach each rank: ⌈lg p⌉α + nβ, the lower bound itself
+    return _lg(p), 1.0 * n, 0 * n
+
+
 def _broadcast_binomial(n, p, k):
     s = _lg(p)
     return s, s * n, 0 * n
@@ -216,6 +228,11 @@ MODELS = {
         "bruck": _alltoall_bruck,
         "direct": _alltoall_linear,
     },
+    "alltoallv": {
+        "pairwise": _alltoallv_linear,
+        "direct": _alltoallv_linear,
+    },
+    "hypercube": {"recursive_doubling": _hypercube_recursive_doubling},
     "broadcast": {
         "binomial": _broadcast_binomial,
         "scatter_allgather": _broadcast_scatter_allgather,
@@ -242,6 +259,8 @@ ALIASES = {
 
 # Algorithms with a `segments` parameter.
 SEGMENTED = {("broadcast", "chain")}
+# The MPI engine's pipelining segment when a run sets none (ext/coll.h).
+ENGINE_SEGMENT_DEFAULT = 256 << 10
 
 
 def canonical_collective(name):

@@ -14,7 +14,7 @@ from . import models
 def synthetic_dataset(collective="all_reduce", algorithms=("ring", "recursive_doubling"),
                       sizes=None, nranks=8, iters=20, alpha=5e-6, beta=1e-10, gamma=0.0,
                       noise=0.03, seed=0, warmup_iters=0, straggler=None, start=True,
-                      generic_latency=None, dtype="fp32", extra_attrs=None):
+                      generic_latency=None, dtype="fp32", segment_bytes=None, extra_attrs=None):
     """A Dataset of `collective` whose times follow the α-β(-γ) models.
 
     Parameters
@@ -35,6 +35,8 @@ def synthetic_dataset(collective="all_reduce", algorithms=("ring", "recursive_do
         others wait for it (their latency grows by as much).
     start : bool
         Fill `start` (µs on one clock): iterations back to back.
+    segment_bytes : int, optional
+        Pipelined algorithms' segment (recorded in attrs); default the best k.
     """
     rng = np.random.default_rng(seed)
     sizes = np.asarray(sizes if sizes is not None else [8 << i for i in range(26)], dtype=np.int64)
@@ -44,7 +46,8 @@ def synthetic_dataset(collective="all_reduce", algorithms=("ring", "recursive_do
     model_t = np.empty((len(algorithms), sizes.size))
     for i, a in enumerate(algorithms):
         if models.has_model(coll, a):
-            model_t[i] = models.predict_time(coll, a, sizes, p, alpha, beta, gamma)
+            model_t[i] = models.predict_time(coll, a, sizes, p, alpha, beta, gamma,
+                                             segment_bytes=segment_bytes)
         else:
             lat = generic_latency if generic_latency is not None else 2 * models._lg(p) * alpha
             model_t[i] = lat + models.bus_factor(coll, p) * sizes * beta
@@ -82,6 +85,8 @@ def synthetic_dataset(collective="all_reduce", algorithms=("ring", "recursive_do
              "created": "", "command": "synthetic_dataset", "hosts": ["synthetic"], "env": {},
              "source": f"synthetic α={alpha:g} s, β={beta:g} s/B, γ={gamma:g} s/B, noise {noise:g}",
              "check": "none"}
+    if segment_bytes:
+        attrs["segment_bytes"] = int(segment_bytes)
     attrs.update(extra_attrs or {})
     return make_dataset(
         algorithms=algorithms, placements=["out_of_place"], sizes=sizes,
