@@ -112,6 +112,45 @@ def test_workers_answer_while_a_sweep_runs(five_ranks):
     assert max(answered) < 5, answered
 
 
+def test_notebook_client_shows_progress(five_ranks, tmp_path):
+    """A notebook connects with Client(scheduler_file=...), runs a sweep, and
+    a progress bar (an ipywidgets IntProgress) shows it, filled to the end."""
+    nbformat = pytest.importorskip("nbformat")
+    pm = pytest.importorskip("papermill")
+    pytest.importorskip("ipywidgets")
+    from ccbench_kit.report.driver import kernel_name
+
+    nb = nbformat.v4.new_notebook(metadata={
+        "kernelspec": {"name": kernel_name(), "language": "python", "display_name": "Python"},
+        "language_info": {"name": "python"}})
+    nb.cells = [
+        nbformat.v4.new_code_cell("scheduler_file = ''", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "from distributed import Client\n"
+            "import ccbench_kit\n"
+            "client = Client(scheduler_file=scheduler_file)\n"
+            "ds = ccbench_kit.run('all_reduce', sizes=[8, 4096, 65536], check=True, iters=3,\n"
+            "                     warmup=1, client=client)\n"
+            "print(dict(ds.sizes), int(abs(ds['wrong']).sum()))\n"
+            "client.close()"),
+    ]
+    src, out = tmp_path / "cluster.ipynb", tmp_path / "cluster.out.ipynb"
+    nbformat.write(nb, str(src))
+    pm.execute_notebook(str(src), str(out), kernel_name=kernel_name(), progress_bar=False,
+                        parameters={"scheduler_file": five_ranks.scheduler_file},
+                        cwd=str(tmp_path), execution_timeout=300)
+    cell = nbformat.read(str(out), as_version=4).cells[-1]
+    text = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+    assert "{'algorithm': 1, 'placement': 2, 'size': 3, 'rank': 4, 'iteration': 3} 0" in text
+    views = [o for o in cell.outputs if o.output_type == "display_data"
+             and "application/vnd.jupyter.widget-view+json" in o.data]
+    assert views, "no progress widget was displayed"
+    state = nbformat.read(str(out), as_version=4).metadata.get("widgets", {}).get(
+        "application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    bars = [m["state"] for m in state.values() if m.get("model_name") == "IntProgressModel"]
+    assert bars and bars[0]["value"] == bars[0]["max"] == 3
+
+
 def test_cli_start_status_stop_leaves_no_process(cli, tmp_path):
     sched = tmp_path / "s.json"
     r = cli("cluster", "start", "-np", "3", "--scheduler-file", sched, timeout=120)

@@ -225,7 +225,7 @@ def _wait_for_workers(info, proc, timeout):
             raise RunError(f"the scheduler did not start within {timeout:.0f} s; log "
                            f"{info.log}:\n{_log_tail(info)}")
         time.sleep(0.1)
-    with Client(scheduler_file=info.scheduler_file,
+    with Client(scheduler_file=info.scheduler_file, set_as_default=False,
                 timeout=max(deadline - time.monotonic(), 1)) as client:
         while len(client.scheduler_info(n_workers=-1)["workers"]) < info.nworkers:
             _check_running(info, proc)
@@ -284,7 +284,10 @@ def stop(scheduler_file=None, timeout=30, proc=None):
     if _alive(info.pid) and os.path.exists(info.scheduler_file):
         try:
             from distributed import Client
-            with Client(scheduler_file=info.scheduler_file, timeout=min(timeout, 10)) as c:
+            # not the default client: shutdown() would leave dask's scheduler
+            # setting pointing at a cluster that is gone
+            with Client(scheduler_file=info.scheduler_file, timeout=min(timeout, 10),
+                        set_as_default=False) as c:
                 c.shutdown()
         except (OSError, TimeoutError):
             how = "killed"
@@ -330,7 +333,7 @@ def status(scheduler_file=None):
     if not out["running"]:
         return out
     from distributed import Client
-    with Client(scheduler_file=info.scheduler_file, timeout=10) as c:
+    with Client(scheduler_file=info.scheduler_file, timeout=10, set_as_default=False) as c:
         for addr, w in sorted(c.scheduler_info(n_workers=-1)["workers"].items(),
                               key=lambda kv: kv[1].get("name", "")):
             name = str(w.get("name", ""))
