@@ -97,7 +97,7 @@ def _number(src, line, tok, what, integer=False):
         v = float(tok)
     except ValueError:
         raise src.error(line, f"a number in the {what} column", tok) from None
-    if integer and (not np.isfinite(v) or v != int(v) or v < 0):
+    if integer and (not np.isfinite(v) or v < 0 or v >= 2.0 ** 53 or v != int(v)):
         raise src.error(line, f"a whole number in the {what} column", tok)
     return v
 
@@ -106,7 +106,7 @@ def _ranks(src, blk, hints):
     r = blk.conf.get("Ranks")
     if r is not None:
         try:
-            if int(r) > 0:
+            if 0 < int(r) < 1 << 24:
                 return int(r)
         except ValueError:
             pass
@@ -122,7 +122,7 @@ def _ranks(src, blk, hints):
             continue
         if size > 0 and t > 0 and bw > 0 and (best is None or bw > best[0]):
             best = (bw, bw * 1e9 * t / size)
-    if best and best[1] >= 1.5 and abs(best[1] - round(best[1])) < 0.05 * best[1]:
+    if best and 1.5 <= best[1] < 1 << 24 and abs(best[1] - round(best[1])) < 0.05 * best[1]:
         return int(round(best[1]))
     raise src.error(blk.line, "the rank count: no 'Ranks:' line; pass --nranks")
 

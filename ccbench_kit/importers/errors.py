@@ -19,15 +19,21 @@ class ImporterError(CCBenchError, ValueError):
     """
 
     def __init__(self, path, line, expected, found=None):
+        expected = _one_line(expected)
         self.path, self.line, self.expected, self.found = path, line, expected, found
         where = f"{path}:{line}" if line else f"{path}"
         msg = f"{where}: expected {expected}"
         if found is not None:
-            found = str(found).strip()
+            found = _one_line(str(found).strip())
             if len(found) > 60:
                 found = found[:57] + "..."
             msg += f"; found {found!r}"
         super().__init__(msg)
+
+
+def _one_line(text):
+    """The CLI prints one line: control characters from a file are escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
 
 
 class ReportedMismatchWarning(UserWarning):

@@ -5,6 +5,8 @@ are the printed numbers; with ``-I``, ``*_per_iter.times_us`` fills
 `iteration` and ``per_process_max_times_us`` fills `rank` (one row per
 process).  nccl-tests writes NaN as the string ``"nan"``.
 """
+import math
+
 import numpy as np
 
 from . import nccl_tests_meta as meta_
@@ -26,14 +28,18 @@ def sniff(src, head):
 def _int(value, src, line, what, default=None):
     if value is None and default is not None:
         return default
+    out = None
     if isinstance(value, str):
         try:
-            return int(value.strip())
+            out = int(value.strip())
         except ValueError:
             pass
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer():
-        return int(value)
-    raise src.error(line, f"a whole number for {what}", value)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) \
+            and math.isfinite(value) and float(value).is_integer():
+        out = int(value)
+    if out is None or abs(out) >= 1 << 62:
+        raise src.error(line, f"a whole number for {what}", value)
+    return out
 
 
 def _dict(value, src, line, what):
@@ -153,7 +159,14 @@ def parse(src, hints):
         if isinstance(e, str) and "=" in e and e.startswith(_ENV_PREFIXES):
             k, v = e.split("=", 1)
             env[k] = v
-    devices = [d for d in cfg.get("devices") or [] if isinstance(d, dict)]
+    # config values are the run's description, not results: odd ones are dropped
+    cfg = {k: v for k, v in cfg.items()
+           if k == "devices" or (isinstance(v, (int, float, str)) and not isinstance(v, bool)
+                                 and (not isinstance(v, float) or math.isfinite(v)))
+           or v in ("true", "false")}
+    if not isinstance(cfg.get("devices"), list):
+        cfg["devices"] = []
+    devices = [d for d in cfg["devices"] if isinstance(d, dict)]
     per_proc = 1
     try:
         per_proc = max(1, int(cfg.get("nthreads", 1)) * int(cfg.get("ngpus", 1)))
@@ -163,7 +176,8 @@ def parse(src, hints):
     group_size = None
     groups = {}
     for d in devices:
-        groups[d.get("group", 0)] = groups.get(d.get("group", 0), 0) + per_proc
+        g = str(d.get("group", 0))
+        groups[g] = groups.get(g, 0) + per_proc
     if len(groups) > 1 and len(set(groups.values())) == 1:
         group_size = next(iter(groups.values()))
     hosts = sorted({str(d.get("hostname", "")) for d in devices} - {""})

@@ -68,11 +68,20 @@ def ranks_from_devices(devices):
     return len(ranks), group_size, hosts
 
 
+def _count(v):
+    try:
+        v = int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return v if v > 0 else None
+
+
 def aggregated_text(iters=None, agg=None, cputime=False, blocking=""):
+    iters, agg = _count(iters), _count(agg)
     n = f"{iters} " if iters else ""
     what = "CPU time to launch" if cputime else "wall time of"
     text = (f"nccl-tests time: {what} {n}back-to-back iterations divided by their number"
-            + (f" (x{agg} aggregated per iteration, -m)" if agg and int(agg) > 1 else "")
+            + (f" (x{agg} aggregated per iteration, -m)" if agg and agg > 1 else "")
             + ", then averaged over ranks (nccl-tests' default -a 1)")
     if blocking:
         text += f"; {blocking}"

@@ -98,10 +98,11 @@ def fold_cycles(sz, n_sweep):
         pad = np.full(C * k, -1, dtype=np.int64)
         pad[:L] = np.arange(L)
         idx = pad.reshape(C, k)
-        first = sz[:k]
-        ok = all(np.array_equal(sz[idx[c][idx[c] >= 0]], first[:np.count_nonzero(idx[c] >= 0)])
-                 for c in range(C))
-        if ok:
+        # every cycle prints the first cycle's sizes, in order (the last may stop early)
+        full = np.full(C * k, -1, dtype=np.int64)
+        full[:L] = sz
+        grid = full.reshape(C, k)
+        if np.all((grid == sz[:k][None, :]) | (idx < 0)):
             return idx
     if not n_sweep:
         k = _period(sz)
@@ -110,15 +111,30 @@ def fold_cycles(sz, n_sweep):
     return np.arange(L).reshape(1, L)
 
 
+def _text(v):
+    return v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+
+
 def _group_keys(rows):
-    keys = list(zip(rows.type.tolist(), rows.redop.tolist(), rows.root.tolist()))
-    order, groups = [], {}
-    for i, k in enumerate(keys):
-        if k not in groups:
-            groups[k] = []
-            order.append(k)
-        groups[k].append(i)
-    return [(k, np.array(groups[k], dtype=np.int64)) for k in order]
+    """[((type, redop, root), row indices)] in order of first appearance."""
+    if len(rows.size) == 0:
+        return []
+    codes = []
+    for col in (rows.type, rows.redop, rows.root):
+        col = np.asarray(col)
+        if np.all(col == col[0]):          # one type, op and root: the common case, no sort
+            codes.append(np.zeros(len(col), dtype=np.int64))
+            continue
+        _, inv = np.unique(col, return_inverse=True)
+        codes.append(inv.ravel().astype(np.int64))
+    key = (codes[0] * (codes[1].max() + 1) + codes[1]) * (codes[2].max() + 1) + codes[2]
+    _, first, inv = np.unique(key, return_index=True, return_inverse=True)
+    out = []
+    for g in np.argsort(first):
+        members = np.flatnonzero(inv.ravel() == g)
+        i = members[0]
+        out.append(((_text(rows.type[i]), _text(rows.redop[i]), int(rows.root[i])), members))
+    return out
 
 
 def _positions(sz, n_sweep):
@@ -142,8 +158,11 @@ def tables_from_rows(src, rows, meta):
     P = len(placements)
     tables = []
     for (dtype, redop, root), gi in _group_keys(rows):
-        names = rows.algorithm[gi] if rows.algorithm is not None else np.full(len(gi), "", object)
-        algs = list(dict.fromkeys(str(a) for a in names))
+        if rows.algorithm is None:
+            names, algs = np.full(len(gi), "", dtype=object), [""]
+        else:
+            names = rows.algorithm[gi]
+            algs = list(dict.fromkeys(str(a) for a in names))
         per_alg, dup = [], 0
         for a in algs:
             ai = gi[names == a]

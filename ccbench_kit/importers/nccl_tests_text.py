@@ -131,17 +131,17 @@ def _scan(src):
     blk = blocks[0]
     env, nccl_lib = {}, ""
     for i, line in enumerate(src.lines):
-        s = line.strip()
+        s = line.lstrip()
         if not s:
             continue
         c = s[0]
-        if c == "#":
-            blk = _parse_comment(s[1:].strip(), blk, i + 1, blocks)
-        elif "0" <= c <= "9":
+        if "0" <= c <= "9":
             if blk.started and not blk.footer:
                 blk.row_text.append(s)
                 blk.row_line.append(i + 1)
-        elif "NCCL INFO" in s:
+        elif c == "#":
+            blk = _parse_comment(s[1:].strip(), blk, i + 1, blocks)
+        elif "NCCL INFO" in s and ("set by environment" in s or "NCCL version" in s):
             m = re.search(r"NCCL INFO (NCCL_\w+) set by environment to (\S+)", s)
             if m:
                 env[m.group(1)] = m.group(2)
@@ -184,9 +184,14 @@ def _tokens(src, blk, ncols, lead_n, null_cols, partial):
     """Rows as an (n, ncols) bytes array; rows whose out-of-place part is
     blank (trace replay) get NaN tokens there."""
     text, lines = blk.row_text, blk.row_line
+    if not text:
+        return np.zeros((0, ncols), dtype="S24"), np.zeros(0, dtype=np.int64), False
     try:
-        arr = np.loadtxt(text, dtype="S40", comments=None, ndmin=2)
-        if arr.shape[1] == ncols:
+        if not all(map(str.isascii, text)):
+            raise ValueError("non-ASCII rows: checked one by one below")
+        arr = np.loadtxt(text, dtype="S24", comments=None, ndmin=2)
+        # a token that filled all 24 bytes may have been cut: read those rows one by one
+        if arr.shape[1] == ncols and not (np.strings.str_len(arr) >= 24).any():
             return arr, np.asarray(lines, dtype=np.int64), False
     except (ValueError, UnicodeError):
         pass
@@ -211,12 +216,14 @@ def _tokens(src, blk, ncols, lead_n, null_cols, partial):
                             f"says{hint}", s)
         keep.append(ln)
     if not rows:
-        return np.zeros((0, ncols), dtype="S40"), np.zeros(0, dtype=np.int64), cut
-    return np.array(rows, dtype="S40"), np.asarray(keep, dtype=np.int64), cut
+        return np.zeros((0, ncols), dtype="S24"), np.zeros(0, dtype=np.int64), cut
+    return np.array(rows, dtype=bytes), np.asarray(keep, dtype=np.int64), cut
 
 
 def _floats(src, col, lines, what):
-    col = np.where(np.isin(np.strings.upper(col), [b"N/A", b"-NAN", b"NAN"]), b"nan", col)
+    na = col == b"N/A"
+    if na.any():
+        col = np.where(na, b"nan", col)
     try:
         return col.astype(float)
     except ValueError:
@@ -231,14 +238,14 @@ def _floats(src, col, lines, what):
 
 def _ints(src, col, lines, what, na=None):
     if na is not None:
-        is_na = np.strings.upper(col) == b"N/A"
+        is_na = col == b"N/A"
         col = np.where(is_na, b"0", col)
     try:
         out = col.astype(np.int64)
     except (ValueError, OverflowError):
         try:                                   # "%6g" prints big counts as 1e+06
             f = col.astype(float)
-            if not np.all(np.isfinite(f)) or np.any(f != np.round(f)):
+            if not np.all(np.isfinite(f)) or np.any(f != np.round(f)) or np.any(np.abs(f) >= 2.0 ** 62):
                 raise ValueError
             out = f.astype(np.int64)
         except (ValueError, OverflowError):
@@ -252,6 +259,10 @@ def _ints(src, col, lines, what, na=None):
                             f"whole numbers in the {what} column") from None
     if na is not None:
         out = np.where(is_na, na, out)
+    if np.any(np.abs(out) >= 1 << 62):
+        bad = int(np.flatnonzero(np.abs(out) >= 1 << 62)[0])
+        raise src.error(int(lines[bad]), f"a whole number in the {what} column",
+                        col[bad].decode(errors="replace"))
     return out
 
 
@@ -266,9 +277,7 @@ def _rows(src, blk, partial):
         return arr[:, lead.index(name)]
 
     def text_col(name, default):
-        if name in lead:
-            return np.strings.decode(col(name), errors="replace").astype(object)
-        return np.full(n, default, dtype=object)
+        return col(name) if name in lead else np.full(n, default.encode(), dtype="S8")
 
     rows = Rows(size=_ints(src, col("size"), lines, "size"),
                 count=_ints(src, col("count"), lines, "count") if "count" in lead

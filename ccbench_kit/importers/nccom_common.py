@@ -117,8 +117,9 @@ def build_table(src, line, fmt, cols, rows, lines, cmd, extra_attrs):
     if missing:
         raise src.error(line, need + " (missing " + ", ".join(missing) + ")", " ".join(cols))
     sizes = np.array([r[SIZE][0] for r in rows], dtype=float)
-    if np.any(~np.isfinite(sizes)) or np.any(sizes < 0) or np.any(sizes != np.round(sizes)):
-        bad = int(np.flatnonzero(~np.isfinite(sizes) | (sizes < 0) | (sizes != np.round(sizes)))[0])
+    wrong = ~np.isfinite(sizes) | (sizes < 0) | (sizes != np.round(sizes)) | (sizes >= 2.0 ** 62)
+    if wrong.any():
+        bad = int(np.flatnonzero(wrong)[0])
         raise src.error(lines[bad], "a whole number of bytes in size(B)", rows[bad][SIZE][0])
     sizes = sizes.astype(np.int64)
     algs = [str(r[ALGO][0]) if ALGO in r else "" for r in rows]
@@ -157,7 +158,8 @@ def build_table(src, line, fmt, cols, rows, lines, cmd, extra_attrs):
 
     def per_size(x, default):
         x = np.nanmax(np.where(np.isfinite(x), x, -np.inf), axis=0)
-        return np.where(np.isfinite(x), x, default).astype(np.int64)
+        ok = np.isfinite(x) & (np.abs(x) < 2.0 ** 62)
+        return np.where(ok, x, default).astype(np.int64)
 
     stats = {st: shaped(col(c)) for c, st in time_columns(cols).items()
              if c != time_col and st not in (None, "avg")}
