@@ -30,6 +30,7 @@ def plot_comparison(res, placement=None, min_ratio=None, figsize=(9.0, 6.4)):
     fig = Figure(figsize=figsize, layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     x = r["size"].values.astype(float)
+    ci_label = f"{float(a['confidence']):.0%} bootstrap CI"
     for k, alg in enumerate(r["algorithm"].values):
         d = r.sel(algorithm=alg)
         color = f"C{k % 10}"
@@ -43,8 +44,8 @@ def plot_comparison(res, placement=None, min_ratio=None, figsize=(9.0, 6.4)):
         ok = np.isfinite(lo) & np.isfinite(hi)
         if ok.any():
             bottom.fill_between(x, np.where(ok, lo, np.nan), np.where(ok, hi, np.nan),
-                                color=color, alpha=0.2, lw=0,
-                                label=f"{float(a['confidence']):.0%} bootstrap CI")
+                                color=color, alpha=0.2, lw=0, label=ci_label)
+            ci_label = None                      # one legend entry for the bands
     bottom.axhline(1.0, color="0.2", lw=1)
     if min_ratio is not None:
         bottom.axhline(min_ratio, color="C3", lw=1, ls=":", label=f"min ratio {min_ratio:g}")
@@ -54,6 +55,11 @@ def plot_comparison(res, placement=None, min_ratio=None, figsize=(9.0, 6.4)):
         ax.legend(fontsize=8, frameon=False, ncol=2)
     bottom.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_size(int(v)) if v >= 1 else ""))
     top.set_yscale("log")
+    vals = np.concatenate([r[v].values.ravel() for v in ("ratio", "ratio_lo", "ratio_hi")])
+    vals = vals[np.isfinite(vals) & (vals > 0)]
+    if len(vals) and vals.max() / vals.min() > 4:    # a wide spread reads better in log
+        bottom.set_yscale("log", base=2)
+        bottom.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     top.set_ylabel("busbw (GB/s, 1 GB = 1e9 B)")
     bottom.set_ylabel("ratio run / baseline")
     bottom.set_xlabel("size")
