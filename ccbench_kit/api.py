@@ -161,6 +161,13 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         On rank 0 when run in-process inside an MPI job; None on other ranks.
     """
     if client is not None:
+        placed = [f for f, v in (("hosts", hosts), ("hosts_file", hosts_file),
+                                 ("nnodes", nnodes), ("ranks_per_node", ranks_per_node),
+                                 ("slurm", slurm), ("env", env)) if v]
+        if placed:
+            raise ConfigError(f"{placed[0]} applies when ccbench starts the ranks; a "
+                              "cluster's ranks already run (choose them at `ccbench "
+                              "cluster start`)", "client")
         from .launch import dask as _dask
         workers = _dask.worker_ranks(client, nranks)
         cfg = make_config(collective, len(workers), sizes, **options)

@@ -86,6 +86,10 @@ def test_many_sweeps_in_one_cluster(five_ranks, tmp_path):
     with pytest.raises(ConfigError, match=r"^-r/--nworkers: 9 ranks asked for but the "
                                           r"cluster has 4 workers$"):
         ccb.run("all_reduce", 9, sizes=[8], client=client)
+    with pytest.raises(ConfigError) as e:
+        ccb.run("all_reduce", sizes=[8], client=client, env={"NCCL_ALGO": "Ring"})
+    assert str(e.value) == ("client: env applies when ccbench starts the ranks; a cluster's "
+                            "ranks already run (choose them at `ccbench cluster start`)")
 
 
 def test_workers_answer_while_a_sweep_runs(five_ranks):
@@ -176,6 +180,35 @@ def test_cli_start_status_stop_leaves_no_process(cli, tmp_path):
     assert r.returncode == 2 and r.stderr.strip() == (
         f"ccbench: error: --scheduler-file: no cluster started with {sched} "
         f"({tmp_path / 's.launcher.json'} is missing); start one with `ccbench cluster start`")
+
+
+def test_cluster_command_line(tmp_path):
+    """What `ccbench cluster start` launches: dask-mpi with plain workers, one
+    thread each, on loopback, no dashboard; across hosts, blocks per host."""
+    import sys
+
+    sched = str(tmp_path / "s.json")
+    cmd, keep = cluster.cluster_command(4, sched)
+    i = cmd.index(sys.executable)
+    assert cmd[cmd.index("-np") + 1] == "4" and keep is None
+    assert cmd[i:] == [sys.executable, "-m", "dask_mpi.cli", "--scheduler-file", sched,
+                       "--scheduler-port", "0", "--worker-class", "distributed.Worker",
+                       "--nthreads", "1", "--memory-limit", "0", "--interface", "lo",
+                       "--no-dashboard"]
+    cmd, keep = cluster.cluster_command(6, sched, interface="ib0", dashboard="127.0.0.1:8787",
+                                        hosts=["a", "b"])
+    assert cmd[cmd.index("--map-by") + 1] == "ppr:3:node"
+    assert open(cmd[cmd.index("--hostfile") + 1]).read() == "a\nb\n"
+    assert cmd[-4:] == ["--interface", "ib0", "--dashboard-address", "127.0.0.1:8787"]
+
+
+@pytest.mark.skipif(__import__("shutil").which("srun") is not None, reason="Slurm installed")
+def test_cluster_in_slurm_mode_without_slurm(tmp_path):
+    from ccbench_kit.errors import RunError
+    with pytest.raises(RunError, match=r"^-S/--slurm-mode: srun not found on PATH"):
+        cluster.start(4, slurm={"job_id": "42"}, interface="ib0",
+                      scheduler_file=str(tmp_path / "s.json"))
+    assert not (tmp_path / "s.launcher.json").exists()
 
 
 @pytest.mark.parametrize("kw, message", [
