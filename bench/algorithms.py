@@ -44,7 +44,8 @@ def parse():
                     help="bytes, comma-separated, for (b) and (c); the last is 'largest'")
     ap.add_argument("--ring-sizes", default=",".join(str(s) for s in RING_SIZES))
     ap.add_argument("--no-ring", action="store_true", help="skip (a)")
-    ap.add_argument("--collectives", default="", help="comma-separated; default all")
+    ap.add_argument("--rounds", type=int, default=5, help="(a): interleaved rounds per size")
+    ap.add_argument("--collectives", default="", help="comma-separated; default all; none: (a) only")
     ap.add_argument("--dtype", default="fp32")
     ap.add_argument("--json", default="", help="also write the numbers here")
     return ap.parse_args()
@@ -213,7 +214,14 @@ def main():
         res["ring"] = []
         for s in (int(x) for x in args.ring_sizes.split(",")):
             lay, send, recv = buffers(coll, s, dt, p, rank)
-            t = {a: b.time(coll.name, a, send, recv, lay.engine_count, dt) for a in ("ring", "mpi")}
+            # interleaved rounds, median of each: other jobs on the machine
+            # disturb both alike
+            rounds = {"ring": [], "mpi": []}
+            for _ in range(args.rounds):
+                for a in rounds:
+                    rounds[a].append(b.time(coll.name, a, send, recv, lay.engine_count, dt,
+                                            iters=max(3, b.iters_for(2 * s) // args.rounds)))
+            t = {a: float(np.median(v)) for a, v in rounds.items()}
             bw = {a: lay.size / v * coll.bus_factor(p) / 1e9 for a, v in t.items()}
             res["ring"].append({"size": lay.size, **{f"{a}_busbw": v for a, v in bw.items()}})
             say(f"| {lay.size >> 20} MiB | {bw['ring']:.2f} | {bw['mpi']:.2f} | "
@@ -221,7 +229,7 @@ def main():
             del send, recv
 
     # (b) α, β, γ
-    if p < 2:
+    if p < 2 or args.collectives == "none":
         return 0
     pp_sizes = [8, 64, 512, 4 << 10, 64 << 10, 256 << 10, 1 * MiB, 4 * MiB, 16 * MiB]
     one_way = b.ping_pong(pp_sizes)

@@ -1,4 +1,5 @@
 """Start a run under Open MPI's mpirun on this machine and collect it."""
+import functools
 import os
 import shutil
 import subprocess
@@ -49,11 +50,48 @@ def mpirun_command(nranks, argv, hosts=None, mca=None, hostfile=None, ranks_per_
     return cmd + list(argv)
 
 
+_CMA_PROBE = r"""
+import ctypes, sys
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.process_vm_readv.restype = ctypes.c_ssize_t
+libc.process_vm_readv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong,
+                                  ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+n = int(sys.argv[3])
+out = ctypes.create_string_buffer(n)
+got = libc.process_vm_readv(int(sys.argv[1]), ctypes.byref(iovec(ctypes.addressof(out), n)), 1,
+                            ctypes.byref(iovec(int(sys.argv[2]), n)), 1, 0)
+sys.exit(0 if got == n and out.raw == b"ccbench-cma-probe" else 1)
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def single_copy_works():
+    """Whether one process may read another's memory (process_vm_readv): the
+    single copy (CMA) that Open MPI's shared-memory transport uses for large
+    messages.  Containers often forbid it (seccomp, Yama ptrace scope), and
+    then vader fails at the first large message.  Probed with a child
+    process reading this one, as ranks read their siblings."""
+    import ctypes
+    probe = ctypes.create_string_buffer(b"ccbench-cma-probe", 17)
+    try:
+        proc = subprocess.run([sys.executable, "-I", "-S", "-c", _CMA_PROBE, str(os.getpid()),
+                               str(ctypes.addressof(probe)), "17"],
+                              capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
 def mpirun_env():
     env = dict(os.environ)
-    # Containers often forbid process_vm_readv, and vader's single-copy path
-    # then fails at the first large message; copy-in/copy-out always works.
-    env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+    # Large messages between ranks of one host go by a single copy (CMA)
+    # where the system allows it (about twice the bandwidth of copying in
+    # and out of shared memory; bench/RESULTS.md); copy-in/copy-out where
+    # it does not, since vader would fail at the first large message.
+    if not single_copy_works():
+        env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
     env["PYTHONUNBUFFERED"] = "1"
     return env
