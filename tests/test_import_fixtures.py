@@ -96,6 +96,12 @@ CASES = [
     ("nccom_r16_allr_algorithm.txt", {}, "all_reduce", 16, "fp32", 8, 1, 1e9, [
         # 536870912 / 9689.51 = 55.407437; x 2*15/16 = 103.888944
         (536870912, "out_of_place", "nccom", 9689.51, 55.41, 103.89, 103.8889438)]),
+    ("nccom_r8_permute.txt", {}, "permute", 8, "uint8", 1, 1, 1e9, [
+        # 33554432 / 894.24 us = 37.522848 GB/s; permute's factor is 1
+        (33554432, "out_of_place", "nccom", 894.24, 37.52, 37.52, 37.5228485)]),
+    ("nccom_r2_alltoallv.txt", {}, "alltoallv", 2, "fp32", 1, 1, 1e9, [
+        # 1048608 / 955.05 us = 1.097961 GB/s; x (2-1)/2 = 0.548981
+        (1048608, "out_of_place", "nccom", 955.05, 1.10, 0.55, 0.5489807)]),
     # AllgatherP: Size(B) 32768 per rank x 8 ranks = 262144 B (nccl-tests' size)
     ("allgatherp_8ranks.txt", {}, "all_gather", 8, "bf16", 1, 1, 1e9, [
         # 262144 / 125 us = 2.097152; x 7/8 = 1.835008
@@ -226,6 +232,21 @@ def test_open_dataset_engine_reads_baselines():
     assert ds.attrs["nranks"] == 32
     from ccbench_kit.dataset.backend import CCBenchBackendEntrypoint
     assert CCBenchBackendEntrypoint().guess_can_open(str(DATA / "all_reduce_h200x2.txt")) is False
+
+
+def test_open_dataset_engine_reads_our_files_and_groups(tmp_path):
+    from ccbench_kit.dataset import save
+    parts = importers.read(DATA / "all_reduce_h200x2.txt")
+    parts.update(importers.read(DATA / "all_gather_h200x2.txt"))
+    save(parts, tmp_path / "both.nc")
+    ds = xr.open_dataset(tmp_path / "both.nc", engine="ccbench", group="all_gather")
+    assert ds.attrs["collective"] == "all_gather" and ds.sizes["size"] == 29
+    assert float(ds["reported_busbw"].sel(size=4294967296, placement="in_place").squeeze()) == 307.79
+    with pytest.raises(ImporterError, match="expected group 'all_reduce' or 'all_gather'"):
+        xr.open_dataset(tmp_path / "both.nc", engine="ccbench", group="alltoall")
+    with open(DATA / "nccl_tests_p5en_excerpt.txt", "rb") as f:
+        ds = xr.open_dataset(f, engine="ccbench")
+    assert ds.attrs["nranks"] == 128
 
 
 def test_rank_count_from_the_bus_factor_or_asked_for():
