@@ -154,3 +154,14 @@ def test_below_plot_and_accessor(tmp_path):
     assert len(fig.axes) == 2
     fig.savefig(tmp_path / "cmp.png")
     assert (tmp_path / "cmp.png").stat().st_size > 10000
+
+
+def test_trees_pick_the_matching_collective():
+    import xarray as xr
+    rng = np.random.default_rng(6)
+    ar = run_ds(samples(rng, [100.0, 100.0, 100.0]))
+    ag = run_ds(samples(rng, [50.0, 50.0, 50.0]), collective="all_gather")
+    tree = xr.DataTree.from_dict({"all_reduce": ar, "all_gather": ag})
+    assert compare(ag, tree).attrs["collective"] == "all_gather"
+    with pytest.raises(CompareError, match="which collective"):
+        compare(tree, run_ds(samples(rng, [1.0, 1.0, 1.0]), collective="alltoall"))

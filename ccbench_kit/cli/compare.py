@@ -72,9 +72,10 @@ def main(args):
         print(f"ccbench: warning: {w.message}", file=sys.stderr)
     results = []
     for path, parts in runs:
-        for rname, bname, res in compare_parts(parts, base, run_label=path,
-                                               baseline_label=args.baseline, **opts):
-            results.append((path, rname, bname, res))
+        pairs = compare_parts(parts, base, run_label=path, baseline_label=args.baseline, **opts)
+        results += [(path, rname, bname, res) for rname, bname, res in pairs]
+        for name in sorted(set(parts) - {rname for rname, _, _ in pairs}):
+            print(f"# note: {path} [{name}] has no counterpart in {args.baseline}; not compared")
     failing = []
     frames = []
     for path, rname, bname, res in results:

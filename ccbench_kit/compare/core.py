@@ -147,6 +147,7 @@ def compare(run, baseline, *, stat="avg", rank_stat="max", algorithms=None, plac
     CompareError
         Different collectives or data types, or no size in common.
     """
+    run, baseline = _one(run, baseline), _one(baseline, run)
     stat = check_stat(stat, "--stat")
     if stat == "std":
         raise ConfigError("busbw of a standard deviation means nothing; use avg, min, max, "
@@ -263,6 +264,27 @@ def compare(run, baseline, *, stat="avg", rank_stat="max", algorithms=None, plac
         "notes": json.dumps(notes),
     }
     return res
+
+
+def _one(data, other):
+    """A Dataset from `data`; from a DataTree or {name: Dataset}, the one of
+    `other`'s collective."""
+    if isinstance(data, xr.Dataset):
+        return data
+    if isinstance(data, xr.DataTree):
+        parts = {n: node.to_dataset() for n, node in data.children.items()} or {"": data.to_dataset()}
+    elif isinstance(data, dict):
+        parts = data
+    else:
+        raise TypeError(f"compare takes ccbench/1 Datasets, not {type(data).__name__}")
+    want = other.attrs.get("collective") if isinstance(other, xr.Dataset) else None
+    hits = [d for d in parts.values() if d.attrs.get("collective") == want] if want else []
+    if hits:
+        return hits[0]
+    if len(parts) == 1:
+        return next(iter(parts.values()))
+    raise CompareError("which collective? this holds " + ", ".join(parts)
+                       + (f" and none is {want}" if want else "") + "; pick one (tree['all_reduce'])")
 
 
 def compare_parts(run_parts, base_parts, **kw):

@@ -193,8 +193,10 @@ def _pick_collective(t, hints):
         return coll
     cands = list(all_collectives())
     if t.op_root_known:
-        reduces = t.op != "none"
-        cands = [c for c in cands if c.reduces == reduces and c.rooted == (t.root >= 0)]
+        # "none" rules out reductions; an op does not rule them in, since
+        # nccl-tests' sendrecv and hypercube print one too
+        cands = [c for c in cands if c.rooted == (t.root >= 0)
+                 and (t.op != "none" or not c.reduces)]
     bounds = _ratio_bounds(t)
     if bounds is not None:
         fitting = [c for c in cands if len(_fitting_ranks(c, bounds))]
