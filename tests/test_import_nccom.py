@@ -76,3 +76,12 @@ def test_kit_written_nccom_json_round_trips(tmp_path):
         ("all_reduce", 3, "sum", "mpi")
     assert float(ds.ccb.busbw().sel(algorithm="mpi").squeeze()) == pytest.approx(0.0682666667)
     assert ds.attrs["reported_check"].startswith("ok: 4 printed")
+
+
+def test_progress_output_and_crlf():
+    # without --non-interactive nccom-test draws a spinner, redrawn with \r
+    text = (DATA / "nccom_r32_allg_io.txt").read_text()
+    lines = text.split("\n")
+    lines[1] = "\x1b[2K| running 1/4\r\x1b[2K/ running 2/4\r" + lines[1]
+    (ds,) = importers.read_text("\r\n".join(lines), "spin.txt")
+    assert ds.sizes["size"] == 4 and ds.attrs["nranks"] == 32

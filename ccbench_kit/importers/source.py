@@ -66,8 +66,10 @@ class Source:
     @property
     def lines(self):
         if self._lines is None:
-            text = self.text.replace("\r\n", "\n") if "\r" in self.text else self.text
-            self._lines = untag_lines(text.split("\n"))
+            lines = self.text.split("\n")
+            if "\r" in self.text or "\x1b" in self.text:
+                lines = [_as_shown(ln) for ln in lines]
+            self._lines = untag_lines(lines)
         return self._lines
 
     def error(self, line, expected, found=None):
@@ -76,6 +78,18 @@ class Source:
     def line_of(self, offset):
         """1-based line number of a character offset in `text`."""
         return self.text.count("\n", 0, max(0, offset)) + 1
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _as_shown(line):
+    """A line as a terminal shows it: CRLF ends, progress output overwritten
+    by a carriage return is gone, colour and erase codes dropped."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    line = line.rstrip("\r")
+    return line.rsplit("\r", 1)[-1] if "\r" in line else line
 
 
 def untag_lines(lines):
