@@ -20,7 +20,11 @@ import numpy as np
 # Columns of a rank's row.
 PID, OP, SIZE, ALG, PLACEMENT, ENTERED, LEFT, PHASE = range(8)
 WIDTH = 8
-PHASES = ("starting", "timing", "checking", "gathering", "done")
+PHASES = ("starting", "preparing", "timing", "checking", "gathering", "saving", "done")
+# Phases of local work (making inputs and golden results, writing files): a
+# rank there is busy, not stuck, however long it takes, and the others may
+# wait for it inside a collective meanwhile.
+LOCAL_WORK = tuple(PHASES.index(p) for p in ("starting", "preparing", "saving"))
 
 
 def default_timeout(size):
@@ -104,6 +108,9 @@ class Monitor:
         self._last = snap
         active = snap[:, PHASE] < PHASES.index("done")
         if not active.any() or not (snap[:, PID] > 0).all():
+            return None
+        if np.isin(snap[active, PHASE], LOCAL_WORK).any():
+            self._since[:] = now
             return None
         pos = [(int(r[OP]), int(r[ENTERED])) for r in snap]
         front = max(pos)
