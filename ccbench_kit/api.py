@@ -40,9 +40,10 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
                 stepfactor=None, stepbytes=None, algorithms=("mpi",), dtype="fp32",
                 op="sum", root=0, placement="both", warmup=5, iters=20, agg_iters=1,
                 blocking=False, check=None, seed=None, stats=("avg",), backend="mpi",
-                out=None, command="", split=None, data_parallel_dimension=None,
-                replica_groups=None, alltoallv_metadata=None, src_target_pairs=None,
-                unique_buff=False, coalesced_ratio=None, timing="", backend_options=None):
+                out=None, command="", timeout=None, skip_oversize=False, split=None,
+                data_parallel_dimension=None, replica_groups=None, alltoallv_metadata=None,
+                src_target_pairs=None, unique_buff=False, coalesced_ratio=None, timing="",
+                backend_options=None):
     """A validated `RunConfig` from keyword arguments (see `run`).
 
     `timing` (cuda-events, batch, graph) and `backend_options` (nccl:
@@ -64,6 +65,12 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
         dtype=dtype, op=op, root=root, placements=_placements(placement), warmup=warmup,
         iters=iters, agg_iters=agg_iters, blocking=bool(blocking), check=check or "",
         seed=int(seed or 0), stats=list(stats), backend=backend, out=out or "", command=command)
+    if timeout is not None:
+        if not timeout > 0:
+            raise ConfigError(f"must be a positive number of seconds, got {timeout}", "--timeout")
+        cfg.options["timeout"] = float(timeout)
+    if skip_oversize:
+        cfg.options["skip_oversize"] = True
     cfg.timing = timing or ""
     cfg.options.update(backend_options or {})
     cfg.validate(backend_algorithms(backend, coll.name))
@@ -129,7 +136,11 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     progress : callable, optional
         Called with a dict per completed size.
     timeout : float, optional
-        Seconds for the whole run.
+        Seconds one collective call may take before the watchdog stops the
+        run and names the ranks that did not arrive (default: 30 s plus
+        1 s per 50 MB). Sizes done before are kept in `out`.
+    skip_oversize : bool
+        Skip sizes that don't fit in memory instead of stopping there.
     split, data_parallel_dimension, replica_groups : optional
         Replica groups that run the collective concurrently: an
         ``NCCL_TESTS_SPLIT`` spec (``"AND 0x7"``, ``"MOD 8"``; the variable
@@ -175,7 +186,7 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     if inside_mpi_job():
         return _run_in_process(collective, sizes, progress=progress, **options)
     nranks = 2 if nranks is None else nranks
-    cfg = make_config(collective, nranks, sizes, **options)
+    cfg = make_config(collective, nranks, sizes, timeout=timeout, **options)
     from .launch.command import launcher
     command = launcher(nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
                        ranks_per_node=ranks_per_node, slurm=slurm, env=env)
@@ -188,7 +199,7 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
             os.unlink(tmp)
     from .launch.mpirun import launch
 
-    launch(cfg, on_event=progress, timeout=timeout, command=command, env=env)
+    launch(cfg, on_event=progress, command=command, env=env)
     if command and not os.path.exists(cfg.out):
         from .errors import RunError
         raise RunError(f"the run finished but {cfg.out} is not here: rank 0 wrote it on "

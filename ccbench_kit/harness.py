@@ -53,7 +53,9 @@ def unique_layouts(coll, sizes, itemsize, nranks):
 class Sweep:
     """One rank's part of a run.  Use `run()`; rank 0 gets the Dataset."""
 
-    def __init__(self, comm, cfg, emit=None, on_partial=None, backend=None):
+    def __init__(self, comm, cfg, emit=None, on_partial=None, backend=None, reporter=None):
+        from .launch.watchdog import RankReporter
+
         # self.comm is the world; collectives run on self.group_comm, and
         # self.rank / self.nranks are this rank's place in its replica group.
         self.comm, self.cfg = comm, cfg
@@ -62,10 +64,15 @@ class Sweep:
         self.rank, self.nranks = self.group_comm.Get_rank(), self.group_comm.Get_size()
         self.emit = emit or (lambda event: None)
         self.on_partial = on_partial or (lambda ds: None)
-        self.coll = collectives.get(cfg.collective)
+        self.reporter = reporter or RankReporter(None, comm.Get_rank())
+        self.fault = _fault_injection(comm.Get_rank())
+        self.skipped_oversize = []
+        members = cfg.groups[self.group] if cfg.groups else list(range(self.world_size))
+        self.coll = collectives.get(cfg.collective).configure(cfg, members)
         self.dtype = get_dtype(cfg.dtype)
         self.backend = backend or get_backend(cfg.backend, self.group_comm, **backend_options(cfg))
         cfg.validate(self.backend.algorithms(self.coll.name))
+        self.fault.maybe_skew_config(cfg)
         _agree_on_config(comm, cfg)
         if cfg.nranks != self.world_size:
             raise RunError(f"configured for {cfg.nranks} ranks but the communicator has "
@@ -86,17 +93,29 @@ class Sweep:
         if cfg.coalesced_ratio:
             layouts = list({w.size: w for w in map(self._coalesce, layouts)}.values())
         blocks = []
+        self._ranks_per_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
+        ds = None
         for k, layout in enumerate(layouts):
+            if not self._fits(layout):
+                continue
+            self.reporter.phase("preparing")
             lat, start, wrong = self._one_size(layout)
+            self.reporter.phase("gathering")
             lat_all = comm.gather(lat, root=0)
             start_all = comm.gather(start, root=0)
-            wrong_all = comm.reduce(wrong, op=MPI.SUM, root=0) if cfg.check else wrong
+            wrong_all = checks.total_wrong(comm, wrong) if cfg.check else wrong
             if self.world_rank == 0:
                 blocks.append((layout, np.stack(lat_all, axis=2), np.stack(start_all, axis=2), wrong_all))
                 ds = self._dataset(blocks, ranks_info, offsets, complete=k == len(layouts) - 1)
                 self.emit({"event": "size", "index": k, "total": len(layouts),
                            "size": layout.size, "busbw": _finite_max(ds.ccb.busbw().isel(size=-1))})
+                self.reporter.phase("saving")
                 self.on_partial(ds)
+        if self.world_rank == 0 and blocks and ds.attrs.get("complete") != "true":
+            # the last sizes were skipped: the run is complete without them
+            ds = self._dataset(blocks, ranks_info, offsets, complete=True)
+            self.on_partial(ds)
+        self.reporter.phase("done")
         self.backend.close()
         if self.group_comm is not comm:
             self.group_comm.Free()
@@ -131,13 +150,50 @@ class Sweep:
                 if k == 0 and len(parts) == 1:
                     sets.append(first)
                     continue
-                recv = be.alloc(part.recv_elems, dt)
-                send = coll.inplace_send(recv, self.rank, part) if placement == "in_place" \
-                    else be.alloc(part.send_elems, dt)
+                send, recv = self._buffers(placement, part)
                 be.upload(send, own[:part.send_elems])
                 scratch = be.scratch(coll.name, alg, part.engine_count, dt, self.nranks)
                 sets.append((send, recv, scratch, part.engine_count))
         return sets, len(parts)
+
+    def _fits(self, layout):
+        """Whether this size fits in memory on every host; decided together.
+
+        Stops the run (earlier sizes are saved) unless --skip-oversize."""
+        from mpi4py import MPI
+
+        need = self.backend_bytes(layout) * self._ranks_per_host
+        have = self.backend.memory_available() if hasattr(self.backend, "memory_available") \
+            else host_memory_available()
+        fits = self.comm.allreduce(int(need <= have), op=MPI.MIN)
+        if fits:
+            return True
+        from .units import format_size
+        msg = (f"size {layout.size} B needs about {format_size(need)} per host "
+               f"({self._ranks_per_host} ranks) but only {format_size(have)} is available")
+        if self.cfg.options.get("skip_oversize"):
+            self.skipped_oversize.append(layout.size)
+            self.emit({"event": "skip", "size": layout.size, "reason": msg})
+            return False
+        raise RunError(msg + "; stopped before allocating (--skip-oversize goes on without it)")
+
+    def backend_bytes(self, layout):
+        """Host bytes one rank holds at once for `layout`: buffers, scratch,
+        and the inputs of every rank when checking."""
+        it, p = self.dtype.itemsize, self.nranks
+        scratch = max(self.backend.scratch_bytes(self.coll.name, a, layout.engine_count, self.dtype, p)
+                      for a in self.cfg.algorithms)
+        n = 2 * (layout.send_elems + layout.recv_elems) * it + scratch
+        if self.cfg.check:
+            n += (p + 2) * layout.send_elems * it + 3 * layout.recv_elems * 8
+        return n
+
+    def _buffers(self, placement, layout):
+        """(send, recv) for one placement; in place, views of one allocation."""
+        be, dt = self.backend, self.dtype
+        if placement == "in_place":
+            return self.coll.inplace_buffers(be.alloc, dt, self.rank, layout)
+        return be.alloc(layout.send_elems, dt), be.alloc(layout.recv_elems, dt)
 
     def _one_size(self, layout):
         cfg, coll, dt, be = self.cfg, self.coll, self.dtype, self.backend
@@ -145,6 +201,7 @@ class Sweep:
         lat = np.full((A, P, I), np.nan)
         start = np.full((A, P, I), np.nan)
         wrong = np.full((A, P), -1, dtype=np.int64)
+        self.fault.maybe_kill(layout.size)
         mode = cfg.check or "random"
         if cfg.check:
             own = checks.make_input(dt, layout.send_elems, self.rank, mode, cfg.seed)
@@ -156,34 +213,41 @@ class Sweep:
         if cfg.check:
             inputs = [checks.make_input(dt, layout.send_elems, r, mode, cfg.seed)
                       for r in range(self.nranks)]
-            golden = coll.golden(inputs, self.rank, self.nranks, cfg.op, cfg.root, dt)
-            if coll.reduces and dt.is_float:
-                scale = coll.golden([np.abs(dt.to_float(x)) for x in inputs], self.rank,
-                                    self.nranks, "sum", cfg.root, get_dtype("fp64"))
+            golden, scale = checks.expected(coll, inputs, self.rank, self.nranks, cfg.op, cfg.root, dt)
         op = OPS.get(cfg.op, 0)
         for ai, alg in enumerate(cfg.algorithms):
             for pi, placement in enumerate(cfg.placements):
-                recv = be.alloc(layout.recv_elems, dt)
-                send = coll.inplace_send(recv, self.rank, layout) if placement == "in_place" \
-                    else be.alloc(layout.send_elems, dt)
+                if placement not in coll.placements:
+                    continue  # e.g. alltoallv in place: NaN times, wrong -1
+                send, recv = self._buffers(placement, layout)
                 scratch = be.scratch(coll.name, alg, layout.engine_count, dt, self.nranks)
                 bufs = [(send, recv, scratch)]
-                kw = dict(count=layout.engine_count, dtype=dt, op=op, root=cfg.root)
+                kw = dict(count=layout.engine_count, dtype=dt, op=op, root=cfg.root,
+                          **coll.engine_vectors(self.rank, self.nranks, layout))
                 be.upload(send, own)
                 timed, nparts = self._timed_buffers(alg, placement, layout, bufs[0], own)
                 if self.group_comm is not self.comm:
                     self.comm.Barrier()  # replica groups start together, and run concurrently
+                self.reporter.enter(layout.size, ai, pi)
                 t, s = be.time(coll.name, alg, timed, warmup=cfg.warmup, iters=cfg.iters,
-                               agg=cfg.agg_iters * nparts, blocking=cfg.blocking, **kw)
+                               agg=cfg.agg_iters * nparts, blocking=cfg.blocking,
+                               progress=self.reporter.calls,
+                               hang_at=self.fault.hang_at(layout.size), **kw)
                 lat[ai, pi] = t * nparts  # the engine divides by every call of the iteration
                 start[ai, pi] = (s / 1e6 + self._offset - self._start_ref) * 1e6
                 del timed
                 if cfg.check and np.isfinite(t).any():  # NaN: the backend refused this one
+                    self.reporter.enter(layout.size, ai, pi, "checking")
                     be.upload(recv, np.zeros(layout.recv_elems, dtype=dt.storage))
                     be.upload(send, own)
-                    be.time(coll.name, alg, bufs, warmup=0, iters=1, **kw)
+                    be.time(coll.name, alg, bufs, warmup=0, iters=1,
+                            progress=self.reporter.calls, **kw)
                     out = be.download(recv)
-                    wrong[ai, pi] = checks.count_wrong(out, golden, dt, cfg.op, self.nranks, scale)
+                    self.reporter.phase("preparing")
+                    wrong[ai, pi] = checks.verify(
+                        self.group_comm, coll, out, golden, dt, cfg.op, self.nranks, scale, own=own,
+                        save_as=checks.failure_path(cfg.out, coll.name, alg, placement, layout.size,
+                                                    self.world_rank))
                 del bufs, send, recv, scratch
         return lat, start, wrong
 
@@ -204,6 +268,7 @@ class Sweep:
             "clock_errors_us": [round(e, 3) for _, e in offsets],
             "group_size": self.nranks, "unique_buff": cfg.unique_buff,
             "complete": complete, "skipped_sizes": cfg.skipped_sizes,
+            "skipped_oversize": self.skipped_oversize,
         }
         if not complete:
             attrs["incomplete_reason"] = "run still in progress or interrupted"
@@ -246,6 +311,44 @@ def group_coords(groups, nranks):
             group[r], group_rank[r] = g, k
     return {"group": ("rank", np.asarray(group, dtype=np.int64)),
             "group_rank": ("rank", np.asarray(group_rank, dtype=np.int64))}
+
+
+def host_memory_available():
+    """Bytes the kernel says can be allocated without swapping."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+class _fault_injection:
+    """Test-only faults from CCB_FAULT_INJECT="hang:RANK:SIZE",
+    "kill:RANK:SIZE" or "config:RANK": this rank stalls inside, or dies
+    before, the timed loop at that size, or parses a different configuration,
+    so that the watchdog, partial saves and the configuration check are
+    tested for real."""
+
+    def __init__(self, rank):
+        spec = os.environ.get("CCB_FAULT_INJECT", "")
+        kind, _, rest = spec.partition(":")
+        r, _, size = rest.partition(":")
+        self.kind = kind if kind in ("hang", "kill", "config") and r == str(rank) else ""
+        self.size = int(size) if size.isdigit() else -1
+
+    def hang_at(self, size):
+        return 2 if self.kind == "hang" and size == self.size else -1
+
+    def maybe_skew_config(self, cfg):
+        if self.kind == "config":
+            cfg.iters += 1
+
+    def maybe_kill(self, size):
+        if self.kind == "kill" and size == self.size:
+            os.kill(os.getpid(), 9)
 
 
 def _finite_max(da):

@@ -78,7 +78,12 @@ def add_parser(sub):
                    help="for --report-to-json-file: nccom-test's keys (default) or "
                         "nccl-tests' -J format, version 3")
     g.add_argument("--non-interactive", action="store_true", help="no progress lines")
-    g.add_argument("--timeout", type=float, default=None, help="seconds for the whole run")
+    g.add_argument("--timeout", type=float, default=None,
+                   help="seconds one collective call may take before the run is stopped "
+                        "and the ranks that did not arrive are named (default 30 s + 1 s "
+                        "per 50 MB)")
+    g.add_argument("--skip-oversize", action="store_true",
+                   help="skip sizes that don't fit in memory instead of stopping there")
     p.set_defaults(func=main)
 
 
@@ -105,8 +110,8 @@ def main(args):
         root=args.root, placement=args.placement, warmup=args.warmup, iters=args.iters,
         agg_iters=args.agg_iters, blocking=bool(args.blocking), check=args.check,
         seed=args.seed, stats=args.stats, backend=args.backend, out=out,
-        command=shlex.join(argv), split=args.split,
-        data_parallel_dimension=args.data_parallel_dimension,
+        command=shlex.join(argv), timeout=args.timeout, skip_oversize=args.skip_oversize,
+        split=args.split, data_parallel_dimension=args.data_parallel_dimension,
         replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
         src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
         coalesced_ratio=args.coalesced_ratio, **_nccl_options(args))
@@ -122,7 +127,7 @@ def main(args):
     seed = cfgs[0].seed
     if cfgs[0].check == "random":
         print(f"# check: random, seed {seed}", file=sys.stderr)
-    kw = {**cfg_kw, "seed": seed, "progress": progress, "timeout": args.timeout,
+    kw = {**cfg_kw, "seed": seed, "progress": progress,
           **launch_options(args)}
     if len(cfgs) == 1:
         results = {cfgs[0].collective: api.run(names[0], args.nworkers, cfgs[0].sizes, **kw)}
