@@ -16,6 +16,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+# nccl-tests' number formatting (getFloatStr), as the tests print their logs
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from test_import_nccl_tests import fstr  # noqa: E402
 
 HEAD = """# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809
 # Collective test starting: all_reduce_perf
@@ -29,14 +34,6 @@ HEAD = """# nccl-tests version 2.19.6 nccl-headers=22809 nccl-library=22809
 #        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)         
 """
 FOOT = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 123.456 \n#\n"
-
-
-def fstr(v, width):
-    for fmt in (f"%{width}.2f", f"%{width}.1f", f"%{width}.0f"):
-        s = fmt % v
-        if len(s) <= width:
-            return s
-    return (f"%{width}.1e" if width >= 7 else f"%{width}.0e") % v
 
 
 def generate(path, megabytes, prefix=True):

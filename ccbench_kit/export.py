@@ -4,7 +4,6 @@ AWS nccl-tests recipe's tooling (its file naming,
 ``nccl_{nodes}_{mode}_{op}_{pattern}[_topo]_{timestamp}_results.csv``).
 """
 import datetime
-import json
 import os
 
 import numpy as np
@@ -144,7 +143,3 @@ def write_aws(parts, folder, mode="ami", pattern=None, topo=False, nodes=None,
         written.append(path)
     return written
 
-
-def describe(parts):
-    """JSON-able list of what is exported (for messages)."""
-    return json.dumps([{"name": n, "collective": d.attrs.get("collective")} for n, d in parts.items()])

@@ -11,7 +11,6 @@ import re
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
 import xarray as xr
 

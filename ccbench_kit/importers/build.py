@@ -272,7 +272,7 @@ def check_reported(t, factor):
     return alg_bad, bus_bad, (alg_lo, alg_hi), (bus_lo, bus_hi)
 
 
-def _mismatch_report(t, coll, p, factor, alg_bad, bus_bad, alg_rng, bus_rng):
+def _mismatch_report(t, alg_bad, bus_bad, alg_rng, bus_rng):
     items = []
     for name, bad, printed, rng in (("algbw", alg_bad, t.algbw, alg_rng),
                                     ("busbw", bus_bad, t.busbw, bus_rng)):
@@ -348,7 +348,7 @@ def to_dataset(t, hints):
     unit_name = "GiB/s" if t.bw_unit == float(1 << 30) else "GB/s"
 
     alg_bad, bus_bad, alg_rng, bus_rng = check_reported(t, factor)
-    items, judged = _mismatch_report(t, coll, group, factor, alg_bad, bus_bad, alg_rng, bus_rng)
+    items, judged = _mismatch_report(t, alg_bad, bus_bad, alg_rng, bus_rng)
     attrs = {}
     if items:
         head = _describe(items[0], unit_name)
