@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import time
 from dataclasses import dataclass
 
@@ -142,26 +143,19 @@ def dead_ranks(text):
 def kill_tree(proc, run_id, grace=3.0):
     """Stop mpirun (SIGTERM lets it take its ranks down), then SIGKILL its
     process group and any process still carrying this run's id."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
-    try:
-        proc.wait(timeout=grace)
-    except Exception:
-        pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    _quietly(os.killpg, proc.pid, signal.SIGTERM)
+    _quietly(proc.wait, timeout=grace)
+    _quietly(os.killpg, proc.pid, signal.SIGKILL)
     for pid in processes_with_env("CCB_RUN_ID", run_id):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _quietly(os.kill, pid, signal.SIGKILL)
+    _quietly(proc.wait, timeout=grace)
+
+
+def _quietly(fn, *args, **kwargs):
+    """Signals and waits on processes that may already be gone."""
     try:
-        proc.wait(timeout=grace)
-    except Exception:
+        fn(*args, **kwargs)
+    except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
         pass
 
 
