@@ -132,3 +132,13 @@ def test_bad_input_one_line_no_traceback(cli, argv, message):
     assert len(err) == 1, proc.stderr
     assert message in err[0]
     assert "Traceback" not in proc.stderr
+
+
+def test_output_into_a_closed_pipe_is_quiet(cli_run):
+    import subprocess
+    from conftest import BIN
+    _, out = cli_run
+    proc = subprocess.run(f"{BIN / 'ccbench'} show {out} | head -1", shell=True,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.startswith("# all_reduce")
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr

@@ -6,6 +6,7 @@ exit; anything else is a bug and keeps its traceback.
 """
 import argparse
 import importlib
+import os
 import signal
 import sys
 
@@ -48,6 +49,9 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("ccbench: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `ccbench show x.nc | head`: the reader is gone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as e:
         if type(e).__name__ != "Interrupted":
             raise
