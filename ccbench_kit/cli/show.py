@@ -18,7 +18,7 @@ def main(args):
         ds = analysis_ready(ds)  # a big run is summarized from disk, chunk by chunk
         a = ds.attrs
         print(f"# {name}: {a.get('nranks')} ranks, {a.get('dtype')}, backend {a.get('backend')} "
-              f"({a.get('library')}), created {a.get('created')}"
+              f"({str(a.get('library', '')).split(',')[0]}), created {a.get('created')}"
               + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE"))
         for line in format_table(ds, stats=args.stats, rank_stat=args.rank_stat):
             print(line)
