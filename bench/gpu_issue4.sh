@@ -83,16 +83,6 @@ step sweep 300 $PY -m ccbench_kit run all_reduce -r "$NGPU" --backend nccl --alg
 { echo; echo "## all_reduce algorithm sweep ($SWEEP), batch timing"; echo;
   $PY bench/nccl_compare.py winners "$WORK/sweep_all_reduce.nc"; } >>"$SUM" 2>&1
 
-for t in batch cuda-events graph; do
-    g=(); [ $t = graph ] && g=(-G 1)
-    step "timing_$t" 200 $PY -m ccbench_kit run all_reduce -r "$NGPU" --backend nccl --algorithms nccl \
-        --timing $t "${g[@]}" -b 8 -e 1G -f 4 -w "$WARMUP" -n "$ITERS" --placement out_of_place \
-        --out "$WORK/timing_$t.nc" --non-interactive
-done
-{ echo; echo "## timing modes: all_reduce, per-iteration events and CUDA graph vs batch"; echo;
-  $PY bench/nccl_compare.py timing "$WORK/timing_cuda-events.nc" "$WORK/timing_batch.nc" \
-      "$WORK/timing_graph.nc"; } >>"$SUM" 2>&1
-
 if [ -n "${WAIT_PID:-}" ]; then
     say "waiting for the nccl-tests build ($WAIT_PID)"
     while kill -0 "$WAIT_PID" 2>/dev/null; do sleep 2; done
@@ -106,7 +96,7 @@ else
     nvidia-smi dmon -s pc -o T >"$WORK/dmon_compare.log" 2>&1 &   # clocks and power, 1/s
     DMON=$!
     step compare 900 $PY bench/nccl_compare.py compare --nccl-tests "$BIN" --out "$WORK/compare" \
-        -r "$NGPU" -b 8 -e "$MAXBYTES" -f 2 -w "$WARMUP" -n "$ITERS" --latency-repeats "${LAT_REPEATS:-1}"
+        -r "$NGPU" -b 8 -e "$MAXBYTES" -f 2 -w "$WARMUP" -n "$ITERS" --latency-repeats "${LAT_REPEATS:-1}" --band 256M "$MAXBYTES"
     kill $DMON 2>/dev/null
     { echo; cat "$WORK/compare/compare.md"; } >>"$SUM" 2>&1
 fi
@@ -120,6 +110,16 @@ if [ "$NGPU" -ge 4 ] && [ -x "$BIN/all_reduce_perf" ]; then
     { echo; echo '## split groups (MOD 2): nccl-tests'; echo '```'; grep -E '^ +[0-9]' "$WORK/split_nccltests.log";
       echo '```'; echo; echo '## split groups (MOD 2): ccbench'; echo '```'; grep -v '^\[' "$WORK/split_ccbench.log" | tail -20; echo '```'; } >>"$SUM"
 fi
+
+for t in batch cuda-events graph; do
+    g=(); [ $t = graph ] && g=(-G 1)
+    step "timing_$t" 200 $PY -m ccbench_kit run all_reduce -r "$NGPU" --backend nccl --algorithms nccl \
+        --timing $t "${g[@]}" -b 8 -e 1G -f 4 -w "$WARMUP" -n "$ITERS" --placement out_of_place \
+        --out "$WORK/timing_$t.nc" --non-interactive
+done
+{ echo; echo "## timing modes: all_reduce, per-iteration events and CUDA graph vs batch"; echo;
+  $PY bench/nccl_compare.py timing "$WORK/timing_cuda-events.nc" "$WORK/timing_batch.nc" \
+      "$WORK/timing_graph.nc"; } >>"$SUM" 2>&1
 
 gpu_tests gpu_tests_rest "not every_collective"
 

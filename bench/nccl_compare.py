@@ -185,17 +185,22 @@ def cmd_compare(a):
                       f"{r['dt_us']:+.2f} | {r['nccl_tests_busbw']:.2f} | {r['ours_busbw']:.2f} | "
                       f"{r['ratio']:.4f}{' *' if r['in_band'] else ''} | {ran.get(str(r['size']), '')} |")
         md.append("")
+        _write(a.out, md, report)  # after each collective, so a cut-short run keeps what it did
         print(f"{coll}: busbw {'PASS' if bw_ok else 'FAIL'} worst {worst:.4f}; latency "
               f"{'PASS' if lat_ok else 'FAIL'} (median {med:+.2f} us <= {SMALL} B; {rows[0]['size']} B: "
               f"ours {rows[0]['ours_us']:.2f} us vs {rows[0]['nccl_tests_us']:.2f} us); "
               f"took {t_ours:.0f} s vs {t_theirs:.0f} s", flush=True)
     md.append("`*`: inside the band the acceptance compares (busbw ratio >= "
               f"{a.threshold}); times are the mean over ranks of the mean over iterations.")
-    with open(os.path.join(a.out, "compare.md"), "w") as f:
-        f.write("\n".join(md) + "\n")
-    with open(os.path.join(a.out, "compare.json"), "w") as f:
-        json.dump(report, f, indent=1, default=str)
+    _write(a.out, md, report)
     return 0
+
+
+def _write(out, md, report):
+    with open(os.path.join(out, "compare.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    with open(os.path.join(out, "compare.json"), "w") as f:
+        json.dump(report, f, indent=1, default=str)
 
 
 def _gpu_count():

@@ -70,7 +70,8 @@ class Sweep:
         members = cfg.groups[self.group] if cfg.groups else list(range(self.world_size))
         self.coll = collectives.get(cfg.collective).configure(cfg, members)
         self.dtype = get_dtype(cfg.dtype)
-        self.backend = backend or get_backend(cfg.backend, self.group_comm, **backend_options(cfg))
+        self.backend = backend or get_backend(
+            cfg.backend, self.group_comm, **backend_options(cfg, world=self.comm))
         cfg.validate(self.backend.algorithms(self.coll.name))
         self.fault.maybe_skew_config(cfg)
         _agree_on_config(comm, cfg)

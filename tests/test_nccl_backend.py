@@ -1,5 +1,6 @@
 """The nccl backend without a GPU: finding the libraries, the one-line
 errors, algorithm names, options, and reading NCCL's TUNING log."""
+import json
 import os
 import subprocess
 import sys
@@ -186,3 +187,27 @@ def test_package_imports_and_lists_algorithms_without_cuda():
             "print(len(n.nccl_algorithms('all_gather')), x.KINDS[-1])")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.split() == ["21", "hypercube"], p.stderr
+
+
+def test_gpus_are_picked_among_all_ranks_of_a_host_not_a_groups(mpirun):
+    # 4 ranks in MOD 2 groups: a group's own shared-memory split would give
+    # local ranks 0,1 in both groups, so two groups would share two GPUs
+    p = mpirun(4, """
+import json
+from mpi4py import MPI
+from ccbench_kit.backends import backend_options, nccl
+from ccbench_kit.config import RunConfig
+from ccbench_kit.harness import split_groups
+world = MPI.COMM_WORLD
+_, group = split_groups(world, [[0, 2], [1, 3]])
+cfg = RunConfig(collective="all_reduce", sizes=[8], nranks=4, backend="nccl")
+opts = backend_options(cfg, world=world)
+row = [world.Get_rank(), nccl._local_rank(opts["device_comm"])[0], nccl._local_rank(group)[0]]
+rows = world.gather(row, root=0)
+if world.Get_rank() == 0:
+    print("ROWS", json.dumps(sorted(rows)))
+""", timeout=120)
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("ROWS"))
+    rows = json.loads(line[5:])
+    assert [r[1] for r in rows] == [0, 1, 2, 3]      # what the backend uses
+    assert sorted(r[2] for r in rows) == [0, 0, 1, 1]  # what a group's split would give

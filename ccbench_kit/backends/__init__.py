@@ -31,12 +31,16 @@ def backend_algorithms(name, collective):
     raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}", "--backend")
 
 
-def backend_options(cfg):
-    """Keyword arguments for `get_backend` from a RunConfig's timing/options."""
+def backend_options(cfg, world=None):
+    """Keyword arguments for `get_backend` from a RunConfig's timing/options;
+    `world` is the job's communicator when the backend runs on a group's."""
     if cfg.backend == "nccl":
         from .nccl import OPTION_NAMES
-        return {"timing": cfg.timing or "cuda-events",
+        opts = {"timing": cfg.timing or "cuda-events",
                 **{k: v for k, v in cfg.options.items() if k in OPTION_NAMES}}
+        if world is not None:
+            opts["device_comm"] = world  # GPUs are picked among all ranks on a host
+        return opts
     return {"segment_bytes": cfg.segment_bytes}
 
 

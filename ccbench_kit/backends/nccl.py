@@ -46,6 +46,11 @@ TIMINGS = ("cuda-events", "batch", "graph")
 MEM_TYPES = ("cudaMalloc", "ncclMemAlloc")
 OPTION_NAMES = ("graph_launches", "mem_type", "register")  # RunConfig.options keys
 _OP_NAMES = {v: k for k, v in OPS.items()}
+# Device buffers are whole 2 MiB pages, as the one large buffer nccl-tests
+# allocates for a sweep is: on small cudaMalloc'ed buffers, which the CUDA
+# allocator packs into shared pages, NCCL 2.28's small-message collectives
+# took 2-6 µs longer (2x H200, sizes up to ~512 KiB).
+ALLOC_ALIGN = 2 << 20
 
 
 def nccl_algorithms(collective):
@@ -164,7 +169,10 @@ class NCCLBackend:
     name = "nccl"
 
     def __init__(self, comm, timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
-                 register=False, **_other):
+                 register=False, device_comm=None, **_other):
+        """`comm` runs the collectives (a replica group's); `device_comm`
+        (default `comm`) spans every rank of the job, so that ranks of
+        different groups on one host pick different GPUs."""
         check_options(timing, graph_launches, mem_type, register)
         # NVLink multicast can take a shared host's GPUs out of service:
         # off unless the user asks for it.
@@ -181,7 +189,8 @@ class NCCLBackend:
         except _nccl.LoadError as e:
             raise nccl_lib.LibraryNotFound(f"--backend nccl: {e}") from None
         self.version = self.lib.nccl_version()
-        self.local_rank, self.local_size = _local_rank(comm)
+        dcomm = device_comm if device_comm is not None else comm
+        self.local_rank, self.local_size = _local_rank(dcomm)
         local_size = self.local_size
         try:
             ndev = self.lib.device_count()
@@ -205,11 +214,11 @@ class NCCLBackend:
         runtime, driver = self.lib.cuda_versions()
         self.cuda = {"runtime": _cuda_version(runtime), "driver": _cuda_version(driver)}
         self.paths = {"nccl": nccl, "cudart": cudart}
-        gpu = dict(self.info, rank=self.rank, local_rank=self.local_rank, device=self.device,
-                   host=_hostname())
-        self.gpus = comm.gather(gpu, root=0)
+        gpu = dict(self.info, rank=dcomm.Get_rank(), group_rank=self.rank,
+                   local_rank=self.local_rank, device=self.device, host=_hostname())
+        self.gpus = dcomm.gather(gpu, root=0)
         self.topology = None
-        if self.rank == 0:
+        if dcomm.Get_rank() == 0:
             from .nccl_topo import topology
             self.topology = topology()
 
@@ -245,7 +254,8 @@ class NCCLBackend:
 
     # -- buffers -----------------------------------------------------------------
     def alloc(self, nelems, dtype):
-        a = _Allocation(self.lib, max(nelems, 1) * dtype.itemsize, self.mem_type)
+        nbytes = -(-max(nelems, 1) * dtype.itemsize // ALLOC_ALIGN) * ALLOC_ALIGN
+        a = _Allocation(self.lib, nbytes, self.mem_type)
         self._allocations.add(a)
         return DeviceBuffer(a, dtype, 0, nelems)
 
