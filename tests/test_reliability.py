@@ -122,3 +122,17 @@ def test_ranks_with_different_configurations_refuse_to_start(tmp_path):
     assert "ranks [2] parsed a different configuration than rank 0" in proc.stderr
     assert "No size had completed, so no results were saved" in proc.stderr
     assert_no_leftovers(tag)
+
+
+def test_a_failed_run_leaves_an_earlier_results_file_alone(tmp_path):
+    out = tmp_path / "old.nc"
+    from test_security import tiny_dataset
+    from ccbench_kit.dataset import io
+    io.save(tiny_dataset(), out)
+    before = out.read_bytes()
+    tag, env = tagged_env(CCB_FAULT_INJECT="kill:1:64")
+    proc = run_cli(*SWEEP, "--out", out, env=env, timeout=120)
+    assert proc.returncode == 3
+    assert "No size had completed, so no results were saved" in proc.stderr
+    assert out.read_bytes() == before
+    assert_no_leftovers(tag)

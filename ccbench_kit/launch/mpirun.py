@@ -114,6 +114,7 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
     env : dict, optional
         Variables added to the launcher's environment (NCCL_*, OMPI_*...).
     """
+    earlier = _stamp(cfg.out)  # a file from an earlier run is not this run's result
     run_dir = tempfile.mkdtemp(prefix="ccbench-run-")
     cfg_path = os.path.join(run_dir, "config.json")
     with open(cfg_path, "w") as f:
@@ -156,7 +157,7 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
             failure = f"{os.path.basename(cmd[0])} exited with status {rc}" + \
                 (f":\n{detail}" if detail else "")
     if failure is not None:
-        err = RunError(failure + _saved_note(cfg.out, failure))
+        err = RunError(failure + _saved_note(cfg.out, failure, earlier))
         err.exit_code = exit_code
         raise err
     return cfg.out
@@ -228,9 +229,17 @@ def _stall_message(stall, cfg):
             f"{where} within {stall.seconds:.0f} s (--timeout); the job was stopped")
 
 
-def _saved_note(out, reason):
+def _stamp(path):
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def _saved_note(out, reason, earlier=None):
     """Mark a partial results file incomplete; say what it holds."""
-    if not out or not os.path.exists(out):
+    if not out or not os.path.exists(out) or _stamp(out) == earlier:
         return ". No size had completed, so no results were saved"
     from ..dataset import io
     try:
