@@ -7,10 +7,14 @@ Started outside MPI, it runs itself under ``mpirun -np R`` (Open MPI, as
 ``ccbench run`` does).  One run measures, side by side:
 
 (a) ring all_reduce against MPI_Allreduce, fp32, 16-256 MiB (2 ranks): busbw
-    of both, their ratio, and the ring's busbw against the memcpy rate
-    (one rank copying alone, and every rank copying at once);
-(b) α and β from a ping-pong between ranks 0 and 1, γ from the engine's own
-    fp32 sum; then every own algorithm at the largest size against its α-β-γ
+    of both, their ratio, and the ring's busbw against the memcpy rate of
+    the same size (one rank copying alone, and every rank copying at once),
+    in interleaved rounds (median of each), so that other load on the
+    machine disturbs all of them alike;
+(b) α and β from a ping-pong between ranks 0 and 1 (α: 8 B; β: the slope
+    over the top decade of sizes, up to the largest size of the table), γ
+    from the engine's own fp32 sum at that size; then every own algorithm at
+    the largest size against its α-β-γ
     prediction (`ccbench_kit.theory.predict_time`; sendrecv, permute,
     hypercube and alltoallv, which have no model there, use the one written
     next to them below);
@@ -91,14 +95,14 @@ class Bench:
         per_iter = np.max(np.array(self.comm.allgather(lat)), axis=0)
         return float(np.mean(per_iter)) / 1e6
 
-    def memcpy_rate(self, nbytes=64 * MiB, together=False):
+    def memcpy_rate(self, nbytes=64 * MiB, together=False, reps=5):
         """Bytes copied per second by one rank (others idle), or per rank with
-        every rank copying at once (`together`)."""
+        every rank copying at once (`together`); the best of `reps`."""
         a = np.ones(nbytes, np.uint8)
         b = np.empty_like(a)
         np.copyto(b, a)
         best = math.inf
-        for _ in range(5):
+        for _ in range(reps):
             self.comm.Barrier()
             t0 = time.perf_counter()
             if together or self.rank == 0:
@@ -129,25 +133,28 @@ class Bench:
             out.append(self.comm.bcast(best if self.rank == 0 else None))
         return out
 
-    def gamma(self, dtype, nbytes=16 * MiB):
-        """Seconds per byte of the engine's own reduction (out = a + b)."""
+    def gamma(self, dtype, nbytes):
+        """Seconds per byte of the engine's own reduction (out = a + b, all
+        three `nbytes` long, so from memory at large sizes)."""
         n = nbytes // dtype.itemsize
         a = np.ones(n, dtype.storage)
         b = np.ones(n, dtype.storage)
-        self.E.reduce_local(a, b, dtype.engine, 0)
+        out = np.ones(n, dtype.storage)
         best = math.inf
         for _ in range(5):
             t0 = time.perf_counter()
-            self.E.reduce_local(a, b, dtype.engine, 0)
+            self.E.reduce_local(a, b, dtype.engine, 0, out=out)
             best = min(best, time.perf_counter() - t0)
         return self.comm.bcast(best / nbytes if self.rank == 0 else None)
 
 
 def fit_alpha_beta(sizes, times):
-    """α: the smallest-size one-way time; β: least-squares slope over sizes
-    >= 64 KiB (THEORY.md: fit B away from the latency regime)."""
+    """α: the smallest-size one-way time; β: least-squares slope (relative
+    error) over the top decade of sizes, the regime of the largest messages
+    (THEORY.md: fit B away from the latency regime, piecewise where the
+    regime changes; here, where messages outgrow the caches)."""
     sizes, times = np.asarray(sizes, float), np.asarray(times, float)
-    big = sizes >= 64 << 10
+    big = sizes >= sizes.max() / 10
     A = np.vstack([np.ones(big.sum()), sizes[big]]).T
     (_, beta), *_ = np.linalg.lstsq(A / times[big, None], times[big] / times[big], rcond=None)
     return float(times[0]), float(beta)
@@ -209,37 +216,46 @@ def main():
     if not args.no_ring:
         coll = collectives.get("all_reduce")
         say("\n(a) all_reduce fp32, ring vs MPI_Allreduce (busbw GB/s)\n")
-        say("| size | ring | mpi | ring / mpi | ring / memcpy (alone) | ring / memcpy (all ranks) |")
-        say("|---|---|---|---|---|---|")
+        say("| size | ring | mpi | ring / mpi | memcpy GB/s (alone / all ranks) | ring / memcpy (alone) "
+            "| ring / memcpy (all ranks) |")
+        say("|---|---|---|---|---|---|---|")
         res["ring"] = []
         for s in (int(x) for x in args.ring_sizes.split(",")):
             lay, send, recv = buffers(coll, s, dt, p, rank)
             # interleaved rounds, median of each: other jobs on the machine
             # disturb both alike
-            rounds = {"ring": [], "mpi": []}
+            rounds = {"ring": [], "mpi": [], "alone": [], "together": []}
             for _ in range(args.rounds):
-                for a in rounds:
+                for a in ("ring", "mpi"):
                     rounds[a].append(b.time(coll.name, a, send, recv, lay.engine_count, dt,
                                             iters=max(3, b.iters_for(2 * s) // args.rounds)))
-            t = {a: float(np.median(v)) for a, v in rounds.items()}
+                rounds["alone"].append(b.memcpy_rate(s, reps=2))
+                rounds["together"].append(b.memcpy_rate(s, together=True, reps=2))
+            t = {a: float(np.median(rounds[a])) for a in ("ring", "mpi")}
             bw = {a: lay.size / v * coll.bus_factor(p) / 1e9 for a, v in t.items()}
-            res["ring"].append({"size": lay.size, **{f"{a}_busbw": v for a, v in bw.items()}})
+            m1, mp = (float(np.median(rounds[k])) for k in ("alone", "together"))
+            res["ring"].append({"size": lay.size, **{f"{a}_busbw": v for a, v in bw.items()},
+                                "memcpy_alone": m1 / 1e9, "memcpy_together": mp / 1e9})
             say(f"| {lay.size >> 20} MiB | {bw['ring']:.2f} | {bw['mpi']:.2f} | "
-                f"{bw['ring'] / bw['mpi']:.2f} | {bw['ring'] * 1e9 / mc1:.2f} | {bw['ring'] * 1e9 / mcp:.2f} |")
+                f"{bw['ring'] / bw['mpi']:.2f} | {m1 / 1e9:.2f} / {mp / 1e9:.2f} | "
+                f"{bw['ring'] * 1e9 / m1:.2f} | {bw['ring'] * 1e9 / mp:.2f} |")
             del send, recv
 
     # (b) α, β, γ
     if p < 2 or args.collectives == "none":
         return 0
-    pp_sizes = [8, 64, 512, 4 << 10, 64 << 10, 256 << 10, 1 * MiB, 4 * MiB, 16 * MiB]
+    sizes = [int(x) for x in args.sizes.split(",")]
+    top = max(sizes)
+    pp_sizes = sorted({8, 64, 512, 4 << 10, 64 << 10, 1 * MiB, top // 8, top // 4, top // 2, top})
     one_way = b.ping_pong(pp_sizes)
     alpha, beta = fit_alpha_beta(pp_sizes, one_way)
-    gamma = b.gamma(dt)
+    gamma = b.gamma(dt, top)
     res.update(alpha=alpha, beta=beta, gamma=gamma, ping_pong=dict(zip(pp_sizes, one_way)))
-    say(f"\n(b) ping-pong rank 0 <-> 1: α = {alpha * 1e6:.2f} µs, β = 1/({1e-9 / beta:.2f} GB/s); "
-        f"γ (engine's {dt.name} sum, out = a + b) = 1/({1e-9 / gamma:.2f} GB/s)")
+    say(f"\n(b) ping-pong rank 0 <-> 1: α = {alpha * 1e6:.2f} µs, β = 1/({1e-9 / beta:.2f} GB/s) "
+        f"(fitted over {_size(top // 10)}-{_size(top)}); γ (engine's {dt.name} sum, out = a + b, "
+        f"{_size(top)}) = 1/({1e-9 / gamma:.2f} GB/s)")
+    say("# ping-pong one-way µs: " + ", ".join(f"{_size(s)} {t * 1e6:.1f}" for s, t in zip(pp_sizes, one_way)))
 
-    sizes = [int(x) for x in args.sizes.split(",")]
     names = [n for n in (args.collectives.split(",") if args.collectives else collectives.NAMES)]
     rows = []
     for name in names:

@@ -124,17 +124,21 @@ def algorithms(str collective):
     return names
 
 
-def reduce_local(b, c, int dtype, int op, int nranks=1):
+def reduce_local(b, c, int dtype, int op, int nranks=1, out=None):
     """b (op) c elementwise, as the kit's own algorithms combine data (then
-    divided by `nranks` for avg).  No MPI: for tests of the reductions."""
+    divided by `nranks` for avg), into `out` if given.  No MPI: for tests
+    and measurements of the reductions."""
     b, c = np.ascontiguousarray(b), np.ascontiguousarray(c)
     if b.shape != c.shape or b.dtype != c.dtype:
         raise ValueError("operands must have the same shape and dtype")
-    cdef cnp.ndarray x = b, y = c
-    cdef cnp.ndarray out = np.empty_like(x)
-    _check(ccb_reduce3(cnp.PyArray_DATA(x), cnp.PyArray_DATA(y), cnp.PyArray_DATA(out),
+    if out is None:
+        out = np.empty_like(b)
+    elif out.shape != b.shape or out.dtype != b.dtype or not out.flags.c_contiguous:
+        raise ValueError("out must be a C-contiguous array like the operands")
+    cdef cnp.ndarray x = b, y = c, o = out
+    _check(ccb_reduce3(cnp.PyArray_DATA(x), cnp.PyArray_DATA(y), cnp.PyArray_DATA(o),
                        x.size, dtype, op), "reduce_local")
-    _check(ccb_finish_avg(cnp.PyArray_DATA(out), x.size, dtype, op, nranks), "reduce_local")
+    _check(ccb_finish_avg(cnp.PyArray_DATA(o), x.size, dtype, op, nranks), "reduce_local")
     return out
 
 

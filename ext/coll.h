@@ -80,18 +80,6 @@ void ccb_reqs_free(ccb_reqs *q);
 /* The same buffer is sent to dst and then replaced by what src sends. */
 int ccb_sendrecv_replace(void *buf, size_t bytes, int dst, int src, int tag, MPI_Comm comm);
 
-/* --- Pieces one collective borrows from another ---------------------------- */
-
-/* Binomial broadcast of `bytes` from `root` (coll_broadcast.c). */
-int ccb_bcast_binomial_bytes(void *buf, size_t bytes, int root, MPI_Comm comm);
-
-/* Binomial-tree reduce of n elements to `root` (coll_reduce.c): `in` is
- * this rank's contribution, the result lands in `out` at the root; other
- * ranks may use `out` as their partial sum.  `tmp` holds n elements.  avg is
- * left as a sum (the caller divides). */
-int ccb_reduce_binomial_raw(const void *in, void *out, void *tmp, size_t n,
-                            ccb_dtype t, ccb_op op, int root, MPI_Comm comm);
-
 /* Pipelining granularity: a->segment_bytes, else CCB_SEGMENT_DEFAULT
  * (cache-sized: big enough that per-message costs vanish, small enough that
  * a received segment is still in L2 when it is reduced or forwarded). */
@@ -103,15 +91,34 @@ static inline size_t ccb_nseg(size_t bytes, size_t seg) {
     return bytes ? (bytes + seg - 1) / seg : 1;
 }
 
-/* One reduce step of a ring (coll_reduce_scatter.c): send `slen` elements
- * of `src` to `right` while receiving `rlen` elements from `left`, and set
- * out[i] = in[i] (op) received[i].  Messages go in segments; received data is
- * staged in `stage`, in a few slots reused round-robin when `reuse` is set
- * and they fit (so the reduction reads it from cache), else at its natural
- * offset.  out may be `stage` itself (with reuse == 0). */
-int ccb_ring_reduce_step(const void *src, size_t slen, int right,
-                         const void *in, void *out, size_t rlen, int left,
-                         void *stage, size_t stage_bytes, int reuse, const ccb_args *a);
+/* Send and reduce at once: send `slen` elements of `src` to `dst` while
+ * receiving `rlen` elements from `from`, and set out = in (op) received, or
+ * received (op) in when `theirs_first` (so that two partners compute the
+ * same bits).  Either side may be absent (dst or from MPI_PROC_NULL).
+ * Messages go in segments (ccb_segment_bytes), and the received data is
+ * staged in `stage` (stage_bytes): in two segment-sized slots reused in turn
+ * when `reuse` is set and the message is longer, so that the reduction
+ * reads it from cache; else at its natural offset (out may then be `stage`
+ * itself).  src may be out (recursive doubling in place): a segment is only
+ * overwritten once it has been sent.  Both sides must cut a message the
+ * same way, so a rank sends to a rank that reduces with ccb_reduce_exchange
+ * or ccb_send_segments. */
+int ccb_reduce_exchange(const void *src, size_t slen, int dst,
+                        const void *in, void *out, size_t rlen, int from, int theirs_first,
+                        void *stage, size_t stage_bytes, int reuse, const ccb_args *a);
+/* The sending side alone: n elements of buf to dst, in segments. */
+int ccb_send_segments(const void *buf, size_t n, int dst, const ccb_args *a);
+
+/* --- Pieces one collective borrows from another ---------------------------- */
+
+/* Binomial broadcast of `bytes` from `root` (coll_broadcast.c). */
+int ccb_bcast_binomial_bytes(void *buf, size_t bytes, int root, MPI_Comm comm);
+
+/* Binomial-tree reduce of a's count elements to `root` (coll_reduce.c):
+ * sendbuf is this rank's contribution, the result lands in recvbuf at the
+ * root; other ranks use their recvbuf for partial sums and scratch (count
+ * elements) for incoming data.  avg is left as a sum (the caller divides). */
+int ccb_reduce_binomial_raw(const ccb_args *a, int root);
 
 /* Ring all-gather of the p-block partition of n elements in `buf`
  * (ccb_block_start), where rank (v + shift) mod p owns block v and has it in
@@ -122,11 +129,12 @@ int ccb_allgather_ring_part(char *buf, size_t n, size_t es, int shift, MPI_Comm 
 int ccb_allgather_mpi(const ccb_args *a);
 int ccb_allgather_recursive_doubling(const ccb_args *a);
 
-/* Gather/scatter trees (coll_gather.c): send or receive the blocks of
- * relative ranks [first, first + cnt), contiguous at `buf` (or, at the root,
- * each at its real place), as two messages cut where real ranks wrap. */
-int ccb_rooted_pieces(int send, char *buf, int at_root, size_t bytes, int first, int cnt,
-                      int peer, int root, int p, MPI_Comm comm);
+/* Gather/scatter trees (coll_gather.c): post the send or receive of the
+ * blocks of relative ranks [first, first + cnt), contiguous at `buf` (or,
+ * at the root, each at its real place), as two messages cut where real
+ * ranks wrap. */
+int ccb_rooted_pieces(ccb_reqs *q, int send, char *buf, int at_root, size_t bytes, int first,
+                      int cnt, int peer, int root, int p, MPI_Comm comm);
 
 /* sendrecv/permute (coll_sendrecv.c): send to dst, receive from src. */
 int ccb_shift_mpi(const ccb_args *a, int dst, int src);

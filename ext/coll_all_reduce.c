@@ -3,7 +3,8 @@
  *
  * Every algorithm leaves bit-identical results on all ranks: each element is
  * reduced on one rank and copied to the others, or (recursive doubling) both
- * partners combine the same two operands in the same order. */
+ * partners combine the same two operands in the same order (the lower
+ * rank's first). */
 #include <limits.h>
 #include "coll.h"
 
@@ -18,17 +19,9 @@ static int allreduce_mpi(const ccb_args *a) {
     return ccb_finish_avg(a->recvbuf, a->count, a->dtype, a->op, p);
 }
 
-/* out = lower (op) upper, where lower is the operand of the lower rank, so
- * that both partners of an exchange compute the same bits. */
-static int ordered(int i_am_lower, const void *mine, const void *theirs, void *out,
-                   size_t n, ccb_dtype t, ccb_op op) {
-    return i_am_lower ? ccb_reduce3(mine, theirs, out, n, t, op)
-                      : ccb_reduce3(theirs, mine, out, n, t, op);
-}
-
 /* Ring: reduce-scatter then all-gather, p − 1 steps each, on p nearly equal
  * blocks.  The reduce-scatter streams each block through small scratch slots
- * (ccb_ring_reduce_step) and adds this rank's input straight into recvbuf,
+ * (ccb_reduce_exchange) and adds this rank's input straight into recvbuf,
  * so out-of-place needs no initial copy and the operands of every addition
  * are still in cache.  The all-gather moves finished blocks straight into
  * place. */
@@ -44,9 +37,9 @@ static int allreduce_ring(const ccb_args *a) {
         int sb = ccb_mod(r - s, p), rb = ccb_mod(r - s - 1, p);
         const char *src = (s == 0 ? in : out) + ccb_block_start(n, p, sb) * es;
         size_t off = ccb_block_start(n, p, rb) * es;
-        CCB_CHECK(ccb_ring_reduce_step(src, ccb_block_len(n, p, sb), right,
-                                       in + off, out + off, ccb_block_len(n, p, rb), left,
-                                       a->scratch, a->scratch_bytes, 1, a));
+        CCB_CHECK(ccb_reduce_exchange(src, ccb_block_len(n, p, sb), right,
+                                      in + off, out + off, ccb_block_len(n, p, rb), left, 0,
+                                      a->scratch, a->scratch_bytes, 1, a));
     }
     int own = (r + 1) % p;
     CCB_CHECK(ccb_finish_avg(out + ccb_block_start(n, p, own) * es, ccb_block_len(n, p, own),
@@ -65,19 +58,17 @@ static int allreduce_ring(const ccb_args *a) {
  * (it only waits for the result, `unfold_wait`); the odd one reduces the
  * two inputs into recvbuf and points *cur there. */
 static int fold_in(const ccb_args *a, int r, int p, const char **cur, int *sits_out) {
-    size_t bytes = a->count * ccb_dtype_size(a->dtype);
     int rem = p - ccb_pof2_floor(p);
     *cur = a->sendbuf;
     *sits_out = 0;
     if (r >= 2 * rem) return MPI_SUCCESS;
     if (!(r & 1)) {
         *sits_out = 1;
-        return ccb_send(a->sendbuf, bytes, r + 1, CCB_TAG, a->comm);
+        return ccb_send_segments(a->sendbuf, a->count, r + 1, a);
     }
-    CCB_CHECK(ccb_recv(a->scratch, bytes, r - 1, CCB_TAG, a->comm));
-    CCB_CHECK(ccb_reduce3(a->scratch, a->sendbuf, a->recvbuf, a->count, a->dtype, a->op));
     *cur = a->recvbuf;
-    return MPI_SUCCESS;
+    return ccb_reduce_exchange(NULL, 0, MPI_PROC_NULL, a->sendbuf, a->recvbuf, a->count, r - 1, 1,
+                               a->scratch, a->scratch_bytes, 1, a);
 }
 
 /* The odd rank of a folded pair hands the finished result to the even one. */
@@ -90,7 +81,8 @@ static int fold_out(const ccb_args *a, int r, int p, int sits_out) {
 }
 
 /* Recursive doubling: lg q exchanges of the whole vector with partner
- * v ^ mask; the first reads sendbuf, so no copy of the input is made. */
+ * v ^ mask, streamed through scratch slots; the first reads sendbuf, so no
+ * copy of the input is made. */
 static int allreduce_recursive_doubling(const ccb_args *a) {
     int p, r, out_of_game;
     CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
@@ -102,8 +94,8 @@ static int allreduce_recursive_doubling(const ccb_args *a) {
         int q = ccb_pof2_floor(p), v = ccb_fold_vrank(r, p);
         for (int mask = 1; mask < q; mask <<= 1) {
             int pv = v ^ mask, peer = ccb_fold_real(pv, p);
-            CCB_CHECK(ccb_sendrecv(cur, n * es, peer, a->scratch, n * es, peer, CCB_TAG, a->comm));
-            CCB_CHECK(ordered(v < pv, cur, a->scratch, a->recvbuf, n, a->dtype, a->op));
+            CCB_CHECK(ccb_reduce_exchange(cur, n, peer, cur, a->recvbuf, n, peer, v > pv,
+                                          a->scratch, a->scratch_bytes, 1, a));
             cur = a->recvbuf;
         }
         ccb_copy(a->recvbuf, cur, n * es);  /* only when q == 1 */
@@ -130,10 +122,9 @@ static int allreduce_rabenseifner(const ccb_args *a) {
             int pv = v ^ mask, peer = ccb_fold_real(pv, p), mid = lo + (hi - lo) / 2;
             int klo = (v & mask) ? mid : lo, khi = (v & mask) ? hi : mid;
             int slo = (v & mask) ? lo : mid, shi = (v & mask) ? mid : hi;
-            CCB_CHECK(ccb_sendrecv(cur + OFF(slo), OFF(shi) - OFF(slo), peer,
-                                   tmp, OFF(khi) - OFF(klo), peer, CCB_TAG, a->comm));
-            CCB_CHECK(ordered(v < pv, cur + OFF(klo), tmp, out + OFF(klo),
-                              (OFF(khi) - OFF(klo)) / es, a->dtype, a->op));
+            CCB_CHECK(ccb_reduce_exchange(cur + OFF(slo), (OFF(shi) - OFF(slo)) / es, peer,
+                                          cur + OFF(klo), out + OFF(klo), (OFF(khi) - OFF(klo)) / es,
+                                          peer, v > pv, tmp, a->scratch_bytes, 1, a));
             cur = out;
             lo = klo;
             hi = khi;
@@ -156,8 +147,7 @@ static int allreduce_tree(const ccb_args *a) {
     int p, r;
     CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
     size_t bytes = a->count * ccb_dtype_size(a->dtype);
-    CCB_CHECK(ccb_reduce_binomial_raw(a->sendbuf, a->recvbuf, a->scratch, a->count,
-                                      a->dtype, a->op, 0, a->comm));
+    CCB_CHECK(ccb_reduce_binomial_raw(a, 0));
     if (r == 0) CCB_CHECK(ccb_finish_avg(a->recvbuf, a->count, a->dtype, a->op, p));
     return ccb_bcast_binomial_bytes(a->recvbuf, bytes, 0, a->comm);
 }

@@ -2,6 +2,7 @@
  * rank i's sendbuf ends as block i of rank j's recvbuf.  In-place: sendbuf
  * == recvbuf (MPI_IN_PLACE's meaning; nccl-tests does not check it). */
 #include <limits.h>
+#include <stdlib.h>
 #include "coll.h"
 
 static int alltoall_mpi(const ccb_args *a) {
@@ -45,36 +46,64 @@ static size_t one_block(size_t count, size_t elsize, int p) {
     return count * elsize;
 }
 
-/* Bruck: ⌈lg p⌉ steps.  Rotate so that work block i is for rank r + i; at
- * step k send every work block whose index has bit k set to rank r + k and
- * take the same blocks from r − k; then work block i holds rank r − i's
- * data for this rank.  The rotations and the packing of the sent blocks are
- * the copies the algorithm trades for its few messages. */
+/* Bruck: ⌈lg p⌉ steps.  Virtual block i is the data for rank r + i; at step
+ * k every block whose index has bit k set goes to rank r + k, and the same
+ * blocks come from rank r − k; in the end block i holds rank r − i's data
+ * for this rank.  Blocks are tracked by pointer rather than rotated: a step
+ * sends one block straight from where it lies and packs only several, and
+ * a block that is final when it arrives alone lands in recvbuf directly.
+ * What remains is the packing and one final copy per block, the copies
+ * Bruck's algorithm trades for its few messages. */
+static size_t bruck_steps_blocks(int p) {  /* blocks received over all steps */
+    size_t m = 0;
+    for (int k = 1; k < p; k <<= 1)
+        for (int i = k; i < p; i++) m += (i & k) != 0;
+    return m;
+}
+
 static int alltoall_bruck(const ccb_args *a) {
     int p, r;
     CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
-    size_t bytes = a->count * ccb_dtype_size(a->dtype), half = (size_t)(p + 1) / 2 * bytes;
+    size_t bytes = a->count * ccb_dtype_size(a->dtype);
     const char *in = a->sendbuf;
-    char *out = a->recvbuf, *work = a->scratch, *spack = work + (size_t)p * bytes, *rpack = spack + half;
-    for (int i = 0; i < p; i++)
-        memcpy(work + (size_t)i * bytes, in + (size_t)((r + i) % p) * bytes, bytes);
-    for (int k = 1; k < p; k <<= 1) {
-        size_t m = 0;
-        for (int i = k; i < p; i++)
-            if (i & k) memcpy(spack + (m++) * bytes, work + (size_t)i * bytes, bytes);
-        CCB_CHECK(ccb_sendrecv(spack, m * bytes, (r + k) % p, rpack, m * bytes, (r - k + p) % p,
-                               CCB_TAG, a->comm));
-        m = 0;
-        for (int i = k; i < p; i++)
-            if (i & k) memcpy(work + (size_t)i * bytes, rpack + (m++) * bytes, bytes);
+    char *out = a->recvbuf, *spack = a->scratch, *rnext = spack + (size_t)(p + 1) / 2 * bytes;
+    if (in == out) {  /* in place: arriving blocks would overwrite unsent ones */
+        char *copy = rnext + bruck_steps_blocks(p) * bytes;
+        memcpy(copy, in, (size_t)p * bytes);
+        in = copy;
     }
-    for (int i = 0; i < p; i++)
-        memcpy(out + (size_t)((r - i + p) % p) * bytes, work + (size_t)i * bytes, bytes);
-    return MPI_SUCCESS;
+    const char **loc = malloc((size_t)p * sizeof *loc);
+    int *sel = malloc((size_t)p * sizeof *sel);
+    int rc = loc && sel ? MPI_SUCCESS : CCB_ERR_NOMEM;
+    for (int i = 0; i < p && rc == MPI_SUCCESS; i++) loc[i] = in + (size_t)((r + i) % p) * bytes;
+    for (int k = 1; k < p && rc == MPI_SUCCESS; k <<= 1) {
+        int m = 0;
+        for (int i = k; i < p; i++)
+            if (i & k) sel[m++] = i;
+        const char *sptr = loc[sel[0]];
+        if (m > 1) {
+            for (int j = 0; j < m; j++) memcpy(spack + (size_t)j * bytes, loc[sel[j]], bytes);
+            sptr = spack;
+        }
+        /* a lone block with no higher bit set is final when it arrives */
+        int direct = m == 1 && sel[0] < 2 * k;
+        char *rptr = direct ? out + (size_t)ccb_mod(r - sel[0], p) * bytes : rnext;
+        rc = ccb_sendrecv(sptr, (size_t)m * bytes, (r + k) % p, rptr, (size_t)m * bytes,
+                          ccb_mod(r - k, p), CCB_TAG, a->comm);
+        for (int j = 0; j < m; j++) loc[sel[j]] = rptr + (size_t)j * bytes;
+        if (!direct) rnext += (size_t)m * bytes;
+    }
+    for (int i = 0; i < p && rc == MPI_SUCCESS; i++) {
+        char *dst = out + (size_t)ccb_mod(r - i, p) * bytes;
+        if (loc[i] != dst) memcpy(dst, loc[i], bytes);
+    }
+    free(loc);
+    free(sel);
+    return rc;
 }
 
 static size_t bruck_scratch(size_t count, size_t elsize, int p) {
-    return ((size_t)p + 2 * ((size_t)(p + 1) / 2)) * count * elsize;
+    return ((size_t)(p + 1) / 2 + bruck_steps_blocks(p) + (size_t)p) * count * elsize;
 }
 
 /* Direct: all p − 1 sends and receives at once.  In-place, the outgoing data

@@ -1,7 +1,8 @@
 /* broadcast: count elements from the root to every rank's recvbuf.
  * Out-of-place (nccl-tests' ncclBroadcast): the root sends from sendbuf and
- * also copies it to its own recvbuf, after its sends, so that the copy
- * delays nobody.  In-place: sendbuf == recvbuf. */
+ * also copies it to its own recvbuf, while its sends are in flight (the
+ * mpi algorithm: after MPI_Bcast), so that the copy delays nobody.
+ * In-place: sendbuf == recvbuf. */
 #include <limits.h>
 #include "coll.h"
 
@@ -24,8 +25,11 @@ static int bcast_mpi(const ccb_args *a) {
 }
 
 /* Binomial tree on ranks relative to the root: receive from the parent
- * (clear the lowest set bit), then send to children, farthest first. */
-int ccb_bcast_binomial_bytes(void *buf, size_t bytes, int root, MPI_Comm comm) {
+ * (clear the lowest set bit), then send to the children, all at once.
+ * `copy_to`, when given, receives a copy of the data while the children
+ * take theirs (the out-of-place root: with single-copy transfers the
+ * receivers do the copying, so the root's own copy costs no time). */
+static int bcast_binomial_into(void *buf, size_t bytes, int root, MPI_Comm comm, void *copy_to) {
     int p, r;
     CCB_CHECK(ccb_comm_info(comm, &r, &p));
     int vr = ccb_mod(r - root, p), mask = 1;
@@ -36,30 +40,39 @@ int ccb_bcast_binomial_bytes(void *buf, size_t bytes, int root, MPI_Comm comm) {
         }
         mask <<= 1;
     }
-    for (mask >>= 1; mask > 0; mask >>= 1)
-        if (vr + mask < p) CCB_CHECK(ccb_send(buf, bytes, (r + mask) % p, CCB_TAG, comm));
-    return MPI_SUCCESS;
+    ccb_reqs q;
+    ccb_reqs_init(&q);
+    int rc = MPI_SUCCESS;
+    for (mask >>= 1; mask > 0 && rc == MPI_SUCCESS; mask >>= 1)
+        if (vr + mask < p) rc = ccb_isend(&q, buf, bytes, (r + mask) % p, CCB_TAG, comm);
+    if (rc == MPI_SUCCESS && copy_to) ccb_copy(copy_to, buf, bytes);
+    if (rc == MPI_SUCCESS) rc = ccb_waitall(&q);
+    ccb_reqs_free(&q);
+    return rc;
+}
+
+int ccb_bcast_binomial_bytes(void *buf, size_t bytes, int root, MPI_Comm comm) {
+    return bcast_binomial_into(buf, bytes, root, comm, NULL);
 }
 
 static int bcast_binomial(const ccb_args *a) {
     int r;
     CCB_CHECK(MPI_Comm_rank(a->comm, &r));
-    CCB_CHECK(ccb_bcast_binomial_bytes(buffer(a, r), a->count * ccb_dtype_size(a->dtype),
-                                       a->root, a->comm));
-    return root_copy(a, r);
+    return bcast_binomial_into(buffer(a, r), a->count * ccb_dtype_size(a->dtype), a->root,
+                               a->comm, r == a->root ? a->recvbuf : NULL);
 }
 
 /* Scatter + all-gather (van de Geijn): a binomial scatter of the p-block
  * partition (block v belongs to relative rank v; a subtree receives its
- * blocks in one message), then a ring all-gather.  The root works in its
- * recvbuf, so out-of-place it copies first. */
+ * blocks in one message), then a ring all-gather in recvbuf.  The root
+ * scatters from sendbuf and copies it to recvbuf meanwhile. */
 static int bcast_scatter_allgather(const ccb_args *a) {
     int p, r;
     CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
     size_t es = ccb_dtype_size(a->dtype), n = a->count;
     char *buf = a->recvbuf;
-    if (r == a->root) ccb_copy(buf, a->sendbuf, n * es);
-    if (p == 1) return MPI_SUCCESS;
+    const char *from = r == a->root ? a->sendbuf : buf;
+    if (p == 1) return root_copy(a, r);
     int vr = ccb_mod(r - a->root, p), mask = 1;
 #define OFF(v) (ccb_block_start(n, p, (v)) * es)
 #define END(v) ((v) < p ? (v) : p)
@@ -71,14 +84,21 @@ static int bcast_scatter_allgather(const ccb_args *a) {
         }
         mask <<= 1;
     }
-    for (mask >>= 1; mask > 0; mask >>= 1) {
+    ccb_reqs q;
+    ccb_reqs_init(&q);
+    int rc = MPI_SUCCESS;
+    for (mask >>= 1; mask > 0 && rc == MPI_SUCCESS; mask >>= 1) {
         int c = vr + mask;
         if (c < p)
-            CCB_CHECK(ccb_send(buf + OFF(c), OFF(END(c + mask)) - OFF(c), (r + mask) % p,
-                               CCB_TAG, a->comm));
+            rc = ccb_isend(&q, from + OFF(c), OFF(END(c + mask)) - OFF(c), (r + mask) % p,
+                           CCB_TAG, a->comm);
     }
 #undef OFF
 #undef END
+    if (rc == MPI_SUCCESS) rc = root_copy(a, r);
+    if (rc == MPI_SUCCESS) rc = ccb_waitall(&q);
+    ccb_reqs_free(&q);
+    CCB_CHECK(rc);
     return ccb_allgather_ring_part(buf, n, es, a->root, a->comm);
 }
 
@@ -105,12 +125,12 @@ static int bcast_chain(const ccb_args *a) {
         if (rc == MPI_SUCCESS && vr < p - 1) rc = ccb_isend(&sq, SEG(j), next, CCB_TAG, a->comm);
     }
 #undef SEG
+    if (rc == MPI_SUCCESS) rc = root_copy(a, r);  /* while the next rank takes the data */
     if (rc == MPI_SUCCESS) rc = ccb_waitall(&sq);
     rq.n = 0;  /* all waited for above */
     ccb_reqs_free(&rq);
     ccb_reqs_free(&sq);
-    CCB_CHECK(rc);
-    return root_copy(a, r);
+    return rc;
 }
 
 const ccb_algorithm ccb_broadcast_algorithms[] = {

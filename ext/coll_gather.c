@@ -35,52 +35,60 @@ static int gather_linear(const ccb_args *a) {
     return rc;
 }
 
-/* Send (or receive) the relative blocks [first, first + cnt) held
- * contiguously at `buf`, as two messages cut where the real rank wraps
+/* Post the send (or receive) of the relative blocks [first, first + cnt),
+ * held contiguously at `buf`, as two messages cut where the real rank wraps
  * (relative block p − root is real block 0).  A non-root side keeps them
- * contiguous in relative order; the root (`at_root`) puts each piece at its
- * real place.  Both sides cut at the same block, so the pieces match. */
-int ccb_rooted_pieces(int send, char *buf, int at_root, size_t bytes, int first, int cnt,
-                      int peer, int root, int p, MPI_Comm comm) {
+ * contiguous in relative order; the root (`at_root`) puts each piece at
+ * its real place.  Both sides cut at the same block, so the pieces match. */
+int ccb_rooted_pieces(ccb_reqs *q, int send, char *buf, int at_root, size_t bytes, int first,
+                      int cnt, int peer, int root, int p, MPI_Comm comm) {
     int wrap = p - root, n1 = first >= wrap ? 0 : (first + cnt <= wrap ? cnt : wrap - first);
     int n2 = cnt - n1;
     char *p1 = at_root ? buf + (size_t)((first + root) % p) * bytes : buf;
     char *p2 = at_root ? buf + (size_t)((first + n1 + root) % p) * bytes : buf + (size_t)n1 * bytes;
     if (n1)
-        CCB_CHECK(send ? ccb_send(p1, (size_t)n1 * bytes, peer, CCB_TAG, comm)
-                       : ccb_recv(p1, (size_t)n1 * bytes, peer, CCB_TAG, comm));
+        CCB_CHECK(send ? ccb_isend(q, p1, (size_t)n1 * bytes, peer, CCB_TAG, comm)
+                       : ccb_irecv(q, p1, (size_t)n1 * bytes, peer, CCB_TAG, comm));
     if (n2)
-        CCB_CHECK(send ? ccb_send(p2, (size_t)n2 * bytes, peer, CCB_TAG, comm)
-                       : ccb_recv(p2, (size_t)n2 * bytes, peer, CCB_TAG, comm));
+        CCB_CHECK(send ? ccb_isend(q, p2, (size_t)n2 * bytes, peer, CCB_TAG, comm)
+                       : ccb_irecv(q, p2, (size_t)n2 * bytes, peer, CCB_TAG, comm));
     return MPI_SUCCESS;
 }
 
 /* Binomial tree on ranks relative to the root: a rank collects its
  * subtree's blocks (relative ranks vr..vr+size−1) and sends them up in one
- * go.  Inner non-root ranks stage the subtree in scratch; leaves send their
- * input directly; the root receives straight into place. */
+ * go (two pieces where real ranks wrap).  Inner non-root ranks stage the
+ * subtree in scratch; leaves send their input directly; the root receives
+ * straight into place. */
 static int gather_binomial(const ccb_args *a) {
     int p, r;
     CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
     size_t bytes = a->count * ccb_dtype_size(a->dtype);
-    int vr = ccb_mod(r - a->root, p), at_root = vr == 0, have = 1;
-    char *stage = at_root ? a->recvbuf : a->scratch;
-    const char *own = a->sendbuf;
-    if (at_root) ccb_copy((char *)a->recvbuf + (size_t)r * bytes, own, bytes);
-    for (int mask = 1; mask < p; mask <<= 1) {
-        if (vr & mask) {
-            char *src = have == 1 ? (char *)own : stage;
-            return ccb_rooted_pieces(1, src, 0, bytes, vr, have, ccb_mod(r - mask, p), a->root, p, a->comm);
-        }
+    int vr = ccb_mod(r - a->root, p), at_root = vr == 0, have = 1, mask = 1;
+    char *stage = at_root ? a->recvbuf : a->scratch, *own = (char *)a->sendbuf;
+    ccb_reqs q;
+    ccb_reqs_init(&q);
+    int rc = MPI_SUCCESS;
+    /* every child's subtree at once, whichever is ready first */
+    for (; mask < p && !(vr & mask) && rc == MPI_SUCCESS; mask <<= 1) {
         int c = vr + mask;
         if (c >= p) continue;
         int cnt = c + mask < p ? mask : p - c;
-        if (have == 1 && !at_root) memcpy(stage, own, bytes);  /* an inner rank: stage own block */
-        CCB_CHECK(ccb_rooted_pieces(0, at_root ? stage : stage + (size_t)(c - vr) * bytes, at_root,
-                                    bytes, c, cnt, (r + mask) % p, a->root, p, a->comm));
+        rc = ccb_rooted_pieces(&q, 0, at_root ? stage : stage + (size_t)(c - vr) * bytes, at_root,
+                               bytes, c, cnt, (r + mask) % p, a->root, p, a->comm);
         have += cnt;
     }
-    return MPI_SUCCESS;
+    /* this rank's own block in place meanwhile: the root's at block r, an
+     * inner rank's first in its staged subtree; a leaf sends its input */
+    if (rc == MPI_SUCCESS && at_root) ccb_copy(stage + (size_t)r * bytes, own, bytes);
+    else if (rc == MPI_SUCCESS && have > 1) memcpy(stage, own, bytes);
+    if (rc == MPI_SUCCESS) rc = ccb_waitall(&q);
+    if (rc == MPI_SUCCESS && !at_root)
+        rc = ccb_rooted_pieces(&q, 1, have > 1 ? stage : own, 0, bytes, vr, have,
+                               ccb_mod(r - mask, p), a->root, p, a->comm);
+    if (rc == MPI_SUCCESS) rc = ccb_waitall(&q);
+    ccb_reqs_free(&q);
+    return rc;
 }
 
 static size_t all_blocks(size_t count, size_t elsize, int p) {

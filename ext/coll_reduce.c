@@ -15,34 +15,31 @@ static int reduce_mpi(const ccb_args *a) {
 }
 
 /* Binomial tree on ranks relative to the root: take each child's partial
- * sum (children by increasing distance), combine it with this rank's, and
- * pass the result to the parent.  A leaf sends its input as it is; inner
- * ranks accumulate in `out` (their recvbuf, unused otherwise). */
-int ccb_reduce_binomial_raw(const void *in, void *out, void *tmp, size_t n,
-                            ccb_dtype t, ccb_op op, int root, MPI_Comm comm) {
+ * sum (children by increasing distance) as it streams in and combine it with
+ * this rank's, then pass the result to the parent.  A leaf sends its input
+ * as it is; inner ranks accumulate in recvbuf (unused otherwise off the
+ * root). */
+int ccb_reduce_binomial_raw(const ccb_args *a, int root) {
     int p, r;
-    CCB_CHECK(ccb_comm_info(comm, &r, &p));
-    size_t bytes = n * ccb_dtype_size(t);
+    CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
     int vr = ccb_mod(r - root, p);
-    const void *cur = in;
+    const void *cur = a->sendbuf;
     for (int mask = 1; mask < p; mask <<= 1) {
-        if (vr & mask)
-            return ccb_send(cur, bytes, ccb_mod(r - mask, p), CCB_TAG, comm);
+        if (vr & mask) return ccb_send_segments(cur, a->count, ccb_mod(r - mask, p), a);
         if (vr + mask < p) {
-            CCB_CHECK(ccb_recv(tmp, bytes, (r + mask) % p, CCB_TAG, comm));
-            CCB_CHECK(ccb_reduce3(cur, tmp, out, n, t, op));
-            cur = out;
+            CCB_CHECK(ccb_reduce_exchange(NULL, 0, MPI_PROC_NULL, cur, a->recvbuf, a->count,
+                                          (r + mask) % p, 0, a->scratch, a->scratch_bytes, 1, a));
+            cur = a->recvbuf;
         }
     }
-    ccb_copy(out, cur, bytes);  /* p == 1 */
+    ccb_copy(a->recvbuf, cur, a->count * ccb_dtype_size(a->dtype));  /* p == 1 */
     return MPI_SUCCESS;
 }
 
 static int reduce_binomial(const ccb_args *a) {
     int p, r;
     CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
-    CCB_CHECK(ccb_reduce_binomial_raw(a->sendbuf, a->recvbuf, a->scratch, a->count, a->dtype,
-                                      a->op, a->root, a->comm));
+    CCB_CHECK(ccb_reduce_binomial_raw(a, a->root));
     return r == a->root ? ccb_finish_avg(a->recvbuf, a->count, a->dtype, a->op, p) : MPI_SUCCESS;
 }
 

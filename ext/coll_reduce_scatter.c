@@ -4,45 +4,6 @@
 #include <limits.h>
 #include "coll.h"
 
-#define NSLOTS 2
-
-int ccb_ring_reduce_step(const void *src, size_t slen, int right,
-                         const void *in, void *out, size_t rlen, int left,
-                         void *stage, size_t stage_bytes, int reuse, const ccb_args *a) {
-    size_t es = ccb_dtype_size(a->dtype), seg = ccb_segment_bytes(a);
-    size_t ks = ccb_nseg(slen * es, seg), kr = ccb_nseg(rlen * es, seg);
-    size_t stride = (rlen / kr + 1) * es;
-    int slots = reuse && kr > NSLOTS && NSLOTS * stride <= stage_bytes;
-    const char *s = src, *x = in;
-    char *o = out, *st = stage;
-#define RSTART(j) (ccb_block_start(rlen, (int)kr, (int)(j)) * es)
-#define RLEN(j) (ccb_block_len(rlen, (int)kr, (int)(j)) * es)
-#define RPTR(j) (st + (slots ? ((j) % NSLOTS) * stride : RSTART(j)))
-    MPI_Request rq[NSLOTS];
-    ccb_reqs sq;
-    ccb_reqs_init(&sq);
-    int rc = MPI_SUCCESS;
-    for (size_t j = 0; j < kr && j < NSLOTS && rc == MPI_SUCCESS; j++)
-        rc = MPI_Irecv(RPTR(j), (int)RLEN(j), MPI_BYTE, left, CCB_TAG, a->comm, &rq[j]);
-    for (size_t j = 0; j < ks && rc == MPI_SUCCESS; j++)
-        rc = ccb_isend(&sq, s + ccb_block_start(slen, (int)ks, (int)j) * es,
-                       ccb_block_len(slen, (int)ks, (int)j) * es, right, CCB_TAG, a->comm);
-    for (size_t j = 0; j < kr && rc == MPI_SUCCESS; j++) {
-        rc = MPI_Wait(&rq[j % NSLOTS], MPI_STATUS_IGNORE);
-        if (rc == MPI_SUCCESS)
-            rc = ccb_reduce3(x + RSTART(j), RPTR(j), o + RSTART(j), RLEN(j) / es, a->dtype, a->op);
-        if (rc == MPI_SUCCESS && j + NSLOTS < kr)
-            rc = MPI_Irecv(RPTR(j + NSLOTS), (int)RLEN(j + NSLOTS), MPI_BYTE, left, CCB_TAG,
-                           a->comm, &rq[j % NSLOTS]);
-    }
-#undef RSTART
-#undef RLEN
-#undef RPTR
-    if (rc == MPI_SUCCESS) rc = ccb_waitall(&sq);
-    ccb_reqs_free(&sq);
-    return rc;
-}
-
 static int in_place(const ccb_args *a, int r) {
     return (const char *)a->recvbuf == (const char *)a->sendbuf + (size_t)r * a->count * ccb_dtype_size(a->dtype);
 }
@@ -81,8 +42,8 @@ static int redscat_ring(const ccb_args *a) {
         int sb = ccb_mod(r - s - 1, p), rb = ccb_mod(r - s - 2, p), last = s == p - 2;
         const char *src = s == 0 ? in + (size_t)sb * bytes : tmp + (size_t)((s - 1) % 2) * bytes;
         char *acc = last ? (char *)a->recvbuf : tmp + (size_t)(s % 2) * bytes;
-        CCB_CHECK(ccb_ring_reduce_step(src, n, right, in + (size_t)rb * bytes, acc, n, left,
-                                       last ? tmp + (size_t)(s % 2) * bytes : acc, bytes, last, a));
+        CCB_CHECK(ccb_reduce_exchange(src, n, right, in + (size_t)rb * bytes, acc, n, left, 0,
+                                      last ? tmp + (size_t)(s % 2) * bytes : acc, bytes, last, a));
     }
     return ccb_finish_avg(a->recvbuf, n, a->dtype, a->op, p);
 }
@@ -95,8 +56,8 @@ static size_t ring_scratch(size_t count, size_t elsize, int p) {
 /* Recursive halving: lg q exchanges of half the remaining vector with
  * partner v ^ mask (ccb_fold_* for non-powers of two: virtual rank v owns the
  * blocks of its real ranks, contiguous).  Partial sums live in scratch
- * (acc: p blocks; then incoming data: p blocks); the last step writes this
- * rank's block straight into recvbuf. */
+ * (acc: p blocks; then staging for incoming data); the last step writes
+ * this rank's block straight into recvbuf (a folded rank copies it out). */
 static int redscat_recursive_halving(const ccb_args *a) {
     int p, r;
     CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
@@ -105,13 +66,14 @@ static int redscat_recursive_halving(const ccb_args *a) {
     char *out = a->recvbuf, *acc = a->scratch, *tmp = (char *)a->scratch + all;
     if (p == 1) return ccb_reduce_one_rank(a);
     int q = ccb_pof2_floor(p), rem = p - q, v = ccb_fold_vrank(r, p);
-    if (r < 2 * rem && !(r & 1)) {
-        CCB_CHECK(ccb_send(in, all, r + 1, CCB_TAG, a->comm));
+    int folded = r < 2 * rem;
+    if (folded && !(r & 1)) {
+        CCB_CHECK(ccb_send_segments(in, (size_t)p * n, r + 1, a));
         return ccb_recv(out, bytes, r + 1, CCB_TAG, a->comm);
     }
-    if (r < 2 * rem) {
-        CCB_CHECK(ccb_recv(tmp, all, r - 1, CCB_TAG, a->comm));
-        CCB_CHECK(ccb_reduce3(tmp, in, acc, (size_t)p * n, a->dtype, a->op));
+    if (folded) {
+        CCB_CHECK(ccb_reduce_exchange(NULL, 0, MPI_PROC_NULL, in, acc, (size_t)p * n, r - 1, 1,
+                                      tmp, all, 1, a));
         cur = acc;
     }
 #define OFF(vb) ((size_t)ccb_fold_first((vb), p) * bytes)
@@ -119,28 +81,23 @@ static int redscat_recursive_halving(const ccb_args *a) {
     for (int mask = q / 2; mask >= 1; mask >>= 1) {
         int pv = v ^ mask, peer = ccb_fold_real(pv, p), mid = lo + (hi - lo) / 2, up = v & mask;
         int klo = up ? mid : lo, khi = up ? hi : mid, slo = up ? lo : mid, shi = up ? mid : hi;
-        size_t kb = OFF(khi) - OFF(klo);
-        CCB_CHECK(ccb_sendrecv(cur + OFF(slo), OFF(shi) - OFF(slo), peer, tmp, kb, peer,
-                               CCB_TAG, a->comm));
-        const char *x = v < pv ? cur + OFF(klo) : tmp, *y = v < pv ? tmp : cur + OFF(klo);
-        if (mask == 1) {
-            /* the kept range is this virtual rank's own: block r (and r − 1
-             * when folded); write block r where it belongs */
-            size_t mine = (size_t)r * bytes - OFF(klo);
-            CCB_CHECK(ccb_reduce3(x + mine, y + mine, out, n, a->dtype, a->op));
-            if (mine) CCB_CHECK(ccb_reduce3(x, y, acc, n, a->dtype, a->op));
-        } else {
-            CCB_CHECK(ccb_reduce3(x, y, acc + OFF(klo), kb / es, a->dtype, a->op));
-        }
+        /* the last step keeps this virtual rank's own blocks: block r goes
+         * straight to recvbuf, unless block r − 1 (folded) comes with it */
+        char *dst = mask == 1 && !folded ? out : acc + OFF(klo);
+        CCB_CHECK(ccb_reduce_exchange(cur + OFF(slo), (OFF(shi) - OFF(slo)) / es, peer,
+                                      cur + OFF(klo), dst, (OFF(khi) - OFF(klo)) / es, peer,
+                                      v > pv, tmp, all, 1, a));
         cur = acc;
         lo = klo;
         hi = khi;
     }
+    if (folded) memcpy(out, acc + (size_t)r * bytes, bytes);
 #undef OFF
     CCB_CHECK(ccb_finish_avg(out, n, a->dtype, a->op, p));
-    if (r < 2 * rem) {  /* the odd rank of a pair: block r − 1 to its owner */
-        CCB_CHECK(ccb_finish_avg(acc, n, a->dtype, a->op, p));
-        CCB_CHECK(ccb_send(acc, bytes, r - 1, CCB_TAG, a->comm));
+    if (folded) {  /* the odd rank of a pair: block r − 1 to its owner */
+        char *theirs = acc + (size_t)(r - 1) * bytes;
+        CCB_CHECK(ccb_finish_avg(theirs, n, a->dtype, a->op, p));
+        CCB_CHECK(ccb_send(theirs, bytes, r - 1, CCB_TAG, a->comm));
     }
     return MPI_SUCCESS;
 }

@@ -43,27 +43,31 @@ static int scatter_binomial(const ccb_args *a) {
     int p, r;
     CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
     size_t bytes = a->count * ccb_dtype_size(a->dtype);
-    int vr = ccb_mod(r - a->root, p), at_root = vr == 0, mask = 1;
+    int vr = ccb_mod(r - a->root, p), at_root = vr == 0, mask = 1, cnt = p;
     char *stage = at_root ? (char *)a->sendbuf : a->scratch;
-    while (mask < p) {
-        if (vr & mask) {
-            int cnt = vr + mask < p ? mask : p - vr;
-            char *dst = cnt == 1 ? (char *)a->recvbuf : stage;
-            CCB_CHECK(ccb_rooted_pieces(0, dst, 0, bytes, vr, cnt, ccb_mod(r - mask, p), a->root, p, a->comm));
-            if (cnt == 1) return MPI_SUCCESS;
-            break;
-        }
-        mask <<= 1;
+    ccb_reqs q;
+    ccb_reqs_init(&q);
+    while (mask < p && !(vr & mask)) mask <<= 1;
+    if (!at_root) {  /* this rank's subtree from its parent; a leaf's straight into recvbuf */
+        cnt = vr + mask < p ? mask : p - vr;
+        CCB_CHECK(ccb_rooted_pieces(&q, 0, cnt == 1 ? a->recvbuf : stage, 0, bytes, vr, cnt,
+                                    ccb_mod(r - mask, p), a->root, p, a->comm));
+        CCB_CHECK(ccb_waitall(&q));
+        if (cnt == 1) return MPI_SUCCESS;
     }
-    for (mask >>= 1; mask > 0; mask >>= 1) {
+    int rc = MPI_SUCCESS;
+    for (mask >>= 1; mask > 0 && rc == MPI_SUCCESS; mask >>= 1) {
         int c = vr + mask;
-        if (c >= p) continue;
-        int cnt = c + mask < p ? mask : p - c;
-        CCB_CHECK(ccb_rooted_pieces(1, at_root ? stage : stage + (size_t)(c - vr) * bytes, at_root,
-                                    bytes, c, cnt, (r + mask) % p, a->root, p, a->comm));
+        if (c < p)
+            rc = ccb_rooted_pieces(&q, 1, at_root ? stage : stage + (size_t)(c - vr) * bytes, at_root,
+                                   bytes, c, c + mask < p ? mask : p - c, (r + mask) % p, a->root,
+                                   p, a->comm);
     }
-    ccb_copy(a->recvbuf, at_root ? stage + (size_t)r * bytes : stage, bytes);
-    return MPI_SUCCESS;
+    /* own block out of the staging area while the children take theirs */
+    if (rc == MPI_SUCCESS) ccb_copy(a->recvbuf, at_root ? stage + (size_t)r * bytes : stage, bytes);
+    if (rc == MPI_SUCCESS) rc = ccb_waitall(&q);
+    ccb_reqs_free(&q);
+    return rc;
 }
 
 static size_t all_blocks(size_t count, size_t elsize, int p) {

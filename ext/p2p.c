@@ -132,3 +132,59 @@ size_t ccb_segment_bytes(const ccb_args *a) {
     if (seg > ((size_t)1 << 30)) seg = (size_t)1 << 30;
     return seg < es ? es : seg;
 }
+
+/* --- send and reduce at once ------------------------------------------------ */
+
+#define NSLOTS 2
+
+int ccb_reduce_exchange(const void *src, size_t slen, int dst,
+                        const void *in, void *out, size_t rlen, int from, int theirs_first,
+                        void *stage, size_t stage_bytes, int reuse, const ccb_args *a) {
+    size_t es = ccb_dtype_size(a->dtype), seg = ccb_segment_bytes(a);
+    size_t ks = dst == MPI_PROC_NULL ? 0 : ccb_nseg(slen * es, seg);
+    size_t kr = from == MPI_PROC_NULL ? 0 : ccb_nseg(rlen * es, seg);
+    size_t stride = kr ? (rlen / kr + 1) * es : 0;
+    int slots = reuse && kr > NSLOTS && NSLOTS * stride <= stage_bytes;
+    const char *s = src, *x = in;
+    char *o = out, *st = stage;
+    /* src overlapping out: wait for a segment's send before overwriting it
+     * (the same segment when the two coincide, else every send first) */
+    int overlap = ks && kr && s < o + rlen * es && o < s + slen * es;
+    int same = overlap && s == o && slen == rlen;
+#define SSTART(j) (ccb_block_start(slen, (int)ks, (int)(j)) * es)
+#define SLEN(j) (ccb_block_len(slen, (int)ks, (int)(j)) * es)
+#define RSTART(j) (ccb_block_start(rlen, (int)kr, (int)(j)) * es)
+#define RLEN(j) (ccb_block_len(rlen, (int)kr, (int)(j)) * es)
+#define RPTR(j) (st + (slots ? ((j) % NSLOTS) * stride : RSTART(j)))
+    MPI_Request rq[NSLOTS];
+    ccb_reqs sq;
+    ccb_reqs_init(&sq);
+    int rc = MPI_SUCCESS;
+    for (size_t j = 0; j < kr && j < NSLOTS && rc == MPI_SUCCESS; j++)
+        rc = MPI_Irecv(RPTR(j), (int)RLEN(j), MPI_BYTE, from, CCB_TAG, a->comm, &rq[j]);
+    for (size_t j = 0; j < ks && rc == MPI_SUCCESS; j++)
+        rc = ccb_isend(&sq, s + SSTART(j), SLEN(j), dst, CCB_TAG, a->comm);
+    if (rc == MPI_SUCCESS && overlap && !same) rc = ccb_waitall(&sq);
+    for (size_t j = 0; j < kr && rc == MPI_SUCCESS; j++) {
+        rc = MPI_Wait(&rq[j % NSLOTS], MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && same) rc = MPI_Wait(&sq.r[j], MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS)
+            rc = theirs_first ? ccb_reduce3(RPTR(j), x + RSTART(j), o + RSTART(j), RLEN(j) / es, a->dtype, a->op)
+                              : ccb_reduce3(x + RSTART(j), RPTR(j), o + RSTART(j), RLEN(j) / es, a->dtype, a->op);
+        if (rc == MPI_SUCCESS && j + NSLOTS < kr)
+            rc = MPI_Irecv(RPTR(j + NSLOTS), (int)RLEN(j + NSLOTS), MPI_BYTE, from, CCB_TAG,
+                           a->comm, &rq[j % NSLOTS]);
+    }
+#undef SSTART
+#undef SLEN
+#undef RSTART
+#undef RLEN
+#undef RPTR
+    if (rc == MPI_SUCCESS) rc = ccb_waitall(&sq);  /* waited-for requests are MPI_REQUEST_NULL */
+    ccb_reqs_free(&sq);
+    return rc;
+}
+
+int ccb_send_segments(const void *buf, size_t n, int dst, const ccb_args *a) {
+    return ccb_reduce_exchange(buf, n, dst, NULL, NULL, 0, MPI_PROC_NULL, 0, NULL, 0, 0, a);
+}
