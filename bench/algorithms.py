@@ -49,6 +49,8 @@ def parse():
     ap.add_argument("--ring-sizes", default=",".join(str(s) for s in RING_SIZES))
     ap.add_argument("--no-ring", action="store_true", help="skip (a)")
     ap.add_argument("--rounds", type=int, default=5, help="(a): interleaved rounds per size")
+    ap.add_argument("--table-rounds", type=int, default=3,
+                    help="(c): interleaved rounds per size and placement")
     ap.add_argument("--collectives", default="", help="comma-separated; default all; none: (a) only")
     ap.add_argument("--dtype", default="fp32")
     ap.add_argument("--json", default="", help="also write the numbers here")
@@ -111,25 +113,30 @@ class Bench:
         rate = nbytes / best
         return self.comm.bcast(rate if self.rank == 0 else None)
 
-    def ping_pong(self, sizes):
-        """One-way seconds between ranks 0 and 1 (others wait) per size."""
+    def ping_pong(self, sizes, exchange=False):
+        """Seconds per message between ranks 0 and 1 (others wait) per size:
+        half a round trip, or (`exchange`) one MPI_Sendrecv with both ranks
+        sending at once, as they do inside the collectives."""
         from mpi4py import MPI
         out = []
         for n in sizes:
             buf = np.ones(max(n, 1), np.uint8)[:n]
+            other = np.ones(max(n, 1), np.uint8)[:n]
             reps = int(min(1000, max(10, 5e8 / max(n, 1))))
             best = math.inf
             for _ in range(3):
                 self.comm.Barrier()
                 t0 = MPI.Wtime()
                 for _ in range(reps):
-                    if self.rank == 0:
+                    if self.rank < 2 and exchange:
+                        self.comm.Sendrecv(buf, 1 - self.rank, 7, other, 1 - self.rank, 7)
+                    elif self.rank == 0:
                         self.comm.Send(buf, 1, 7)
                         self.comm.Recv(buf, 1, 7)
                     elif self.rank == 1:
                         self.comm.Recv(buf, 0, 7)
                         self.comm.Send(buf, 0, 7)
-                best = min(best, (MPI.Wtime() - t0) / reps / 2)
+                best = min(best, (MPI.Wtime() - t0) / reps / (1 if exchange else 2))
             out.append(self.comm.bcast(best if self.rank == 0 else None))
         return out
 
@@ -248,13 +255,19 @@ def main():
     top = max(sizes)
     pp_sizes = sorted({8, 64, 512, 4 << 10, 64 << 10, 1 * MiB, top // 8, top // 4, top // 2, top})
     one_way = b.ping_pong(pp_sizes)
-    alpha, beta = fit_alpha_beta(pp_sizes, one_way)
+    both_ways = b.ping_pong(pp_sizes, exchange=True)
+    alpha, beta1 = fit_alpha_beta(pp_sizes, one_way)
+    _, beta = fit_alpha_beta(pp_sizes, both_ways)
     gamma = b.gamma(dt, top)
-    res.update(alpha=alpha, beta=beta, gamma=gamma, ping_pong=dict(zip(pp_sizes, one_way)))
-    say(f"\n(b) ping-pong rank 0 <-> 1: α = {alpha * 1e6:.2f} µs, β = 1/({1e-9 / beta:.2f} GB/s) "
-        f"(fitted over {_size(top // 10)}-{_size(top)}); γ (engine's {dt.name} sum, out = a + b, "
+    res.update(alpha=alpha, beta=beta, beta_one_way=beta1, gamma=gamma,
+               ping_pong=dict(zip(pp_sizes, one_way)), exchange=dict(zip(pp_sizes, both_ways)))
+    say(f"\n(b) ping-pong rank 0 <-> 1: α = {alpha * 1e6:.2f} µs (8 B, one way); β = "
+        f"1/({1e-9 / beta:.2f} GB/s) with both ranks sending at once (MPI_Sendrecv), as in the "
+        f"collectives (one way alone: 1/({1e-9 / beta1:.2f} GB/s)); slopes over "
+        f"{_size(top // 10)}-{_size(top)}; γ (engine's {dt.name} sum, out = a + b, "
         f"{_size(top)}) = 1/({1e-9 / gamma:.2f} GB/s)")
-    say("# ping-pong one-way µs: " + ", ".join(f"{_size(s)} {t * 1e6:.1f}" for s, t in zip(pp_sizes, one_way)))
+    say("# one way / exchange µs: " + ", ".join(f"{_size(s)} {t * 1e6:.1f}/{u * 1e6:.1f}"
+                                                for s, t, u in zip(pp_sizes, one_way, both_ways)))
 
     names = [n for n in (args.collectives.split(",") if args.collectives else collectives.NAMES)]
     rows = []
@@ -268,38 +281,61 @@ def main():
                 continue
             vec = coll.engine_vectors(rank, p, lay)
             root = p - 1 if coll.rooted else 0
-            times = {a: b.time(coll.name, a, send, recv, lay.engine_count, dt, vectors=vec, root=root)
-                     for a in algs}
+            def timed(sbuf, rbuf):  # median of interleaved rounds, as in (a)
+                got = {a: [] for a in algs}
+                for _ in range(args.table_rounds):
+                    for a in algs:
+                        got[a].append(b.time(coll.name, a, sbuf, rbuf, lay.engine_count, dt,
+                                             vectors=vec, root=root,
+                                             iters=max(3, b.iters_for(sbuf.nbytes + rbuf.nbytes)
+                                                       // args.table_rounds)))
+                return {a: float(np.median(v)) for a, v in got.items()}
+
+            times, inplace = timed(send, recv), {}
+            if s == max(sizes) and "in_place" in coll.placements:
+                isend, irecv = coll.inplace_buffers(lambda k, d: np.zeros(k, d.storage), dt, rank, lay)
+                isend[...] = send[:isend.size]
+                inplace = timed(isend, irecv)
+                del isend, irecv
             for a in algs:
                 bw = lay.size / times[a] * coll.bus_factor(p) / 1e9
+                bw_ip = lay.size / inplace[a] * coll.bus_factor(p) / 1e9 if a in inplace else None
                 pred = None
                 if a != "mpi":
                     tp = predict(coll.name, a, lay.size, p, alpha, beta,
                                  gamma if coll.reduces else 0.0, 256 << 10)
                     pred = lay.size / tp * coll.bus_factor(p) / 1e9 if tp > 0 else None
                 rows.append({"collective": coll.name, "algorithm": a, "size": lay.size,
-                             "time_us": times[a] * 1e6, "busbw": bw,
+                             "time_us": times[a] * 1e6, "busbw": bw, "busbw_in_place": bw_ip,
                              "vs_mpi": times["mpi"] / times[a], "predicted_busbw": pred})
             del send, recv
     res["table"] = rows
 
-    say("\n(c) busbw (GB/s) by algorithm and size; vs mpi = mpi time / this time; "
-        "predicted = α-β-γ busbw; measured / predicted at the largest size\n")
-    say("| collective | algorithm | size | time (µs) | busbw | vs mpi | predicted | measured / predicted |")
-    say("|---|---|---|---|---|---|---|---|")
-    largest = {}
+    say("\n(c) busbw (GB/s) by algorithm and size, out-of-place, with the ratio to mpi in "
+        "parentheses (mpi time / this time); at the largest size also in place, the α-β-γ "
+        "prediction, and measured / predicted for the better placement (out-of-place adds local "
+        "copies the model leaves out: the own block, the root's buffer)\n")
+    by_alg = {}
     for r in rows:
-        largest[(r["collective"], r["algorithm"])] = max(largest.get((r["collective"], r["algorithm"]), 0), r["size"])
+        by_alg.setdefault((r["collective"], r["algorithm"]), {})[r["size"]] = r
+    all_sizes = sorted({r["size"] for r in rows if r["collective"] != "hypercube"})
+    say("| collective | algorithm | " + " | ".join(_size(x) for x in all_sizes)
+        + " | in place | predicted | measured / predicted |")
+    say("|---|---|" + "---|" * (len(all_sizes) + 3))
     short = []
-    for r in rows:
-        pred = r["predicted_busbw"]
-        frac = r["busbw"] / pred if pred else None
-        top = r["size"] == largest[(r["collective"], r["algorithm"])]
-        if top and frac is not None and frac < 0.7:
-            short.append(f"{r['collective']}/{r['algorithm']} {frac:.2f}")
-        say(f"| {r['collective']} | {r['algorithm']} | {_size(r['size'])} | {r['time_us']:.1f} | "
-            f"{r['busbw']:.3f} | {r['vs_mpi']:.2f} | {'' if pred is None else f'{pred:.3f}'} | "
-            f"{'' if frac is None or not top else f'{frac:.2f}'} |")
+    for (c, a), per in by_alg.items():
+        top = per[max(per)]
+        cell = lambda r: f"{r['busbw']:.3g} ({r['vs_mpi']:.2f}×)"  # noqa: E731
+        cells = [cell(per[x]) if x in per else "" for x in all_sizes]
+        if c == "hypercube":  # its size is count × (p - 1): other columns
+            cells = [f"{cell(per[x])} at {_size(x)}" for x in sorted(per)][-len(all_sizes):]
+            cells = [""] * (len(all_sizes) - len(cells)) + cells
+        ip, pred = top["busbw_in_place"], top["predicted_busbw"]
+        frac = max(top["busbw"], ip or 0) / pred if pred else None
+        if frac is not None and frac < 0.7:
+            short.append(f"{c}/{a} {frac:.2f}")
+        say(f"| {c} | {a} | " + " | ".join(cells) + f" | {'' if ip is None else f'{ip:.3g}'} | "
+            f"{'' if pred is None else f'{pred:.3g}'} | {'' if frac is None else f'{frac:.2f}'} |")
     say(f"\nBelow 70 % of the prediction at the largest size: {', '.join(short) or 'none'}")
     if args.json and rank == 0:
         with open(args.json, "w") as f:

@@ -21,11 +21,27 @@ static size_t own_block_in_place(const ccb_args *a, int r) {
     return bytes;
 }
 
-int ccb_allgather_ring_part(char *buf, size_t n, size_t es, int shift, MPI_Comm comm) {
+/* An algorithm's first exchange, when it sends just this rank's block: the
+ * block goes to `dst` straight from sendbuf, `rbytes` arrive at `rptr`
+ * from `src`, and the block is copied into place meanwhile. */
+static int first_exchange(const ccb_args *a, int r, int dst, char *rptr, size_t rbytes, int src) {
+    ccb_reqs q;
+    ccb_reqs_init(&q);
+    int rc = ccb_irecv(&q, rptr, rbytes, src, CCB_TAG, a->comm);
+    if (rc == MPI_SUCCESS)
+        rc = ccb_isend(&q, a->sendbuf, a->count * ccb_dtype_size(a->dtype), dst, CCB_TAG, a->comm);
+    if (rc == MPI_SUCCESS) own_block_in_place(a, r);
+    if (rc == MPI_SUCCESS) rc = ccb_waitall(&q);
+    ccb_reqs_free(&q);
+    return rc;
+}
+
+/* Steps first..p-2 of the ring on the p-block partition of n elements. */
+static int ring_steps(char *buf, size_t n, size_t es, int shift, int first, MPI_Comm comm) {
     int p, r;
     CCB_CHECK(ccb_comm_info(comm, &r, &p));
     int v = ccb_mod(r - shift, p), right = (r + 1) % p, left = (r - 1 + p) % p;
-    for (int s = 0; s < p - 1; s++) {
+    for (int s = first; s < p - 1; s++) {
         int sb = ccb_mod(v - s, p), rb = ccb_mod(v - s - 1, p);
         CCB_CHECK(ccb_sendrecv(buf + ccb_block_start(n, p, sb) * es, ccb_block_len(n, p, sb) * es, right,
                                buf + ccb_block_start(n, p, rb) * es, ccb_block_len(n, p, rb) * es, left,
@@ -34,13 +50,23 @@ int ccb_allgather_ring_part(char *buf, size_t n, size_t es, int shift, MPI_Comm 
     return MPI_SUCCESS;
 }
 
+int ccb_allgather_ring_part(char *buf, size_t n, size_t es, int shift, MPI_Comm comm) {
+    return ring_steps(buf, n, es, shift, 0, comm);
+}
+
 /* Ring: p − 1 steps; step s forwards block r − s to the right and takes
- * block r − s − 1 from the left. */
+ * block r − s − 1 from the left (the first from sendbuf). */
 static int allgather_ring(const ccb_args *a) {
     int p, r;
     CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
-    own_block_in_place(a, r);
-    return ccb_allgather_ring_part(a->recvbuf, (size_t)p * a->count, ccb_dtype_size(a->dtype), 0, a->comm);
+    size_t bytes = a->count * ccb_dtype_size(a->dtype);
+    if (p == 1) {
+        own_block_in_place(a, r);
+        return MPI_SUCCESS;
+    }
+    int left = (r - 1 + p) % p;
+    CCB_CHECK(first_exchange(a, r, (r + 1) % p, (char *)a->recvbuf + (size_t)left * bytes, bytes, left));
+    return ring_steps(a->recvbuf, (size_t)p * a->count, ccb_dtype_size(a->dtype), 0, 1, a->comm);
 }
 
 /* Recursive doubling (nccl-tests' hypercube): lg q exchanges; with partner
@@ -50,16 +76,24 @@ static int allgather_ring(const ccb_args *a) {
 int ccb_allgather_recursive_doubling(const ccb_args *a) {
     int p, r;
     CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
-    size_t bytes = own_block_in_place(a, r), all = (size_t)p * bytes;
+    size_t bytes = a->count * ccb_dtype_size(a->dtype), all = (size_t)p * bytes;
     char *buf = a->recvbuf;
-    int q = ccb_pof2_floor(p), rem = p - q, v = ccb_fold_vrank(r, p);
+    int q = ccb_pof2_floor(p), rem = p - q, v = ccb_fold_vrank(r, p), mask = 1;
+#define OFF(vb) ((size_t)ccb_fold_first((vb), p) * bytes)
+    if (r >= 2 * rem && q > 1) {  /* the first exchange is this rank's block alone */
+        int pv = v ^ 1;
+        CCB_CHECK(first_exchange(a, r, ccb_fold_real(pv, p), buf + OFF(pv), OFF(pv + 1) - OFF(pv),
+                                 ccb_fold_real(pv, p)));
+        mask = 2;
+    } else {
+        own_block_in_place(a, r);
+    }
     if (r < 2 * rem && !(r & 1)) {
         CCB_CHECK(ccb_send(buf + (size_t)r * bytes, bytes, r + 1, CCB_TAG, a->comm));
         return ccb_recv(buf, all, r + 1, CCB_TAG, a->comm);
     }
     if (r < 2 * rem) CCB_CHECK(ccb_recv(buf + (size_t)(r - 1) * bytes, bytes, r - 1, CCB_TAG, a->comm));
-#define OFF(vb) ((size_t)ccb_fold_first((vb), p) * bytes)
-    for (int mask = 1; mask < q; mask <<= 1) {
+    for (; mask < q; mask <<= 1) {
         int pv = v ^ mask, peer = ccb_fold_real(pv, p);
         int mine = v & ~(mask - 1), theirs = pv & ~(mask - 1);
         CCB_CHECK(ccb_sendrecv(buf + OFF(mine), OFF(mine + mask) - OFF(mine), peer,
@@ -93,11 +127,18 @@ static int circular(ccb_reqs *q, int send, char *buf, size_t bytes, int first, i
 static int allgather_bruck(const ccb_args *a) {
     int p, r;
     CCB_CHECK(ccb_comm_info(a->comm, &r, &p));
-    size_t bytes = own_block_in_place(a, r);
+    size_t bytes = a->count * ccb_dtype_size(a->dtype);
+    if (p == 1) {
+        own_block_in_place(a, r);
+        return MPI_SUCCESS;
+    }
+    /* distance 1: this rank's block alone, straight from sendbuf */
+    CCB_CHECK(first_exchange(a, r, (r - 1 + p) % p, (char *)a->recvbuf + (size_t)((r + 1) % p) * bytes,
+                             bytes, (r + 1) % p));
     ccb_reqs q;
     ccb_reqs_init(&q);
     int rc = MPI_SUCCESS;
-    for (int d = 1; d < p && rc == MPI_SUCCESS; d <<= 1) {
+    for (int d = 2; d < p && rc == MPI_SUCCESS; d <<= 1) {
         int c = d < p - d ? d : p - d;
         rc = circular(&q, 0, a->recvbuf, bytes, (r + d) % p, c, p, (r + d) % p, a->comm);
         if (rc == MPI_SUCCESS)
