@@ -15,9 +15,7 @@ Started outside MPI, it runs itself under ``mpirun -np R`` (Open MPI, as
     over the top decade of sizes, up to the largest size of the table), γ
     from the engine's own fp32 sum at that size; then every own algorithm at
     the largest size against its α-β-γ
-    prediction (`ccbench_kit.theory.predict_time`; sendrecv, permute,
-    hypercube and alltoallv, which have no model there, use the one written
-    next to them below);
+    prediction (`ccbench_kit.theory.predict_time`, THEORY.md's costs);
 (c) a table algorithm × size × busbw, with the ratio to ``mpi`` and the
     prediction.
 
@@ -167,24 +165,6 @@ def fit_alpha_beta(sizes, times):
     return float(times[0]), float(beta)
 
 
-# -- models the theory package lacks (same α-β-γ form as theory.models) -------
-
-def predict(coll, alg, size, p, alpha, beta, gamma, segment_bytes):
-    from ccbench_kit import theory
-    if theory.has_model(coll, alg):
-        return theory.predict_time(coll, alg, size, p, alpha, beta, gamma,
-                                   segment_bytes=segment_bytes)
-    lg = math.ceil(math.log2(p)) if p > 1 else 0
-    if coll in ("sendrecv", "permute"):      # one message each way, concurrently
-        return alpha + size * beta
-    if coll == "hypercube":                  # recursive-doubling all-gather of p·count
-        return theory.predict_time("all_gather", "recursive_doubling", size * p / (p - 1), p,
-                                   alpha, beta) if p > 1 else 0.0
-    if coll == "alltoallv":                  # pairwise / direct: p - 1 messages, size·(p-1)/p out
-        return (p - 1) * alpha + (p - 1) / p * size * beta
-    raise KeyError((coll, alg, lg))
-
-
 # -- the run ------------------------------------------------------------------
 
 def buffers(coll, size, dtype, p, rank):
@@ -201,7 +181,7 @@ def main():
         return relaunch(args)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from mpi4py import MPI
-    from ccbench_kit import collectives
+    from ccbench_kit import collectives, theory
     from ccbench_kit.dtypes import get_dtype
 
     comm = MPI.COMM_WORLD
@@ -302,8 +282,9 @@ def main():
                 bw_ip = lay.size / inplace[a] * coll.bus_factor(p) / 1e9 if a in inplace else None
                 pred = None
                 if a != "mpi":
-                    tp = predict(coll.name, a, lay.size, p, alpha, beta,
-                                 gamma if coll.reduces else 0.0, 256 << 10)
+                    tp = theory.predict_time(coll.name, a, lay.size, p, alpha, beta,
+                                             gamma if coll.reduces else 0.0,
+                                             segment_bytes=256 << 10)
                     pred = lay.size / tp * coll.bus_factor(p) / 1e9 if tp > 0 else None
                 rows.append({"collective": coll.name, "algorithm": a, "size": lay.size,
                              "time_us": times[a] * 1e6, "busbw": bw, "busbw_in_place": bw_ip,
