@@ -3,6 +3,7 @@
 Both tools take 8, 1K, 64M, 1G (nccl-tests) and 1kb, 1MB, 2GB (nccom-test);
 every unit is a power of 1024, as in both tools.
 """
+import math
 import re
 
 from .errors import ConfigError
@@ -60,15 +61,15 @@ def sweep(minbytes, maxbytes, stepfactor=None, stepbytes=None):
             factor = float(stepfactor)
         except ValueError:
             factor = parse_size(stepfactor, "-f/--stepfactor")
-        if factor <= 1:
+        if not factor > 1:  # NaN too
             raise ConfigError(f"step factor must be > 1, got {stepfactor}", "-f/--stepfactor")
         if minbytes == 0:
             raise ConfigError("a step factor needs a minimum size above 0", "-b/--minbytes")
+        _check_count(int(math.log(maxbytes / minbytes) / math.log(factor)) + 1, "-f/--stepfactor")
         sizes, s = [], minbytes
         while s <= maxbytes:
             if not sizes or int(s) != sizes[-1]:
                 sizes.append(int(s))
-            _check_count(len(sizes), "-f/--stepfactor")
             s = s * factor
         return sizes
     step = parse_size(stepbytes, "-i/--stepbytes") if stepbytes is not None \
