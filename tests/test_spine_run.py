@@ -88,7 +88,8 @@ def test_in_process_under_users_mpirun(mpirun, tmp_path):
         "import ccbench_kit as ccb\n"
         f"ds = ccb.run('all_reduce', sizes=['4K'], algorithms=['ring'], iters=3, warmup=1, check='all_ones', out=r'{tmp_path}/ip.nc')\n"
         "from mpi4py import MPI\n"
-        "print('RANK', MPI.COMM_WORLD.Get_rank(), ds is None or dict(ds.sizes))\n")
+        "got = MPI.COMM_WORLD.gather(ds is None or dict(ds.sizes))\n"
+        "if got: print('\\n'.join(f'RANK {r} {g}' for r, g in enumerate(got)), flush=True)\n")
     proc = mpirun(3, code, timeout=120)
     assert proc.returncode == 0, proc.stderr
     lines = sorted(l for l in proc.stdout.splitlines() if l.startswith("RANK"))
