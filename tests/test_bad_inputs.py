@@ -12,9 +12,7 @@ import pytest
 
 from ccbench_kit.cli import main
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "nccl-tests"
-if not FIXTURES.exists():  # a checkout with shared/ inside it
-    FIXTURES = Path(__file__).resolve().parents[1] / "shared" / "fixtures" / "nccl-tests"
+FIXTURES = Path(__file__).parent / "data" / "baselines"  # copies of ../shared/fixtures/nccl-tests
 AR = FIXTURES / "all_reduce_h200x2.txt"
 AG = FIXTURES / "all_gather_h200x2.txt"
 

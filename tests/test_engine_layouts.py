@@ -10,7 +10,7 @@ from ccbench_kit.collectives.alltoallv import distance_weighted
 from ccbench_kit.dtypes import get_dtype
 from ccbench_kit.errors import ConfigError
 
-FIXTURES = Path("/work/shared/fixtures/nccl-tests")
+FIXTURES = Path(__file__).parent / "data" / "baselines"  # copies of ../shared/fixtures/nccl-tests
 
 # p = 4 ranks, fp32, 1000 B requested:
 # (size, count, send elems, recv elems, bus factor), computed by hand.
