@@ -136,8 +136,9 @@ def _reducescatter_pat(n, p, k):
 
 
 def _alltoall_linear(n, p, k):
-    # pairwise exchange and direct: p-1 messages of n/p each
-    return p - 1, _frac(p) * n, 0 * n
+    # pairwise exchange and direct: p-1 messages of n/p each, plus the copy
+    # of the rank's own block out of place: THEORY.md's (p-1)α + nβ
+    return p - 1, 1.0 * n, 0 * n
 
 
 def _alltoall_bruck(n, p, k):
