@@ -56,6 +56,9 @@ def save(data, path):
         for name in rest:
             parts[name].to_netcdf(tmp, engine="h5netcdf", mode="a", group=name,
                                   encoding=_encoding(parts[name]))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it 0600; results are for sharing
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
