@@ -3,6 +3,7 @@ import shlex
 import sys
 
 from .. import api
+from ..dataset.schema import library_name
 from ..table import format_table
 from ..units import format_size
 from .cluster import add_launch_arguments, launch_options
@@ -135,9 +136,8 @@ def main(args):
         kw.pop("out")
         results = api.run_many(names, args.nworkers, None, out=out, **kw)
     for name, ds in results.items():
-        library = ds.attrs.get("library", "").split(",")[0]
         print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
-              f"{ds.attrs['backend']} ({library}), {ds.attrs['warmup']} warm-up + "
+              f"{ds.attrs['backend']} ({library_name(ds.attrs)}), {ds.attrs['warmup']} warm-up + "
               f"{ds.attrs['iters']} iterations" + _groups_note(ds))
         for line in format_table(ds, stats=args.stats, show_io=args.show_input_output_size):
             print(line)

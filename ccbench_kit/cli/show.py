@@ -1,6 +1,7 @@
 """``ccbench show FILE``: the table of a results file, as ``run`` printed it."""
 from ..dataset import open_parts
 from ..dataset.io import analysis_ready
+from ..dataset.schema import library_name
 from ..table import format_table
 
 
@@ -18,7 +19,7 @@ def main(args):
         ds = analysis_ready(ds)  # a big run is summarized from disk, chunk by chunk
         a = ds.attrs
         print(f"# {name}: {a.get('nranks')} ranks, {a.get('dtype')}, backend {a.get('backend')} "
-              f"({str(a.get('library', '')).split(',')[0]}), created {a.get('created')}"
+              f"({library_name(a)}), created {a.get('created')}"
               + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE"))
         for line in format_table(ds, stats=args.stats, rank_stat=args.rank_stat):
             print(line)

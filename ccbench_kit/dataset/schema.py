@@ -73,6 +73,11 @@ def make_dataset(*, algorithms, placements, sizes, counts, in_bytes, out_bytes,
     return ds
 
 
+def library_name(attrs):
+    """The `library` attr without build details ("Open MPI v4.1.4")."""
+    return str(attrs.get("library", "")).split(",")[0].strip()
+
+
 def attr_json(ds, name, default=None):
     """A JSON-encoded attr decoded (``hosts``, ``env``...)."""
     raw = ds.attrs.get(name, "")

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 from dataclasses import dataclass, field
 
+from ..dataset.schema import library_name
 from ..dataset.stats import check_stat
 from ..errors import ConfigError
 
@@ -168,7 +169,7 @@ def show_header(ctx):
         a = ds.attrs
         lines.append(f"- **{name}**: {a.get('nranks')} ranks on {_hosts(ds)}, {a.get('dtype')}"
                      + (f", op {a.get('op')}" if a.get("op") else "")
-                     + f", backend {a.get('backend')} ({a.get('library')}), timing "
+                     + f", backend {a.get('backend')} ({library_name(a)}), timing "
                      f"{a.get('timing')}, {a.get('warmup')} warm-up + {a.get('iters')} measured "
                      f"iterations, algorithms {', '.join(str(x) for x in ds['algorithm'].values)}"
                      + (f", check {a.get('check')}" if a.get("check") else "")
@@ -470,7 +471,7 @@ def show_compare(ctx):
         ds = next(iter(parts.values()))
         lines.append(f"- **{label}**{' (reference)' if label == ctx.reference else ''}: "
                      f"{', '.join(parts)}; {ds.attrs.get('nranks')} ranks, backend "
-                     f"{ds.attrs.get('backend')} ({ds.attrs.get('library')}), "
+                     f"{ds.attrs.get('backend')} ({library_name(ds.attrs)}), "
                      f"{ds.attrs.get('created') or ds.attrs.get('source') or ''}")
     lines += ["", f"Ratios are busbw / the reference's busbw ({ctx.stats[0]} over iterations "
               "of the max over ranks), at the sizes both have; > 1 is faster."]
