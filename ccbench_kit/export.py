@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from ._files import atomic_write_text
 from .dataset.schema import attr_json
 from .dataset.stats import check_stat
 from .errors import ConfigError
@@ -78,7 +79,7 @@ def write_csv(parts, path, stats=DEFAULT_STATS, rank_stat="max"):
     if path in (None, "-"):
         frame.to_csv(sys.stdout, index=False)
     else:
-        frame.to_csv(path, index=False)
+        atomic_write_text(path, frame.to_csv(index=False))
     return frame
 
 
@@ -139,7 +140,7 @@ def write_aws(parts, folder, mode="ami", pattern=None, topo=False, nodes=None,
         if path in written:
             stem = fname[:-len("_results.csv")]
             path = os.path.join(folder, f"{stem}_{name}_results.csv")
-        summary_frame(ds, stats, rank_stat, name).to_csv(path, index=False)
+        atomic_write_text(path, summary_frame(ds, stats, rank_stat, name).to_csv(index=False))
         written.append(path)
     return written
 

@@ -40,3 +40,19 @@ def test_save_never_leaves_a_half_written_file(tmp_path, monkeypatch):
         io.save(broken, path)
     assert path.read_bytes() == before
     assert [f for f in os.listdir(tmp_path) if f != "r.nc"] == []
+
+
+def test_atomic_write_text_replaces_whole_files(tmp_path):
+    from ccbench_kit._files import atomic_write_text
+    path = tmp_path / "sub" / "x.json"
+    atomic_write_text(path, "one\n")
+    atomic_write_text(path, "two\n")
+    assert path.read_text() == "two\n"
+    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    assert sorted(p.name for p in path.parent.iterdir()) == ["x.json"]
+
+
+def _umask():
+    m = os.umask(0)
+    os.umask(m)
+    return m

@@ -14,6 +14,8 @@ import tempfile
 
 import xarray as xr
 
+from .._files import keep_usual_permissions
+
 from ..errors import CCBenchError
 from .schema import SCHEMA
 
@@ -56,9 +58,7 @@ def save(data, path):
         for name in rest:
             parts[name].to_netcdf(tmp, engine="h5netcdf", mode="a", group=name,
                                   encoding=_encoding(parts[name]))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it 0600; results are for sharing
+        keep_usual_permissions(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

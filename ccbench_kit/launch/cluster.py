@@ -19,6 +19,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
+from .._files import atomic_write_text
 from ..errors import ConfigError, RunError
 
 DEFAULT_SCHEDULER_FILE = os.path.join("~", ".ccbench", "scheduler.json")
@@ -185,10 +186,7 @@ def _refuse_running(path):
 
 
 def _write_state(info):
-    tmp = _state_path(info.scheduler_file) + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(asdict(info), f)
-    os.replace(tmp, _state_path(info.scheduler_file))
+    atomic_write_text(_state_path(info.scheduler_file), json.dumps(asdict(info)))
 
 
 def read_state(scheduler_file=None, missing_ok=False):

@@ -14,6 +14,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from .._files import atomic_write_text
 from ..errors import ConfigError
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+$")
@@ -96,11 +97,7 @@ def write_hostfile(hosts, path):
     """Write one host a line, with Open MPI's ``slots=N`` where a `Host` has it."""
     hosts = [h if isinstance(h, Host) else Host(str(h)) for h in hosts]
     text = "".join(f"{h.name} slots={h.slots}\n" if h.slots else f"{h.name}\n" for h in hosts)
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, text)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import json
 import math
 import os
 
+from .._files import atomic_write_text
 from .nccl_tests import nccl_tests_json
 from .nccom_test import nccom_test_json
 
@@ -45,11 +46,8 @@ def write_json(results, path, fmt="nccom-test", **options):
     for name, ds in results.items():
         doc = make(ds, **{k: v for k, v in options.items()
                           if k in make.__code__.co_varnames})
-        target = paths[name]
-        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-        with open(target, "w", encoding="utf-8") as f:
-            json.dump(_nan_as_string(doc), f, indent=1, allow_nan=False)
-            f.write("\n")
+        atomic_write_text(paths[name], json.dumps(_nan_as_string(doc), indent=1,
+                                                  allow_nan=False) + "\n")
     return list(paths.values())
 
 

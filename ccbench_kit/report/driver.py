@@ -5,6 +5,7 @@ import os
 from pathlib import Path
 
 from .._optional import require
+from .._files import atomic_write_text
 from ..errors import CCBenchError, ConfigError
 
 KERNEL = "ccbench"
@@ -103,8 +104,4 @@ def write_html(executed, output, title=""):
                             exclude_input_prompt=True, exclude_output_prompt=True)
     exporter.register_preprocessor(TagRemovePreprocessor(config=cfg), enabled=True)
     body, _ = exporter.from_notebook_node(nb)
-    output = Path(output)
-    tmp = Path(str(output) + ".tmp")
-    tmp.write_text(body, encoding="utf-8")
-    os.replace(tmp, output)
-    return str(output)
+    return atomic_write_text(output, body)

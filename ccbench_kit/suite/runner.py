@@ -13,6 +13,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from .._files import atomic_write_text
 from ..errors import CCBenchError, ConfigError, RunError
 
 MANIFEST = "manifest.json"
@@ -53,10 +54,7 @@ def write_manifest(suite, entries, mode):
     data = {"name": suite.name, "spec": suite.path, "mode": mode,
             "updated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "combinations": [e.__dict__ for e in entries]}
-    path = _manifest_path(suite)
-    with open(path + ".tmp", "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(path + ".tmp", path)
+    atomic_write_text(_manifest_path(suite), json.dumps(data, indent=1))
 
 
 def read_manifest(suite):
