@@ -10,11 +10,10 @@ must align with its parent.  A suite's tree nests its runs
 """
 import json
 import os
-import tempfile
 
 import xarray as xr
 
-from .._files import keep_usual_permissions
+from .._files import atomic_write
 
 from ..errors import CCBenchError
 from .schema import SCHEMA
@@ -45,12 +44,8 @@ def save(data, path):
     renamed over it.
     """
     parts = _as_parts(data)
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ccb-", suffix=".nc.tmp", dir=folder)
-    os.close(fd)
-    try:
+
+    def write(tmp):
         first, *rest = parts
         ds0 = parts[first].copy()
         ds0.attrs["collectives"] = json.dumps(list(parts))
@@ -58,13 +53,7 @@ def save(data, path):
         for name in rest:
             parts[name].to_netcdf(tmp, engine="h5netcdf", mode="a", group=name,
                                   encoding=_encoding(parts[name]))
-        keep_usual_permissions(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return atomic_write(path, write)
 
 
 def _as_parts(data):
