@@ -59,12 +59,13 @@ def run_nccl_tests(bindir, coll, nranks, a, out, maxbytes=None, tag=""):
     return data, time.time() - t0
 
 
-def run_ours(coll, nranks, a, out, maxbytes=None, tag=""):
+def run_ours(coll, nranks, a, out, maxbytes=None, tag="", extra=()):
     nc = os.path.join(out, f"ccbench_{coll}{tag}.nc")
     cmd = [sys.executable, "-m", "ccbench_kit", "run", coll, "-r", str(nranks),
            "-b", str(a.minbytes), "-e", str(maxbytes or a.maxbytes), "-f", str(a.stepfactor),
            "-w", str(a.warmup), "-n", str(a.iters), "-d", a.dtype, "--backend", "nccl",
-           "--algorithms", "nccl", "--timing", a.timing, "--out", nc, "--non-interactive"]
+           "--algorithms", "nccl", "--timing", a.timing, "--out", nc, "--non-interactive",
+           *extra]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=a.timeout,
                        cwd=ROOT)

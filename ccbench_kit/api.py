@@ -40,7 +40,8 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
                 stepfactor=None, stepbytes=None, algorithms=("mpi",), dtype="fp32",
                 op="sum", root=0, placement="both", warmup=5, iters=20, agg_iters=1,
                 blocking=False, check=None, seed=None, stats=("avg",), backend="mpi",
-                out=None, command="", timeout=None, skip_oversize=False, split=None,
+                out=None, command="", timeout=None, skip_oversize=False, checkpoint_every=None,
+                split=None,
                 data_parallel_dimension=None, replica_groups=None, alltoallv_metadata=None,
                 src_target_pairs=None, unique_buff=False, coalesced_ratio=None, timing="",
                 backend_options=None):
@@ -71,6 +72,11 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
         cfg.options["timeout"] = float(timeout)
     if skip_oversize:
         cfg.options["skip_oversize"] = True
+    if checkpoint_every is not None:
+        if not checkpoint_every >= 0:
+            raise ConfigError(f"must be a number of seconds >= 0, got {checkpoint_every}",
+                              "--checkpoint-every")
+        cfg.options["checkpoint_every"] = float(checkpoint_every)
     cfg.timing = timing or ""
     cfg.options.update(backend_options or {})
     cfg.validate(backend_algorithms(backend, coll.name))
@@ -141,6 +147,10 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         1 s per 50 MB). Sizes done before are kept in `out`.
     skip_oversize : bool
         Skip sizes that don't fit in memory instead of stopping there.
+    checkpoint_every : float, optional
+        Seconds between rewrites of the results file while the sweep runs
+        (default 0: after every size).  Each rewrite leaves the GPUs idle for
+        tens of ms, which changes the latency of the next small size.
     split, data_parallel_dimension, replica_groups : optional
         Replica groups that run the collective concurrently: an
         ``NCCL_TESTS_SPLIT`` spec (``"AND 0x7"``, ``"MOD 8"``; the variable

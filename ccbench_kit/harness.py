@@ -6,6 +6,8 @@ import datetime
 import json
 import os
 import socket
+import time
+import warnings
 
 import numpy as np
 
@@ -96,6 +98,8 @@ class Sweep:
         blocks = []
         self._ranks_per_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
         ds = None
+        every = float(cfg.options.get("checkpoint_every", 0) or 0)
+        saved_at, saved_n = time.monotonic(), 0
         for k, layout in enumerate(layouts):
             if not self._fits(layout):
                 continue
@@ -106,14 +110,22 @@ class Sweep:
             start_all = comm.gather(start, root=0)
             wrong_all = checks.total_wrong(comm, wrong) if cfg.check else wrong
             if self.world_rank == 0:
-                blocks.append((layout, np.stack(lat_all, axis=2), np.stack(start_all, axis=2), wrong_all))
-                ds = self._dataset(blocks, ranks_info, offsets, complete=k == len(layouts) - 1)
+                lat_all = np.stack(lat_all, axis=2)
+                blocks.append((layout, lat_all, np.stack(start_all, axis=2), wrong_all))
                 self.emit({"event": "size", "index": k, "total": len(layouts),
-                           "size": layout.size, "busbw": _finite_max(ds.ccb.busbw().isel(size=-1))})
-                self.reporter.phase("saving")
-                self.on_partial(ds)
-        if self.world_rank == 0 and blocks and ds.attrs.get("complete") != "true":
-            # the last sizes were skipped: the run is complete without them
+                           "size": layout.size, "busbw": self._busbw(layout, lat_all)})
+                last = k == len(layouts) - 1
+                # Rewriting the file takes tens of ms, during which the GPUs
+                # idle; with --checkpoint-every the sizes in between are not
+                # written (a hard crash loses at most that many seconds).
+                if last or time.monotonic() - saved_at >= every:
+                    self.reporter.phase("saving")
+                    ds = self._dataset(blocks, ranks_info, offsets, complete=last)
+                    self.on_partial(ds)
+                    saved_at, saved_n = time.monotonic(), len(blocks)
+        if self.world_rank == 0 and blocks and (ds is None or saved_n < len(blocks)
+                                                or ds.attrs.get("complete") != "true"):
+            # the last sizes were skipped or not yet written: the run is complete without them
             ds = self._dataset(blocks, ranks_info, offsets, complete=True)
             self.on_partial(ds)
         self.reporter.phase("done")
@@ -121,6 +133,16 @@ class Sweep:
         if self.group_comm is not comm:
             self.group_comm.Free()
         return ds if self.world_rank == 0 else None
+
+    def _busbw(self, layout, lat):
+        """The best busbw of one size (GB/s) from its (algorithm, placement,
+        rank, iteration) latencies: max over ranks, mean over iterations."""
+        with warnings.catch_warnings():  # NaN where an algorithm was not available
+            warnings.simplefilter("ignore", RuntimeWarning)
+            t = np.nanmean(np.nanmax(lat, axis=2), axis=-1)
+            bw = layout.size / (t * 1e3) * self.coll.bus_factor(self.nranks)
+        bw = bw[np.isfinite(bw)]
+        return float(bw.max()) if bw.size else float("nan")
 
     def _coalesce(self, layout):
         """--coalesced-cc-size-ratio: one layout standing for its parts."""
@@ -351,8 +373,3 @@ class _fault_injection:
         if self.kind == "kill" and size == self.size:
             os.kill(os.getpid(), 9)
 
-
-def _finite_max(da):
-    v = np.asarray(da.values, dtype=float)
-    v = v[np.isfinite(v)]
-    return float(v.max()) if v.size else float("nan")

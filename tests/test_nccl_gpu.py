@@ -50,8 +50,17 @@ def _mpirun(body, timeout=420):
     """)
     env = mpirun_env()
     env.setdefault("NCCL_NVLS_ENABLE", "0")
-    p = subprocess.run(mpirun_command(NRANKS, [sys.executable, "-c", code]), capture_output=True,
-                       text=True, timeout=timeout, env=env)
+    import signal
+    proc = subprocess.Popen(mpirun_command(NRANKS, [sys.executable, "-c", code]), env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:  # take the ranks down too, and say where it stopped
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"no result in {timeout} s:\n{stdout[-3000:]}\n{stderr[-3000:]}")
+    p = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     line = next((ln for ln in p.stdout.splitlines() if "@@RESULT " in ln), None)
     assert p.returncode == 0 and line, f"rc {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
     return json.loads(line.split("@@RESULT ", 1)[1])
@@ -154,37 +163,45 @@ def test_all_reduce_ops_dtypes_and_forced_algorithms():
     assert len(ran["nccl"]) == 3 and all(ran["nccl"].values())
 
 
-def test_timing_modes_and_buffer_kinds():
-    res = _mpirun("""
-        runs = {"events": dict(timing="cuda-events"),
-                "batch": dict(timing="batch"),
-                "graph": dict(timing="graph", backend_options={"graph_launches": 3}),
-                "cumem_registered": dict(timing="cuda-events", backend_options={
-                    "mem_type": "ncclMemAlloc", "register": True}),
-                "blocking": dict(timing="cuda-events", blocking=True),
-                "unique_buff": dict(timing="batch", unique_buff=True)}
-        for name, kw in runs.items():
-            ds = ccbench_kit.run("all_reduce", sizes=[8, 1 << 20, 64 << 20], algorithms="nccl",
-                                 check="random", seed=11, backend="nccl", warmup=2, iters=5, **kw)
-            if rank == 0:
-                lat = ds["latency"].sel(placement="out_of_place").values
-                out[name] = {"wrong": ds["wrong"].values.tolist(), "timing": ds.attrs["timing"],
-                             "mem_type": ds.attrs["mem_type"], "register": ds.attrs["register"],
-                             "min": float(np.min(lat)), "busbw": ds.ccb.busbw().values.tolist(),
-                             "distinct_iters": int(len(np.unique(lat[0, -1, 0])))}
-    """)
-    for name, r in res.items():
-        assert all(w == 0 for a in r["wrong"] for p in a for w in p), (name, r)
-        assert r["min"] > 0, (name, r)
-    assert res["events"]["timing"] == "cuda-events" and res["batch"]["timing"] == "batch"
-    assert res["graph"]["timing"] == "graph"
-    assert res["cumem_registered"]["mem_type"] == "ncclMemAlloc"
-    assert res["cumem_registered"]["register"] == "true"
-    # per-iteration events give each iteration its own time; batch gives the mean
-    assert res["events"]["distinct_iters"] > 1 and res["batch"]["distinct_iters"] == 1
+TIMING_RUNS = {
+    "events": dict(timing="cuda-events"),
+    "batch": dict(timing="batch"),
+    "graph": dict(timing="graph", backend_options={"graph_launches": 3}),
+    "cumem_registered": dict(timing="cuda-events", backend_options={
+        "mem_type": "ncclMemAlloc", "register": True}),
+    "blocking": dict(timing="cuda-events", blocking=True),
+    "unique_buff": dict(timing="batch", unique_buff=True),
+}
+
+
+@pytest.mark.parametrize("name", list(TIMING_RUNS))
+def test_timing_modes_and_buffer_kinds(name):
+    kw = TIMING_RUNS[name]
+    r = _mpirun(f"""
+        ds = ccbench_kit.run("all_reduce", sizes=[8, 1 << 20, 64 << 20], algorithms="nccl",
+                             check="random", seed=11, backend="nccl", warmup=2, iters=5, **{kw!r})
+        if rank == 0:
+            lat = ds["latency"].sel(placement="out_of_place").values
+            out = {{"wrong": ds["wrong"].values.tolist(), "timing": ds.attrs["timing"],
+                   "mem_type": ds.attrs["mem_type"], "register": ds.attrs["register"],
+                   "graph_launches": ds.attrs["graph_launches"],
+                   "min": float(np.min(lat)), "busbw": ds.ccb.busbw().values.tolist(),
+                   "distinct_iters": int(len(np.unique(lat[0, -1, 0])))}}
+    """, timeout=150)
+    assert all(w == 0 for a in r["wrong"] for p in a for w in p), r
+    assert r["min"] > 0, r
+    assert r["timing"] == kw["timing"]
+    opts = kw.get("backend_options", {})
+    assert r["mem_type"] == opts.get("mem_type", "cudaMalloc")
+    assert r["register"] == ("true" if opts.get("register") else "false")
+    assert int(r["graph_launches"]) == opts.get("graph_launches", 1)
+    # per-iteration events give each iteration its own time; batch and graph the mean
+    if kw["timing"] == "cuda-events":
+        assert r["distinct_iters"] > 1, r
+    else:
+        assert r["distinct_iters"] == 1, r
     # 64 MiB over NVLink: well above PCIe speeds in every mode
-    for name, r in res.items():
-        assert r["busbw"][0][0][-1] > 50, (name, r["busbw"])
+    assert r["busbw"][0][0][-1] > 50, r["busbw"]
 
 
 def test_dataset_records_gpus_topology_and_env():

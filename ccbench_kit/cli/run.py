@@ -83,6 +83,9 @@ def add_parser(sub):
                    help="seconds one collective call may take before the run is stopped "
                         "and the ranks that did not arrive are named (default 30 s + 1 s "
                         "per 50 MB)")
+    g.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
+                   help="rewrite the results file after a size only when this many seconds "
+                        "have passed since the last write (default 0: after every size)")
     g.add_argument("--skip-oversize", action="store_true",
                    help="skip sizes that don't fit in memory instead of stopping there")
     p.set_defaults(func=main)
@@ -112,6 +115,7 @@ def main(args):
         agg_iters=args.agg_iters, blocking=bool(args.blocking), check=args.check,
         seed=args.seed, stats=args.stats, backend=args.backend, out=out,
         command=shlex.join(argv), timeout=args.timeout, skip_oversize=args.skip_oversize,
+        checkpoint_every=args.checkpoint_every,
         split=args.split, data_parallel_dimension=args.data_parallel_dimension,
         replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
         src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
