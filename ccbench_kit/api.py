@@ -149,8 +149,10 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         Skip sizes that don't fit in memory instead of stopping there.
     checkpoint_every : float, optional
         Seconds between rewrites of the results file while the sweep runs
-        (default 0: after every size).  Each rewrite leaves the GPUs idle for
-        tens of ms, which changes the latency of the next small size.
+        (default 10; 0: after every size).  Each rewrite leaves the GPUs idle
+        for tens of ms, which changes the latency of the next small size;
+        sizes done in between are kept in small sidecar files and folded
+        into the results if the run dies.
     split, data_parallel_dimension, replica_groups : optional
         Replica groups that run the collective concurrently: an
         ``NCCL_TESTS_SPLIT`` spec (``"AND 0x7"``, ``"MOD 8"``; the variable
@@ -251,9 +253,10 @@ def _run_in_process(collective, sizes, progress=None, **options):
     comm = MPI.COMM_WORLD.Dup()
     options.pop("nranks", None)
     cfg = make_config(collective, comm.Get_size(), sizes, **options)
-    on_partial = (lambda ds: save(ds, cfg.out)) if cfg.out else None
+    from .dataset.checkpoint import Checkpoint
     try:
-        return Sweep(comm, cfg, emit=progress, on_partial=on_partial).run()
+        return Sweep(comm, cfg, emit=progress,
+                     checkpoint=Checkpoint(cfg.out) if cfg.out else None).run()
     finally:
         comm.Free()
 

@@ -21,6 +21,9 @@ from .errors import RunError
 
 INPUT_BLOCK = 1 << 20  # elements drawn at random when not checking; the rest repeats them
 ENV_PREFIXES = ("NCCL_", "OMPI_", "CCB_", "UCX_", "FI_", "CUDA_VISIBLE_DEVICES")
+# Seconds between rewrites of the results file during a sweep (sizes in
+# between go to sidecars; see dataset.checkpoint).
+DEFAULT_CHECKPOINT_EVERY = 10.0
 # --unique-buff: at most this many bytes of extra buffer sets per rank; past
 # a few sets of buffers larger than the caches, more sets change nothing.
 UNIQUE_BUFF_BUDGET = 1 << 30
@@ -55,7 +58,9 @@ def unique_layouts(coll, sizes, itemsize, nranks):
 class Sweep:
     """One rank's part of a run.  Use `run()`; rank 0 gets the Dataset."""
 
-    def __init__(self, comm, cfg, emit=None, on_partial=None, backend=None, reporter=None):
+    def __init__(self, comm, cfg, emit=None, checkpoint=None, backend=None, reporter=None):
+        """`checkpoint` (rank 0): a `dataset.checkpoint.Checkpoint`, or None
+        to keep the results in memory only."""
         from .launch.watchdog import RankReporter
 
         # self.comm is the world; collectives run on self.group_comm, and
@@ -65,7 +70,7 @@ class Sweep:
         self.group, self.group_comm = split_groups(comm, cfg.groups)
         self.rank, self.nranks = self.group_comm.Get_rank(), self.group_comm.Get_size()
         self.emit = emit or (lambda event: None)
-        self.on_partial = on_partial or (lambda ds: None)
+        self.checkpoint = checkpoint
         self.reporter = reporter or RankReporter(None, comm.Get_rank())
         self.fault = _fault_injection(comm.Get_rank())
         self.skipped_oversize = []
@@ -98,41 +103,54 @@ class Sweep:
         blocks = []
         self._ranks_per_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
         ds = None
-        every = float(cfg.options.get("checkpoint_every", 0) or 0)
-        saved_at, saved_n = time.monotonic(), 0
-        for k, layout in enumerate(layouts):
-            if not self._fits(layout):
-                continue
-            self.reporter.phase("preparing")
-            lat, start, wrong = self._one_size(layout)
-            self.reporter.phase("gathering")
-            lat_all = comm.gather(lat, root=0)
-            start_all = comm.gather(start, root=0)
-            wrong_all = checks.total_wrong(comm, wrong) if cfg.check else wrong
-            if self.world_rank == 0:
-                lat_all = np.stack(lat_all, axis=2)
-                blocks.append((layout, lat_all, np.stack(start_all, axis=2), wrong_all))
+        every = float(cfg.options.get("checkpoint_every", DEFAULT_CHECKPOINT_EVERY))
+        saved_at, saved_n = -float("inf"), 0
+        try:
+            for k, layout in enumerate(layouts):
+                if not self._fits(layout):
+                    continue
+                self.reporter.phase("preparing")
+                lat, start, wrong = self._one_size(layout)
+                self.reporter.phase("gathering")
+                lat_all = comm.gather(lat, root=0)
+                start_all = comm.gather(start, root=0)
+                wrong_all = checks.total_wrong(comm, wrong) if cfg.check else wrong
+                if self.world_rank != 0:
+                    continue
+                lat_all, start_all = np.stack(lat_all, axis=2), np.stack(start_all, axis=2)
+                blocks.append((layout, lat_all, start_all, wrong_all))
                 self.emit({"event": "size", "index": k, "total": len(layouts),
                            "size": layout.size, "busbw": self._busbw(layout, lat_all)})
                 last = k == len(layouts) - 1
-                # Rewriting the file takes tens of ms, during which the GPUs
-                # idle; with --checkpoint-every the sizes in between are not
-                # written (a hard crash loses at most that many seconds).
-                if last or time.monotonic() - saved_at >= every:
-                    self.reporter.phase("saving")
+                self.reporter.phase("saving")
+                if last or (self.checkpoint is not None and time.monotonic() - saved_at >= every):
                     ds = self._dataset(blocks, ranks_info, offsets, complete=last)
-                    self.on_partial(ds)
+                    self._save(ds)
                     saved_at, saved_n = time.monotonic(), len(blocks)
-        if self.world_rank == 0 and blocks and (ds is None or saved_n < len(blocks)
+                elif self.checkpoint is not None:
+                    self.checkpoint.pending(k, layout, lat_all, start_all, wrong_all,
+                                            self.dtype.itemsize)
+        except BaseException:
+            if self.world_rank == 0 and len(blocks) > saved_n:
+                try:  # what rank 0 holds, before the error goes on
+                    self._save(self._dataset(blocks, ranks_info, offsets, complete=False))
+                except Exception:
+                    pass
+            raise
+        if self.world_rank == 0 and blocks and (saved_n < len(blocks)
                                                 or ds.attrs.get("complete") != "true"):
             # the last sizes were skipped or not yet written: the run is complete without them
             ds = self._dataset(blocks, ranks_info, offsets, complete=True)
-            self.on_partial(ds)
+            self._save(ds)
         self.reporter.phase("done")
         self.backend.close()
         if self.group_comm is not comm:
             self.group_comm.Free()
         return ds if self.world_rank == 0 else None
+
+    def _save(self, ds):
+        if self.checkpoint is not None:
+            self.checkpoint.full(ds)
 
     def _busbw(self, layout, lat):
         """The best busbw of one size (GB/s) from its (algorithm, placement,
@@ -263,7 +281,7 @@ class Sweep:
                     self.reporter.enter(layout.size, ai, pi, "checking")
                     be.upload(recv, np.zeros(layout.recv_elems, dtype=dt.storage))
                     be.upload(send, own)
-                    be.time(coll.name, alg, bufs, warmup=0, iters=1,
+                    be.time(coll.name, alg, bufs, warmup=0, iters=1, once=True,
                             progress=self.reporter.calls, **kw)
                     out = be.download(recv)
                     self.reporter.phase("preparing")

@@ -10,6 +10,7 @@ import pytest
 import xarray as xr
 
 from conftest import BIN, run_cli
+from ccbench_kit.dataset.checkpoint import pending_files
 from ccbench_kit.launch.watchdog import processes_with_env
 
 SWEEP = ["run", "all_reduce", "-r", 3, "-b", 64, "-e", "64K", "-f", 8, "--algorithms", "ring",
@@ -30,12 +31,23 @@ def assert_no_leftovers(tag):
     raise AssertionError(f"processes left behind: {left}")
 
 
+def sizes_kept(out):
+    """Sizes in the results file plus those rank 0 kept beside it."""
+    n = xr.open_dataset(out).sizes["size"] if out.exists() else 0
+    return n + len(pending_files(out))
+
+
 def assert_partial(out, nsizes, reason):
+    # the sizes kept beside the file (--checkpoint-every) are folded into it
+    assert pending_files(out) == []
     ds = xr.open_dataset(out)
     assert ds.attrs["complete"] == "false"
     assert reason in ds.attrs["incomplete_reason"]
     assert list(ds["size"].values) == [64, 512][:nsizes]
-    assert ds["latency"].notnull().all()
+    assert list(ds["count"].values) == [16, 128][:nsizes]  # fp32 all_reduce
+    assert list(ds["in_bytes"].values) == [64, 512][:nsizes]
+    assert ds["latency"].notnull().all() and ds["start"].notnull().all()
+    assert (ds["latency"] > 0).all() and ds.sizes["rank"] == 3
 
 
 def test_killed_rank_is_named_and_earlier_sizes_kept(tmp_path):
@@ -68,14 +80,19 @@ def test_hung_rank_is_named_within_timeout(tmp_path):
     assert_no_leftovers(tag)
 
 
-def test_sigterm_saves_and_exits_cleanly(tmp_path):
+@pytest.mark.parametrize("every", ["0", "default"])
+def test_sigterm_saves_and_exits_cleanly(tmp_path, every):
+    """With --checkpoint-every 0 the file holds every size as it is done; by
+    default the second size waits beside it, and is folded in at the end."""
     tag, env = tagged_env(CCB_FAULT_INJECT="hang:0:4096")
     out = tmp_path / "t.nc"
     argv = [str(BIN / "ccbench"), *map(str, SWEEP), "--out", str(out)]
     argv.remove("--non-interactive")
+    if every != "default":
+        argv += ["--checkpoint-every", every]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 90
-    while not out.exists() or xr.open_dataset(out).sizes["size"] < 2:
+    while sizes_kept(out) < 2:
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.2)
     time.sleep(0.5)

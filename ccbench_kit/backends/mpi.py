@@ -59,8 +59,11 @@ class MPIBackend:
         return np.array(buf, copy=True)
 
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root,
-             warmup, iters, agg=1, blocking=False, progress=None, hang_at=-1, **vectors):
+             warmup, iters, agg=1, blocking=False, progress=None, hang_at=-1, once=False,
+             **vectors):
         """Per-iteration latency and local start (µs) of one algorithm.
+
+        `once`: the checked call (here one iteration is always one call).
 
         `progress` (2 int64, shared with the launcher's watchdog) counts the
         calls entered and left; `hang_at` is test-only fault injection."""

@@ -320,13 +320,15 @@ class NCCLBackend:
 
     # -- the timed loop ------------------------------------------------------------
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root, warmup, iters,
-             agg=1, blocking=False, progress=None, hang_at=None, **vectors):
+             agg=1, blocking=False, progress=None, hang_at=None, once=False, **vectors):
         """Per-iteration latency and start (µs, MPI_Wtime's clock) of one
         algorithm; NaN where NCCL refuses it (reason in `unavailable`).
 
         `buffers` holds (send, recv, scratch[, count]) sets, cycled through
         by the iterations; `progress` and `hang_at` (the MPI engine's
         watchdog board and fault injection) don't apply to device loops.
+        `once`: exactly one call, whatever the timing mode (the checked call:
+        a graph replays its iterations -G times, which in place sums again).
         """
         x = self._x
         nan = np.full(iters, np.nan)
@@ -348,10 +350,15 @@ class NCCLBackend:
         try:
             if self.register:
                 self._register(comm, buffers)
+            if once:
+                lat, start = self.lib.time_loop(calls[:1], mode="batch", warmup=0, iters=1)
+            else:
+                lat, start = self._loop(calls, warmup, iters, agg, blocking)
             if (algorithm, count) not in self._probed:
+                # after the timed loop: switching NCCL's log on and off is host
+                # work the GPUs would otherwise idle through just before timing
                 self._probed.add((algorithm, count))
                 self._probe(algorithm, count, calls)
-            lat, start = self._loop(calls, warmup, iters, agg, blocking)
         except x.NcclError as e:
             # NCCL 2.28 reports a forced algorithm it has none of (NCCL_ALGO=PAT
             # for all_reduce) as an internal error, older ones as invalid usage

@@ -84,8 +84,9 @@ def add_parser(sub):
                         "and the ranks that did not arrive are named (default 30 s + 1 s "
                         "per 50 MB)")
     g.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
-                   help="rewrite the results file after a size only when this many seconds "
-                        "have passed since the last write (default 0: after every size)")
+                   help="rewrite the results file at most this often (default 10; 0: after "
+                        "every size); sizes in between go to small sidecar files, merged "
+                        "into the results if the run dies")
     g.add_argument("--skip-oversize", action="store_true",
                    help="skip sizes that don't fit in memory instead of stopping there")
     p.set_defaults(func=main)

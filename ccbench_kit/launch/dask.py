@@ -86,7 +86,7 @@ def _sweep_task(cfg_json, members, topic):
     from distributed import get_worker
 
     from ..config import RunConfig
-    from ..dataset import save
+    from ..dataset.checkpoint import Checkpoint
     from ..harness import Sweep
 
     worker = get_worker()
@@ -96,8 +96,8 @@ def _sweep_task(cfg_json, members, topic):
     try:
         lead = comm.Get_rank() == 0
         emit = (lambda ev: worker.log_event(topic, ev)) if lead else None
-        on_partial = (lambda ds: save(ds, cfg.out)) if lead and cfg.out else None
-        ds = Sweep(comm, cfg, emit=emit, on_partial=on_partial).run()
+        ds = Sweep(comm, cfg, emit=emit,
+                   checkpoint=Checkpoint(cfg.out) if lead and cfg.out else None).run()
     finally:
         comm.Free()
     if ds is not None:

@@ -1,6 +1,6 @@
 """One rank of a launched run: ``python -m ccbench_kit.launch.worker CONFIG``.
 
-Rank 0 saves the Dataset after every size, so a crash keeps what was done.
+Rank 0 keeps every size done (`dataset.checkpoint`), so a crash loses none.
 An error on any rank is reported as an event and aborts the job, so the
 other ranks are not left waiting inside a collective.
 """
@@ -40,7 +40,7 @@ def main(argv=None):
     comm = world.Dup()
     rank = comm.Get_rank()
     try:
-        from ..dataset import save
+        from ..dataset.checkpoint import Checkpoint
         from ..harness import Sweep
 
         from .watchdog import Board, RankReporter
@@ -48,7 +48,7 @@ def main(argv=None):
         board_path = next((a.split("=", 1)[1] for a in argv[1:] if a.startswith("--board=")), "")
         board = Board(board_path) if board_path and os.path.exists(board_path) else None
         emit = events.emit if rank == 0 else None
-        sweep = Sweep(comm, cfg, emit=emit, on_partial=lambda ds: save(ds, cfg.out),
+        sweep = Sweep(comm, cfg, emit=emit, checkpoint=Checkpoint(cfg.out),
                       reporter=RankReporter(board, rank))
         sweep.run()
         comm.Barrier()

@@ -1,0 +1,91 @@
+"""Rank 0's checkpoints of a running sweep.
+
+Rewriting the results file (building the Dataset, writing netCDF) takes tens
+of ms, during which every GPU idles; on 2x H200 the next size's small-message
+latency then read 2-4 µs high (bench/RESULTS.md).  So the file is rewritten
+only every ``--checkpoint-every`` seconds, and each size done in between is
+kept in a small sidecar, ``<out>.ccb-pending-<k>.npz`` (about a millisecond
+to write).  After a crash, `merge_pending` folds the sidecars into the file,
+so no size that was done is lost.
+"""
+import glob
+import os
+
+import numpy as np
+
+from .._files import atomic_write
+
+PENDING = ".ccb-pending-"
+
+
+def pending_files(path):
+    return sorted(glob.glob(glob.escape(os.fspath(path)) + PENDING + "*.npz"))
+
+
+def clear_pending(path):
+    for f in pending_files(path):
+        try:
+            os.unlink(f)
+        except OSError:
+            pass
+
+
+class Checkpoint:
+    """The two ways rank 0 keeps a sweep's results in `path` (see module doc)."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+
+    def full(self, ds):
+        from .io import save
+        save(ds, self.path)
+        clear_pending(self.path)
+
+    def pending(self, index, layout, latency, start, wrong, itemsize):
+        """Keep one size: (algorithm, placement, rank, iteration) arrays."""
+        def write(tmp):
+            with open(tmp, "wb") as f:
+                np.savez(f, size=layout.size, count=layout.count,
+                         in_bytes=layout.in_bytes(itemsize), out_bytes=layout.out_bytes(itemsize),
+                         latency=latency, start=start, wrong=wrong)
+        atomic_write(f"{self.path}{PENDING}{index:05d}.npz", write)
+
+
+def merge_pending(path):
+    """Fold the sidecars left beside `path` into it; the number of sizes added.
+
+    The file must already hold the run's first size (the harness always
+    writes it whole), which gives the attrs and coords of the rest."""
+    import xarray as xr
+
+    from .io import open_parts, save
+    files = pending_files(path)
+    if not files or not os.path.exists(path):
+        return 0
+    parts = open_parts(path)
+    if len(parts) != 1:
+        return 0  # several collectives are merged by run_many, one whole file each
+    ds = next(iter(parts.values())).load()
+    ds.close()
+    have, blocks = {int(s) for s in ds["size"].values}, []
+    for f in files:
+        with np.load(f, allow_pickle=False) as z:
+            size = int(z["size"])
+            if size in have:
+                continue
+            have.add(size)
+            block = ds.isel(size=[-1]).copy(deep=True).assign_coords(
+                size=[size], count=("size", [int(z["count"])]),
+                in_bytes=("size", [int(z["in_bytes"])]), out_bytes=("size", [int(z["out_bytes"])]))
+            block["latency"].values = z["latency"][:, :, None]
+            if "start" in block:
+                block["start"].values = z["start"][:, :, None]
+            block["wrong"].values = z["wrong"][:, :, None]
+            blocks.append(block)
+    if blocks:
+        merged = xr.concat([ds, *blocks], dim="size", data_vars="minimal", coords="minimal",
+                           compat="override", combine_attrs="override")
+        merged["size"].attrs = ds["size"].attrs
+        save(merged, path)
+    clear_pending(path)
+    return len(blocks)
