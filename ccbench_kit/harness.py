@@ -104,7 +104,13 @@ class Sweep:
         self._ranks_per_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
         ds = None
         every = float(cfg.options.get("checkpoint_every", DEFAULT_CHECKPOINT_EVERY))
-        saved_at, saved_n = -float("inf"), 0
+        saved_at, saved_n = time.monotonic(), 0
+        if self.world_rank == 0 and self.checkpoint is not None and layouts:
+            A, P = len(cfg.algorithms), len(cfg.placements)
+            nan = np.full((A, P, self.world_size, cfg.iters), np.nan)
+            self.checkpoint.template(self._dataset(
+                [(layouts[0], nan, nan, np.full((A, P), -1, dtype=np.int64))],
+                ranks_info, offsets, complete=False))
         try:
             for k, layout in enumerate(layouts):
                 if not self._fits(layout):

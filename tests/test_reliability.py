@@ -120,6 +120,7 @@ def test_oversize_stops_with_earlier_sizes_saved(tmp_path):
     ds = xr.open_dataset(out)
     assert ds.attrs["complete"] == "true"
     assert ds.attrs["skipped_oversize"] == "[1099511627776]"
+    assert list(tmp_path.glob("m.nc.ccb-*")) == []  # no sidecar or template left
 
 
 def test_loading_another_schema_version_is_refused(tmp_path):

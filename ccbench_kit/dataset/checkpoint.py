@@ -5,8 +5,11 @@ of ms, during which every GPU idles; on 2x H200 the next size's small-message
 latency then read 2-4 µs high (bench/RESULTS.md).  So the file is rewritten
 only every ``--checkpoint-every`` seconds, and each size done in between is
 kept in a small sidecar, ``<out>.ccb-pending-<k>.npz`` (about a millisecond
-to write).  After a crash, `merge_pending` folds the sidecars into the file,
-so no size that was done is lost.
+to write).  Before the first size rank 0 also writes a template (the run's
+attrs and coords, no data), so that the first rewrite, too, can wait.
+After a crash, `merge_pending` folds the sidecars into the file (or into
+the template, when the file was not yet written), so no size that was done
+is lost.
 """
 import glob
 import os
@@ -22,8 +25,12 @@ def pending_files(path):
     return sorted(glob.glob(glob.escape(os.fspath(path)) + PENDING + "*.npz"))
 
 
+def _template(path):
+    return f"{os.fspath(path)}{PENDING}template.nc"
+
+
 def clear_pending(path):
-    for f in pending_files(path):
+    for f in pending_files(path) + [_template(path)]:
         try:
             os.unlink(f)
         except OSError:
@@ -35,6 +42,12 @@ class Checkpoint:
 
     def __init__(self, path):
         self.path = os.fspath(path)
+
+    def template(self, ds):
+        """The run's attrs and coords, before any size is done: `ds` holds
+        one placeholder size, dropped when sidecars are merged into it."""
+        from .io import save
+        save(ds, _template(self.path))
 
     def full(self, ds):
         from .io import save
@@ -54,19 +67,26 @@ class Checkpoint:
 def merge_pending(path):
     """Fold the sidecars left beside `path` into it; the number of sizes added.
 
-    The file must already hold the run's first size (the harness always
-    writes it whole), which gives the attrs and coords of the rest."""
+    The attrs and coords come from the template while the run had not yet
+    written `path`, else from `path` itself."""
     import xarray as xr
 
     from .io import open_parts, save
     files = pending_files(path)
-    if not files or not os.path.exists(path):
+    template = _template(path)
+    # no template: the file was written by this run, and the sidecars are newer
+    base = template if os.path.exists(template) else path
+    if not files or not os.path.exists(base):
+        clear_pending(path)
         return 0
-    parts = open_parts(path)
+    parts = open_parts(base)
     if len(parts) != 1:
         return 0  # several collectives are merged by run_many, one whole file each
     ds = next(iter(parts.values())).load()
     ds.close()
+    first = ds.isel(size=[-1])  # the shape of one size
+    if base == template:
+        ds = ds.isel(size=slice(0, 0))  # its one size is a placeholder
     have, blocks = {int(s) for s in ds["size"].values}, []
     for f in files:
         with np.load(f, allow_pickle=False) as z:
@@ -74,7 +94,7 @@ def merge_pending(path):
             if size in have:
                 continue
             have.add(size)
-            block = ds.isel(size=[-1]).copy(deep=True).assign_coords(
+            block = first.copy(deep=True).assign_coords(
                 size=[size], count=("size", [int(z["count"])]),
                 in_bytes=("size", [int(z["in_bytes"])]), out_bytes=("size", [int(z["out_bytes"])]))
             block["latency"].values = z["latency"][:, :, None]

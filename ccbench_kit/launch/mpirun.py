@@ -240,12 +240,16 @@ def _stamp(path):
 def _saved_note(out, reason, earlier=None):
     """Fold in the sizes rank 0 kept beside the file, mark it incomplete,
     and say what it holds."""
-    if not out or not os.path.exists(out) or _stamp(out) == earlier:
-        return ". No size had completed, so no results were saved"
     from ..dataset import io
     from ..dataset.checkpoint import merge_pending
+    if out:
+        try:
+            merge_pending(out)
+        except Exception as e:
+            return f". The sizes kept beside {out} could not be merged into it ({e})"
+    if not out or not os.path.exists(out) or _stamp(out) == earlier:
+        return ". No size had completed, so no results were saved"
     try:
-        merge_pending(out)
         parts = {k: v.load() for k, v in io.open_parts(out).items()}
     except Exception as e:
         return f". The results file {out} could not be read back ({e})"
