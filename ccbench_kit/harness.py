@@ -111,6 +111,8 @@ class Sweep:
             self.checkpoint.template(self._dataset(
                 [(layouts[0], nan, nan, np.full((A, P), -1, dtype=np.int64))],
                 ranks_info, offsets, complete=False))
+        if getattr(self.backend, "warms_every_size", False) and not cfg.coalesced_ratio:
+            self._warm_every_size([l for l in layouts if self._fits(l, quiet=True)])
         try:
             for k, layout in enumerate(layouts):
                 if not self._fits(layout):
@@ -153,6 +155,24 @@ class Sweep:
         if self.group_comm is not comm:
             self.group_comm.Free()
         return ds if self.world_rank == 0 else None
+
+    def _warm_every_size(self, layouts):
+        """nccl-tests' warm-up: every size, out of place, before any is timed.
+        A GPU idle since start-up otherwise gives the first sizes 5-8 µs more
+        (broadcast 8 B on 2x H200: 16 vs 8 µs; bench/RESULTS.md)."""
+        if not layouts:
+            return
+        cfg, coll, be, dt = self.cfg, self.coll, self.backend, self.dtype
+        self.reporter.phase("preparing")
+        send = be.alloc(max(l.send_elems for l in layouts), dt)
+        recv = be.alloc(max(l.recv_elems for l in layouts), dt)
+        for layout in layouts:
+            kw = dict(count=layout.engine_count, dtype=dt, op=OPS.get(cfg.op, 0), root=cfg.root,
+                      **coll.engine_vectors(self.rank, self.nranks, layout))
+            for alg in cfg.algorithms:
+                scratch = be.scratch(coll.name, alg, layout.engine_count, dt, self.nranks)
+                bufs = [(send[:layout.send_elems], recv[:layout.recv_elems], scratch)]
+                be.time(coll.name, alg, bufs, warmup=cfg.warmup, iters=1, **kw)
 
     def _save(self, ds):
         if self.checkpoint is not None:
@@ -203,18 +223,19 @@ class Sweep:
                 sets.append((send, recv, scratch, part.engine_count))
         return sets, len(parts)
 
-    def _fits(self, layout):
+    def _fits(self, layout, quiet=False):
         """Whether this size fits in memory on every host; decided together.
 
-        Stops the run (earlier sizes are saved) unless --skip-oversize."""
+        Stops the run (earlier sizes are saved) unless --skip-oversize or
+        `quiet` (a question only)."""
         from mpi4py import MPI
 
         need = self.backend_bytes(layout) * self._ranks_per_host
         have = self.backend.memory_available() if hasattr(self.backend, "memory_available") \
             else host_memory_available()
         fits = self.comm.allreduce(int(need <= have), op=MPI.MIN)
-        if fits:
-            return True
+        if fits or quiet:
+            return bool(fits)
         from .units import format_size
         msg = (f"size {layout.size} B needs about {format_size(need)} per host "
                f"({self._ranks_per_host} ranks) but only {format_size(have)} is available")

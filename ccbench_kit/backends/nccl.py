@@ -167,6 +167,7 @@ class DeviceBuffer:
 
 class NCCLBackend:
     name = "nccl"
+    warms_every_size = True  # as nccl-tests: the harness warms every size up before timing
 
     def __init__(self, comm, timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
                  register=False, device_comm=None, **_other):
