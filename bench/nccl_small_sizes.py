@@ -6,8 +6,9 @@ order, on this machine's GPUs.
         --variant default= --variant ckpt="--checkpoint-every 60" [--rounds 3]
 
 Each variant is ccbench's usual command plus the extra arguments given.
-Prints, per collective and variant, the median over sizes (8 B to -e) and
-rounds of (variant - nccl-tests) in µs, and the median SM clock NVML saw
+Prints, per collective and variant, the median over sizes (-b to -e) and
+rounds of (variant - nccl-tests) in µs, the median and lowest busbw ratio
+to nccl-tests' (its median over rounds) and the median SM clock NVML saw
 while each tool ran (sampled every millisecond, when nvidia-ml-py is there).
 """
 import argparse
@@ -98,18 +99,24 @@ def main(argv=None):
                         print(f"{c} {tool} round {k}: FAILED {str(e).splitlines()[0]}", flush=True)
                         continue
                     mhz = clocks.median_between(t0, time.monotonic())
-                    res[c][tool] += [(s, v[0], mhz) for s, v in rows.items()]
+                    res[c][tool] += [(s, v[0], mhz, v[1]) for s, v in rows.items()]
             line = [f"{c}:"]
-            base = {}
-            for s, v, _ in res[c]["nccl-tests"]:
+            base, bbw = {}, {}
+            for s, v, _, bw in res[c]["nccl-tests"]:
                 base.setdefault(s, []).append(v)
+                bbw.setdefault(s, []).append(bw)
             base = {s: statistics.median(v) for s, v in base.items()}
+            bbw = {s: statistics.median(v) for s, v in bbw.items()}
+            nan = float("nan")
             for tool in tools:
-                d = [v - base[s] for s, v, _ in res[c][tool] if s in base]
-                med = statistics.median([v for _, v, _ in res[c][tool]]) if res[c][tool] else float("nan")
-                mhz = statistics.median([m for *_, m in res[c][tool]]) if res[c][tool] else float("nan")
-                line.append(f"{tool} median {med:.2f} us ({statistics.median(d) if d else float('nan'):+.2f} "
-                            f"vs nccl-tests; SM clock {mhz:.0f} MHz)")
+                rows = res[c][tool]
+                d = [v - base[s] for s, v, *_ in rows if s in base]
+                ratio = [bw / bbw[s] for s, _, _, bw in rows if bbw.get(s)]
+                med = statistics.median([v for _, v, *_ in rows]) if rows else nan
+                mhz = statistics.median([m for _, _, m, _ in rows]) if rows else nan
+                line.append(f"{tool} median {med:.2f} us ({statistics.median(d) if d else nan:+.2f} "
+                            f"vs nccl-tests; busbw ratio median {statistics.median(ratio) if ratio else nan:.4f}, "
+                            f"min {min(ratio) if ratio else nan:.4f}; SM clock {mhz:.0f} MHz)")
             print("  ".join(line), flush=True)
     with open(os.path.join(a.out, "small_sizes.json"), "w") as f:
         json.dump({"args": vars(a), "results": res}, f, indent=1)

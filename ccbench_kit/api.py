@@ -37,7 +37,7 @@ def _placements(placement):
 
 
 def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=None,
-                stepfactor=None, stepbytes=None, algorithms=("mpi",), dtype="fp32",
+                stepfactor=None, stepbytes=None, algorithms=None, dtype="fp32",
                 op="sum", root=0, placement="both", warmup=5, iters=20, agg_iters=1,
                 blocking=False, check=None, seed=None, stats=("avg",), backend="mpi",
                 out=None, command="", timeout=None, skip_oversize=False, checkpoint_every=None,
@@ -55,6 +55,8 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
                       stepfactor, stepbytes)
     else:
         sizes = [parse_size(s, "sizes") for s in ([sizes] if isinstance(sizes, (int, str)) else sizes)]
+    if algorithms is None:  # the library's own: MPI's or NCCL's
+        algorithms = ["nccl" if backend == "nccl" else "mpi"]
     if isinstance(algorithms, str):
         algorithms = [a.strip() for a in algorithms.split(",") if a.strip()]
     if check is True:
@@ -133,11 +135,13 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         Sizes in bytes (``"64M"`` style accepted); else `minbytes`, `maxbytes`
         and `stepfactor` or `stepbytes` make a sweep, as ``-b -e -f -i`` do.
     algorithms : list of str
-        ``["mpi", "ring"]``...; ``["all"]`` for every one.
+        ``["mpi", "ring"]``...; ``["all"]`` for every one.  Default: the
+        library's own (``mpi``, or ``nccl`` with ``backend="nccl"``).
     check : {None, "random", "all_ones"}
         Compare every output with a numpy golden result (fills `wrong`).
     out : str, optional
-        Results file (netCDF); written after every size. A temporary file
+        Results file (netCDF); kept up to date as sizes complete (see
+        `checkpoint_every`). A temporary file
         otherwise.
     progress : callable, optional
         Called with a dict per completed size.

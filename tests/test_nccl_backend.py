@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from ccbench_kit import _nccl
-from ccbench_kit.backends import nccl, nccl_lib, nccl_topo, nccl_tuning
+from ccbench_kit.backends import nccl, nccl_buffers, nccl_lib, nccl_topo, nccl_tuning
 from ccbench_kit.dtypes import DTYPES, NCCL_OPS
 from ccbench_kit.errors import ConfigError
 
@@ -165,16 +165,64 @@ def test_tuning_capture_sets_and_restores_nccl_debug(tmp_path, monkeypatch):
     assert not cap.enabled and "NCCL_DEBUG_FILE is set" in cap.reason
 
 
-def test_device_buffer_views():
-    class A:  # an allocation's address only
-        ptr = 0x7F0000000000
+class _Lib:
+    """Host memory standing in for device memory: the pool's bookkeeping only."""
 
-    b = nccl.DeviceBuffer(A(), DTYPES["bf16"], 0, 10)
+    def __init__(self):
+        self.live, self.allocs, self.next = {}, 0, 0x7F0000000000
+
+    def malloc(self, nbytes, kind):
+        self.allocs += 1
+        self.next += nbytes
+        self.live[self.next] = nbytes
+        return self.next
+
+    def free(self, ptr, kind):
+        del self.live[ptr]
+
+
+def test_device_buffer_views():
+    pool = nccl_buffers.Pool(_Lib(), "cudaMalloc")
+    b = nccl.DeviceBuffer(pool.take(20), DTYPES["bf16"], 0, 10)
     v = b[4:6]
     assert (len(b), b.nbytes, v.size, v.ptr - b.ptr, v.nbytes) == (10, 20, 2, 8, 4)
     assert b[8:20].size == 2 and b[3:3].size == 0
     with pytest.raises(ValueError):
         b[::2]
+    assert not nccl_buffers.overlap(b[0:4], v) and nccl_buffers.overlap(b[3:5], v)
+
+
+def test_pool_runs_every_size_in_the_largest_buffers():
+    """As nccl-tests: after the largest send and receive buffers exist (the
+    warm-up of every size), each size takes them again; nothing is freed or
+    allocated until the pool closes; --fresh-buffers allocates every time."""
+    import gc
+    MiB = 1 << 20
+    lib = _Lib()
+    pool = nccl_buffers.Pool(lib, "cudaMalloc")
+    send, recv = pool.take(64 * MiB), pool.take(256 * MiB)  # all_gather at 4 ranks
+    first = {send.allocation.ptr, recv.allocation.ptr}
+    del send, recv
+    gc.collect()
+    for n in (8, 4 * MiB, 64 * MiB):
+        s, r = pool.take(n // 4), pool.take(n)
+        assert s.allocation.nbytes == 64 * MiB and r.allocation.nbytes == 256 * MiB
+        assert {s.allocation.ptr, r.allocation.ptr} == first
+        del s, r
+    assert lib.allocs == 2 and pool.free_bytes == 320 * MiB
+    # a larger size than any before: the smaller free buffers go, one new one comes
+    big = pool.take(512 * MiB)
+    gc.collect()
+    assert lib.allocs == 3 and len(lib.live) == 1 and big.allocation.nbytes == 512 * MiB
+    del big
+
+    fresh = nccl_buffers.Pool(_Lib(), "cudaMalloc", reuse=False)
+    for n in (8, 4 * MiB, 8):
+        x = fresh.take(n)
+        assert x.allocation.nbytes == max(n, nccl_buffers.ALLOC_ALIGN)  # whole 2 MiB pages
+        del x
+        gc.collect()
+    assert fresh.lib.allocs == 3 and fresh.lib.live == {} and fresh.free_bytes == 0
 
 
 def test_pci_bus_ids_compare_across_nvml_and_cuda_spellings():

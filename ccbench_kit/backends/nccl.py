@@ -23,7 +23,6 @@ replayed ``-G N`` times).
 """
 import os
 import tempfile
-import weakref
 from contextlib import nullcontext
 
 import numpy as np
@@ -31,6 +30,7 @@ import numpy as np
 from ..dtypes import NCCL_OPS, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
+from .nccl_buffers import DeviceBuffer, Pool, overlap
 from .nccl_tuning import TuningCapture, environ, summarize
 
 ALGOS = {"ring": "Ring", "tree": "Tree", "pat": "PAT",
@@ -44,13 +44,8 @@ P2P_ONLY = ("alltoallv", "sendrecv", "permute", "hypercube")
 NO_IN_PLACE = ("alltoall", "alltoallv", "sendrecv", "permute")
 TIMINGS = ("cuda-events", "batch", "graph")
 MEM_TYPES = ("cudaMalloc", "ncclMemAlloc")
-OPTION_NAMES = ("graph_launches", "mem_type", "register")  # RunConfig.options keys
+OPTION_NAMES = ("graph_launches", "mem_type", "register", "fresh_buffers")  # RunConfig.options keys
 _OP_NAMES = {v: k for k, v in OPS.items()}
-# Device buffers are whole 2 MiB pages, as the one large buffer nccl-tests
-# allocates for a sweep is: on small cudaMalloc'ed buffers, which the CUDA
-# allocator packs into shared pages, NCCL 2.28's small-message collectives
-# took 2-6 µs longer (2x H200, sizes up to ~512 KiB).
-ALLOC_ALIGN = 2 << 20
 
 
 def nccl_algorithms(collective):
@@ -85,7 +80,7 @@ def algorithm_env(algorithm):
 
 
 def check_options(timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
-                  register=False, **_other):
+                  register=False, fresh_buffers=False, **_other):
     """ConfigError for a backend option the nccl backend can't take."""
     if timing not in TIMINGS:
         raise ConfigError(f"unknown timing {timing!r}; use {', '.join(TIMINGS)}", "--timing")
@@ -107,70 +102,12 @@ def _cuda_version(v):
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
-class _Allocation:
-    """One device allocation; freed (and deregistered) when unreferenced."""
-
-    def __init__(self, lib, nbytes, kind):
-        self.lib, self.nbytes, self.kind = lib, nbytes, kind
-        self.ptr = lib.malloc(nbytes, kind)
-        self.registered = {}  # communicator -> registration handle
-
-    def deregister(self):
-        for comm, handle in self.registered.items():
-            try:
-                self.lib.deregister(comm, handle)
-            except Exception:
-                pass
-        self.registered.clear()
-
-    def __del__(self):
-        try:
-            self.deregister()
-            self.lib.free(self.ptr, self.kind)
-        except Exception:
-            pass
-
-
-class DeviceBuffer:
-    """A 1-d array of `dtype` in device memory; slices are views."""
-
-    def __init__(self, allocation, dtype, offset, nelems):
-        self.allocation, self.dtype = allocation, dtype
-        self.offset, self.size = offset, nelems
-
-    @property
-    def ptr(self):
-        return self.allocation.ptr + self.offset * self.dtype.itemsize
-
-    @property
-    def nbytes(self):
-        return self.size * self.dtype.itemsize
-
-    @property
-    def shape(self):
-        return (self.size,)
-
-    def __len__(self):
-        return self.size
-
-    def __getitem__(self, key):
-        if not isinstance(key, slice):
-            raise TypeError("device buffers take slices only")
-        start, stop, step = key.indices(self.size)
-        if step != 1:
-            raise ValueError("device buffer slices must be contiguous")
-        return DeviceBuffer(self.allocation, self.dtype, self.offset + start, max(stop - start, 0))
-
-    def __repr__(self):
-        return f"DeviceBuffer({self.dtype.name}[{self.size}] at {self.ptr:#x})"
-
-
 class NCCLBackend:
     name = "nccl"
     warms_every_size = True  # as nccl-tests: the harness warms every size up before timing
 
     def __init__(self, comm, timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
-                 register=False, device_comm=None, **_other):
+                 register=False, fresh_buffers=False, device_comm=None, **_other):
         """`comm` runs the collectives (a replica group's); `device_comm`
         (default `comm`) spans every rank of the job, so that ranks of
         different groups on one host pick different GPUs."""
@@ -206,7 +143,8 @@ class NCCLBackend:
         self.info = self.lib.device_info(self.device)
         self.stream = self.lib.stream_create()
         self._comms = {}      # (NCCL_ALGO, NCCL_PROTO) -> handle, or the init error
-        self._allocations = weakref.WeakSet()
+        self.fresh_buffers = bool(fresh_buffers)
+        self._pool = Pool(self.lib, mem_type, reuse=not fresh_buffers)
         self.ran = {}         # algorithm -> {engine count: "RING/LL x2ch"}
         self.unavailable = {}  # algorithm -> {engine count: reason}
         self._probed = set()
@@ -248,6 +186,7 @@ class NCCLBackend:
             "cuda_driver": self.cuda["driver"], "nccl_library": self.paths["nccl"],
             "cudart_library": self.paths["cudart"], "mem_type": self.mem_type,
             "register": self.register, "graph_launches": self.graph_launches,
+            "fresh_buffers": self.fresh_buffers,
             "nccl_ran": by_size(self.ran), "nccl_ran_note": self.tuning.reason,
             "not_available": by_size(self.unavailable), "gpus": self.gpus or [],
             "topology": self.topology or {},
@@ -255,10 +194,7 @@ class NCCLBackend:
 
     # -- buffers -----------------------------------------------------------------
     def alloc(self, nelems, dtype):
-        nbytes = -(-max(nelems, 1) * dtype.itemsize // ALLOC_ALIGN) * ALLOC_ALIGN
-        a = _Allocation(self.lib, nbytes, self.mem_type)
-        self._allocations.add(a)
-        return DeviceBuffer(a, dtype, 0, nelems)
+        return DeviceBuffer(self._pool.take(nelems * dtype.itemsize), dtype, 0, nelems)
 
     def scratch(self, collective, algorithm, count, dtype, nranks):
         return None
@@ -267,9 +203,11 @@ class NCCLBackend:
         return 0
 
     def memory_available(self):
-        """Free device memory of this host's GPUs (the harness compares it
-        with one rank's bytes times the ranks on the host)."""
-        return self.lib.device_info(self.device)["free_bytes"] * self.local_size
+        """Free device memory of this host's GPUs, pooled buffers included
+        (the harness compares it with one rank's bytes times the ranks on
+        the host)."""
+        free = self.lib.device_info(self.device)["free_bytes"] + self._pool.free_bytes
+        return free * self.local_size
 
     def upload(self, buf, host):
         host = np.ascontiguousarray(host, dtype=buf.dtype.storage).reshape(-1)
@@ -340,7 +278,7 @@ class NCCLBackend:
             raise ConfigError(f"the nccl backend has no {collective}", "COLLECTIVE")
         if collective == "hypercube" and self.nranks & (self.nranks - 1):
             return self._refuse(algorithm, count, "hypercube needs a power-of-two rank count")
-        if collective in NO_IN_PLACE and _overlap(buffers[0][0], buffers[0][1]):
+        if collective in NO_IN_PLACE and overlap(buffers[0][0], buffers[0][1]):
             return self._refuse(algorithm, count, f"NCCL has no in-place {collective}: its send "
                                 "and receive buffers must not overlap")
         comm = self._comm(algorithm)
@@ -401,8 +339,7 @@ class NCCLBackend:
         return lat, start
 
     def close(self):
-        for a in list(self._allocations):
-            a.deregister()
+        self._pool.close()
         for key, c in list(self._comms.items()):
             if not isinstance(c, Exception):
                 try:
@@ -420,11 +357,6 @@ class NCCLBackend:
         except OSError:
             pass
 
-
-def _overlap(a, b):
-    """Whether two device buffers share memory (an in-place call)."""
-    return (a.allocation is b.allocation and a.offset < b.offset + b.size
-            and b.offset < a.offset + a.size)
 
 
 def _local_rank(comm):

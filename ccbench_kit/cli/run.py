@@ -54,7 +54,8 @@ def add_parser(sub):
     g.add_argument("--custom-replica-group", dest="replica_groups", default=None,
                    metavar="JSON", help='{"replica_groups": [[0, 1], [2, 3]]}')
     g = p.add_argument_group("algorithms and backend")
-    g.add_argument("--algorithms", default="mpi", help="comma-separated, or all")
+    g.add_argument("--algorithms", default=None,
+                   help="comma-separated, or all (default: the library's own, mpi or nccl)")
     g.add_argument("--backend", default="mpi", help="mpi (CPU) or nccl (GPU)")
     g.add_argument("--timing", default=None, choices=("cuda-events", "batch", "graph"),
                    help="nccl: an event pair per iteration (default), nccl-tests' batch "
@@ -65,6 +66,9 @@ def add_parser(sub):
                    help="nccl: how device buffers are allocated")
     g.add_argument("-R", "--local-register", type=int, choices=(0, 1), default=0,
                    help="nccl: 1 registers buffers with ncclCommRegister")
+    g.add_argument("--fresh-buffers", action="store_true",
+                   help="nccl: allocate every size's buffers anew, instead of running every "
+                        "size in the largest ones as nccl-tests does")
     add_launch_arguments(p)
     g = p.add_argument_group("output")
     g.add_argument("--out", default=None, help="results file (default results/COLL-TIME.nc)")
@@ -93,7 +97,8 @@ def add_parser(sub):
 
 
 def _nccl_options(args):
-    """--timing, -G, --mem-type and -R as make_config's timing/backend_options."""
+    """--timing, -G, --mem-type, -R and --fresh-buffers as make_config's
+    timing/backend_options."""
     timing = args.timing or ("graph" if args.cudagraph else "")
     opts = {}
     if args.cudagraph or timing == "graph":
@@ -102,6 +107,8 @@ def _nccl_options(args):
         opts["mem_type"] = args.mem_type
     if args.local_register:
         opts["register"] = True
+    if args.fresh_buffers:
+        opts["fresh_buffers"] = True
     return {"timing": timing, "backend_options": opts}
 
 
