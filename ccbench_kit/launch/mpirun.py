@@ -103,7 +103,8 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
     Parameters
     ----------
     cfg : RunConfig
-        ``cfg.out`` must be set; rank 0 writes there after each size.
+        ``cfg.out`` must be set; rank 0 keeps it up to date as sizes complete
+        (`dataset.checkpoint`).
     on_event : callable, optional
         Called with each progress event (dicts, see `events`).
     timeout : float, optional
