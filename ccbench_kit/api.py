@@ -242,11 +242,13 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, **options):
         if out:
             part = f"{out}.{name}.part"
         done[name] = run(name, nranks, sizes, out=part, **options)
+        if done[name] is None:  # a rank other than 0 of an MPI job: nothing to keep
+            continue
         if out:
             done[name] = done[name].load()
             save(done, out)
             os.unlink(part)
-    return done
+    return done if all(d is not None for d in done.values()) else None
 
 
 def _run_in_process(collective, sizes, progress=None, **options):
@@ -256,7 +258,11 @@ def _run_in_process(collective, sizes, progress=None, **options):
 
     comm = MPI.COMM_WORLD.Dup()
     options.pop("nranks", None)
+    # a seed drawn at random must be the same on every rank: rank 0's
+    options["seed"] = comm.bcast(options.get("seed"), root=0)
     cfg = make_config(collective, comm.Get_size(), sizes, **options)
+    if options["seed"] is None:
+        cfg.seed = comm.bcast(cfg.seed, root=0)
     from .dataset.checkpoint import Checkpoint
     try:
         return Sweep(comm, cfg, emit=progress,

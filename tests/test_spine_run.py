@@ -99,6 +99,29 @@ def test_in_process_under_users_mpirun(mpirun, tmp_path):
     assert int(ds["wrong"].sum()) == 0 and ds.attrs["nranks"] == 3
 
 
+def test_cli_under_users_mpirun_with_a_random_check(tmp_path):
+    """`mpirun -np 3 ccbench run ...`: every rank runs in-process, they agree
+    on rank 0's random seed, and rank 0 alone prints the tables."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ccbench_kit.launch.mpirun import mpirun_command, mpirun_env
+    out = tmp_path / "u.nc"
+    exe = str(Path(sys.executable).parent / "ccbench")
+    cmd = mpirun_command(3, [exe, "run", "all_reduce,alltoall", "-b", "8", "-e", "1K", "-f", "8",
+                             "--check", "--non-interactive", "--out", str(out)])
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=mpirun_env())
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert p.stdout.count("# ccbench all_reduce: 3 ranks") == 1
+    assert p.stdout.count("# ccbench alltoall: 3 ranks") == 1
+    assert p.stderr.count("# check: random, seed") == 1
+    parts = ccb.dataset.open_parts(out)
+    assert set(parts) == {"all_reduce", "alltoall"}
+    for ds in parts.values():
+        assert ds.attrs["complete"] == "true" and int(ds["wrong"].max()) == 0
+
+
 def test_two_collectives_in_one_file(cli, tmp_path):
     out = tmp_path / "two.nc"
     proc = cli("run", "all_reduce,all_gather", "-r", 2, "-b", 64, "-e", 256, "-f", 4,

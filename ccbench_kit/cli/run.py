@@ -138,7 +138,10 @@ def main(args):
     progress = None if args.non_interactive else _progress
     cfgs = [api.make_config(name, args.nworkers, **cfg_kw) for name in names]
     seed = cfgs[0].seed
-    if cfgs[0].check == "random":
+    lead = _lead_rank()
+    if args.seed is None and lead is not None:
+        seed = lead[1].bcast(seed, root=0)  # under the user's mpirun: rank 0's seed
+    if cfgs[0].check == "random" and (lead is None or lead[0]):
         print(f"# check: random, seed {seed}", file=sys.stderr)
     kw = {**cfg_kw, "seed": seed, "progress": progress,
           **launch_options(args)}
@@ -147,6 +150,8 @@ def main(args):
     else:
         kw.pop("out")
         results = api.run_many(names, args.nworkers, None, out=out, **kw)
+    if results is None or any(ds is None for ds in results.values()):
+        return 0  # a rank other than 0 of the user's own mpirun: rank 0 prints
     for name, ds in results.items():
         print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
               f"{ds.attrs['backend']} ({library_name(ds.attrs)}), {ds.attrs['warmup']} warm-up + "
@@ -161,6 +166,15 @@ def main(args):
             print(f"# json ({json_format}): {path}")
     print(f"# results: {out}")
     return 0
+
+
+def _lead_rank():
+    """(is rank 0, COMM_WORLD) when started as a rank of the user's own MPI
+    job (`mpirun -np 4 ccbench run ...`), else None."""
+    if not api.inside_mpi_job():
+        return None
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.Get_rank() == 0, MPI.COMM_WORLD
 
 
 def _groups_note(ds):
