@@ -5,7 +5,7 @@ its own golden output locally: no data crosses ranks for the check, except
 a digest per rank for collectives whose ranks must end identical.
 
 ``random``: seeded inputs (floats of magnitude 0.5-1.5 with random signs,
-small integers), golden results in float64 with numpy, compared with a
+small integers; fp8: ±1 and ±2), golden results in float64 with numpy, compared with a
 tolerance that depends on dtype, op and rank count (`tolerance`).
 ``all_ones``: every input is 1, so every output element must be the single
 golden value G of the collective and op (p for a sum over p ranks, 1 for
@@ -17,7 +17,7 @@ import tempfile
 
 import numpy as np
 
-from .dtypes import get_dtype
+from .dtypes import FP8, get_dtype
 
 
 def make_input(dtype, nelems, rank, mode, seed):
@@ -25,6 +25,11 @@ def make_input(dtype, nelems, rank, mode, seed):
     if mode == "all_ones":
         return dtype.from_float(np.ones(nelems))
     rng = np.random.default_rng([seed, rank])
+    if dtype.name in FP8:
+        # small integers: fp8 sums of a few of them are exact (e4m3 up to 16,
+        # e5m2 up to 8), so a lost or doubled contribution stands out from
+        # fp8's coarse rounding
+        return dtype.from_float(rng.integers(1, 3, nelems) * rng.choice([-1, 1], nelems))
     if dtype.is_float:
         # small magnitudes keep prod finite and sums well inside fp16's range;
         # no zeros, so the sign of a zero never matters
@@ -49,12 +54,13 @@ def tolerance(dtype, op, nranks):
     the exact result, relative to Σ|x| for sums and |Π x| for products
     (u = unit roundoff); avg adds one rounding of the division.  min, max,
     data movement and integers are exact.  A factor 2 covers the float32
-    rounding inside fp16/bf16 operations.
+    rounding inside fp16/bf16 operations; fp8 operands combine exactly in
+    float32, so fp8 is rounded once per operation.
     """
     if not dtype.is_float or op in ("min", "max", "none", None):
         return 0.0
     steps = max(nranks - 1, 1) + (op == "avg")
-    return 2.0 * steps * dtype.eps
+    return (1.0 if dtype.name in FP8 else 2.0) * steps * dtype.eps
 
 
 def expected(collective, inputs, rank, nranks, op, root, dtype):

@@ -1,9 +1,13 @@
 """Data types and reduction ops: names, aliases, and host representations.
 
 The engine's enum values (ext/ccb.h) and NCCL's (nccl.h) live here, once.
-fp16 is numpy's float16; bf16 has no numpy type, so its host arrays are
-uint16 bit patterns, converted through float32 for golden results.
+fp16 is numpy's float16; bf16 and the fp8 types (OCP e4m3 without
+infinities and e5m2, as NCCL's ncclFloat8e4m3/e5m2) have no numpy type, so
+their host arrays are bit patterns, converted through float64 for golden
+results and rounded back to nearest even (fp8: saturating at the largest
+finite value, as CUDA's satfinite conversions that NCCL reduces with).
 """
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +30,9 @@ class DType:
         return self.storage.itemsize
 
     def to_float(self, a):
-        """Values as float64 (bf16 bit patterns decoded)."""
+        """Values as float64 (bf16 and fp8 bit patterns decoded)."""
+        if self.name in FP8:
+            return fp8_values(self.name)[np.asarray(a, dtype=np.uint8)]
         if self.name == "bf16":
             return (np.asarray(a, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
         return np.asarray(a).astype(np.float64)
@@ -34,6 +40,8 @@ class DType:
     def from_float(self, x):
         """float64 values rounded into this dtype's storage (bf16: nearest even)."""
         x = np.asarray(x, dtype=np.float64)
+        if self.name in FP8:
+            return fp8_encode(self.name, x)
         if self.name == "bf16":
             bits = x.astype(np.float32).view(np.uint32)
             bits = bits + 0x7FFF + ((bits >> 16) & 1)
@@ -48,6 +56,8 @@ class DType:
         """Unit roundoff, 0 for integers."""
         if self.name == "bf16":
             return 2.0 ** -8
+        if self.name in FP8:
+            return 2.0 ** -(FP8[self.name][1] + 1)
         return float(np.finfo(self.storage).eps) / 2 if self.is_float else 0.0
 
 
@@ -64,7 +74,58 @@ _D = [
     DType("int64", 9, 4, np.dtype(np.int64), False, ("i64", "long"), "int64"),
     DType("uint64", 10, 5, np.dtype(np.uint64), False, ("u64",), "uint64"),
     DType("fp64", 11, 8, np.dtype(np.float64), True, ("double", "float64", "f64"), "double"),
+    DType("fp8_e4m3", 12, 10, np.dtype(np.uint8), True, ("f8e4m3", "float8_e4m3", "e4m3"), "f8e4m3"),
+    DType("fp8_e5m2", 13, 11, np.dtype(np.uint8), True, ("f8e5m2", "float8_e5m2", "e5m2"), "f8e5m2"),
 ]
+# exponent bits, mantissa bits, whether the all-ones exponent is inf/NaN (e5m2,
+# IEEE-like) or ordinary numbers with only S.1111.111 a NaN (e4m3, "fn")
+FP8 = {"fp8_e4m3": (4, 3, False), "fp8_e5m2": (5, 2, True)}
+# ncclFloat8e4m3/e5m2 came with NCCL 2.24 (and reduce on sm_90 and later only)
+FP8_SINCE_NCCL = 22400
+
+
+@functools.lru_cache(maxsize=None)
+def fp8_values(name):
+    """The 256 values of an fp8 type, indexed by bit pattern (float64)."""
+    e_bits, m_bits, ieee = FP8[name]
+    bias = (1 << (e_bits - 1)) - 1
+    code = np.arange(256)
+    sign = np.where(code & 0x80, -1.0, 1.0)
+    exp, man = (code >> m_bits) & ((1 << e_bits) - 1), code & ((1 << m_bits) - 1)
+    frac = man / float(1 << m_bits)
+    val = np.where(exp == 0, frac * 2.0 ** (1 - bias), (1 + frac) * 2.0 ** (exp - bias))
+    top = exp == (1 << e_bits) - 1
+    if ieee:
+        val = np.where(top, np.where(man == 0, np.inf, np.nan), val)
+    else:
+        val = np.where(top & (man == (1 << m_bits) - 1), np.nan, val)
+    val = sign * val
+    val.setflags(write=False)
+    return val
+
+
+@functools.lru_cache(maxsize=None)
+def _fp8_grid(name):
+    """(finite non-negative values ascending, their codes)."""
+    v = fp8_values(name)[:128]
+    keep = np.isfinite(v)
+    return v[keep], np.arange(128)[keep]
+
+
+def fp8_encode(name, x):
+    """float64 -> fp8 bit patterns: nearest, ties to the even code, finite
+    overflow (and inf) saturating at the largest finite value, NaN kept."""
+    grid, codes = _fp8_grid(name)
+    x = np.asarray(x, dtype=np.float64)
+    a = np.minimum(np.abs(np.nan_to_num(x, nan=0.0, posinf=np.inf, neginf=-np.inf)), grid[-1])
+    hi = np.clip(np.searchsorted(grid, a), 1, len(grid) - 1)
+    lo = hi - 1
+    dl, dh = a - grid[lo], grid[hi] - a
+    pick = np.where((dh < dl) | ((dh == dl) & (codes[hi] % 2 == 0)), hi, lo)
+    out = codes[pick] | np.where(np.signbit(x), 0x80, 0)
+    nan_code = 0x7F if not FP8[name][2] else 0x7E
+    out = np.where(np.isnan(x), nan_code, out)
+    return out.astype(np.uint8)
 DTYPES = {d.name: d for d in _D}
 _LOOKUP = {alias: d for d in _D for alias in (d.name, *d.aliases)}
 

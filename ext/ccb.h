@@ -15,6 +15,7 @@
 typedef enum {
     CCB_UINT8 = 0, CCB_INT8, CCB_UINT16, CCB_INT16, CCB_FLOAT16, CCB_BFLOAT16,
     CCB_UINT32, CCB_INT32, CCB_FLOAT32, CCB_INT64, CCB_UINT64, CCB_FLOAT64,
+    CCB_FLOAT8E4M3, CCB_FLOAT8E5M2,
     CCB_NDTYPES
 } ccb_dtype;
 
@@ -70,7 +71,7 @@ const ccb_collective *ccb_collective_at(int i);
 /* types.c */
 size_t ccb_dtype_size(ccb_dtype t);
 MPI_Datatype ccb_mpi_datatype(ccb_dtype t);
-/* MPI op for (dtype, op); user-defined for fp16/bf16 and for avg's sum.
+/* MPI op for (dtype, op); user-defined for fp16/bf16/fp8 and for avg's sum.
  * Returns MPI_OP_NULL where the pair is invalid (e.g. bitwise ops on floats). */
 MPI_Op ccb_mpi_op(ccb_dtype t, ccb_op op);
 int ccb_types_init(void);

@@ -1,5 +1,6 @@
-/* Local reductions for every dtype and op.  fp16 and bf16 go through float:
- * convert, combine, round to nearest even. */
+/* Local reductions for every dtype and op.  fp16, bf16 and fp8 go through
+ * float: convert, combine, round to nearest even (fp8: saturating at the
+ * largest finite value, as CUDA's satfinite conversions). */
 #include <string.h>
 #include <math.h>
 #include "ccb.h"
@@ -53,6 +54,53 @@ static inline uint16_t f32_to_bf16(float f) {
     return (uint16_t)(nan ? (x >> 16) | 0x40u : rounded);  /* a quiet nan stays nan */
 }
 
+/* fp8 (OCP): E exponent bits, M mantissa bits, bias 2^(E-1) - 1.  e4m3
+ * ("fn") has no infinities and one NaN per sign (S.1111.111); e5m2 is
+ * IEEE-like.  Decoding is exact in float. */
+static inline float fp8_to_f32(uint8_t v, int E, int M, int ieee) {
+    int bias = (1 << (E - 1)) - 1, exp = (v >> M) & ((1 << E) - 1), man = v & ((1 << M) - 1);
+    float sign = (v & 0x80) ? -1.0f : 1.0f;
+    if (exp == (1 << E) - 1) {
+        if (ieee) return man ? NAN : sign * INFINITY;
+        if (man == (1 << M) - 1) return NAN;
+    }
+    if (exp == 0) return sign * ldexpf((float)man, 1 - bias - M);
+    return sign * ldexpf((float)((1 << M) | man), exp - bias - M);
+}
+
+static inline uint8_t f32_to_fp8(float f, int E, int M, int ieee) {
+    int bias = (1 << (E - 1)) - 1;
+    uint8_t sign = signbit(f) ? 0x80 : 0;
+    if (isnan(f)) return ieee ? 0x7e : 0x7f;
+    /* the largest finite code: S.11110.11 (e5m2), S.1111.110 (e4m3) */
+    uint8_t maxcode = ieee ? (uint8_t)((((1 << E) - 2) << M) | ((1 << M) - 1))
+                           : (uint8_t)((((1 << E) - 1) << M) | ((1 << M) - 2));
+    float a = fabsf(f), maxval = fp8_to_f32(maxcode, E, M, ieee);
+    if (a >= maxval) return sign | maxcode;
+    if (a == 0.0f) return sign;
+    int e;
+    frexpf(a, &e);  /* a = m * 2^e, m in [0.5, 1) */
+    int ue = e - 1;  /* unbiased exponent of a normal number */
+    if (ue < 1 - bias) ue = 1 - bias;  /* subnormal: the smallest exponent's step */
+    /* a in units of the last mantissa bit, rounded to nearest even (the
+     * default rounding mode of nearbyintf) */
+    float q = nearbyintf(ldexpf(a, M - ue));
+    unsigned code;
+    if (ue == 1 - bias && q < (float)(1 << M)) code = (unsigned)q;  /* subnormal or zero */
+    else {
+        unsigned qi = (unsigned)q;  /* in [2^M, 2^(M+1)] */
+        if (qi == (2u << M)) { qi = 1u << M; ue++; }
+        code = ((unsigned)(ue + bias) << M) | (qi - (1u << M));
+    }
+    if (code > maxcode) code = maxcode;
+    return (uint8_t)(sign | code);
+}
+
+static inline float e4m3_to_f32(uint8_t v) { return fp8_to_f32(v, 4, 3, 0); }
+static inline uint8_t f32_to_e4m3(float f) { return f32_to_fp8(f, 4, 3, 0); }
+static inline float e5m2_to_f32(uint8_t v) { return fp8_to_f32(v, 5, 2, 1); }
+static inline uint8_t f32_to_e5m2(float f) { return f32_to_fp8(f, 5, 2, 1); }
+
 #define OP_SUM(a, b) ((a) + (b))
 #define OP_PROD(a, b) ((a) * (b))
 /* min/max propagate NaN from either side, as numpy's minimum/maximum (the
@@ -78,10 +126,11 @@ static inline uint16_t f32_to_bf16(float f) {
         for (size_t i = 0; i < n; i++) o[i] = (T)(U)OPM((U)xb[i], (U)xc[i]);    \
     } while (0)
 
-#define HALF(TO, FROM, OPM)                                                     \
+/* fp16/bf16 (T = uint16_t) and fp8 (uint8_t): decode to float, combine, round back. */
+#define NARROW(T, TO, FROM, OPM)                                                \
     do {                                                                        \
-        const uint16_t *hb = (const uint16_t *)b, *hc = (const uint16_t *)c;    \
-        uint16_t *o = (uint16_t *)out;                                          \
+        const T *hb = (const T *)b, *hc = (const T *)c;                         \
+        T *o = (T *)out;                                                        \
         for (size_t i = 0; i < n; i++) o[i] = FROM(OPM(TO(hb[i]), TO(hc[i])));  \
     } while (0)
 
@@ -157,8 +206,10 @@ int ccb_reduce3(const void *b, const void *c, void *out, size_t n, ccb_dtype t, 
     case CCB_UINT64: INTEGER(uint64_t, uint64_t); break;
     case CCB_FLOAT32: DISPATCH_OP(LOOP, float); break;
     case CCB_FLOAT64: DISPATCH_OP(LOOP, double); break;
-    case CCB_FLOAT16: DISPATCH_OP(HALF, f16_to_f32, f32_to_f16); break;
-    case CCB_BFLOAT16: DISPATCH_OP(HALF, bf16_to_f32, f32_to_bf16); break;
+    case CCB_FLOAT16: DISPATCH_OP(NARROW, uint16_t, f16_to_f32, f32_to_f16); break;
+    case CCB_BFLOAT16: DISPATCH_OP(NARROW, uint16_t, bf16_to_f32, f32_to_bf16); break;
+    case CCB_FLOAT8E4M3: DISPATCH_OP(NARROW, uint8_t, e4m3_to_f32, f32_to_e4m3); break;
+    case CCB_FLOAT8E5M2: DISPATCH_OP(NARROW, uint8_t, e5m2_to_f32, f32_to_e5m2); break;
     default: return CCB_ERR_UNSUPPORTED;
     }
     return CCB_OK;
@@ -174,8 +225,8 @@ int ccb_reduce_local(const void *in, void *inout, size_t n, ccb_dtype t, ccb_op 
     do { T *x = (T *)buf; for (size_t i = 0; i < n; i++) x[i] = (T)((W)x[i] / (W)nranks); } while (0)
 #define SCALE_FLOAT(T)                                                          \
     do { T *x = (T *)buf; for (size_t i = 0; i < n; i++) x[i] = x[i] / (T)nranks; } while (0)
-#define SCALE_HALF(TO, FROM)                                                    \
-    do { uint16_t *x = (uint16_t *)buf;                                         \
+#define SCALE_NARROW(T, TO, FROM)                                               \
+    do { T *x = (T *)buf;                                                       \
          for (size_t i = 0; i < n; i++) x[i] = FROM(TO(x[i]) / (float)nranks); } while (0)
 
 int ccb_finish_avg(void *buf, size_t n, ccb_dtype t, ccb_op op, int nranks) {
@@ -191,8 +242,10 @@ int ccb_finish_avg(void *buf, size_t n, ccb_dtype t, ccb_op op, int nranks) {
     case CCB_UINT64: SCALE_INT(uint64_t, uint64_t); break;
     case CCB_FLOAT32: SCALE_FLOAT(float); break;
     case CCB_FLOAT64: SCALE_FLOAT(double); break;
-    case CCB_FLOAT16: SCALE_HALF(f16_to_f32, f32_to_f16); break;
-    case CCB_BFLOAT16: SCALE_HALF(bf16_to_f32, f32_to_bf16); break;
+    case CCB_FLOAT16: SCALE_NARROW(uint16_t, f16_to_f32, f32_to_f16); break;
+    case CCB_BFLOAT16: SCALE_NARROW(uint16_t, bf16_to_f32, f32_to_bf16); break;
+    case CCB_FLOAT8E4M3: SCALE_NARROW(uint8_t, e4m3_to_f32, f32_to_e4m3); break;
+    case CCB_FLOAT8E5M2: SCALE_NARROW(uint8_t, e5m2_to_f32, f32_to_e5m2); break;
     default: return CCB_ERR_UNSUPPORTED;
     }
     return CCB_OK;

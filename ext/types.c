@@ -1,12 +1,24 @@
 /* dtype sizes, MPI datatypes, and the MPI ops the `mpi` algorithm needs. */
 #include "ccb.h"
 
-static const size_t dtype_sizes[CCB_NDTYPES] = {1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8};
+static const size_t dtype_sizes[CCB_NDTYPES] = {1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8, 1, 1};
 
-/* fp16 and bf16 have no MPI datatype: they travel as 16-bit words and are
- * reduced by user ops, one per (dtype, op), created once at module init. */
-static MPI_Op half_ops[2][CCB_NOPS];
-static int half_ops_ready;
+/* fp16, bf16 and fp8 have no MPI datatype: they travel as 16- or 8-bit
+ * words and are reduced by user ops, one per (dtype, op), created once at
+ * module init. */
+enum { SMALL_FLOATS = 4 };
+static MPI_Op small_ops[SMALL_FLOATS][CCB_NOPS];
+static int small_ops_ready;
+
+static int small_float_index(ccb_dtype t) {
+    switch (t) {
+    case CCB_FLOAT16: return 0;
+    case CCB_BFLOAT16: return 1;
+    case CCB_FLOAT8E4M3: return 2;
+    case CCB_FLOAT8E5M2: return 3;
+    default: return -1;
+    }
+}
 
 size_t ccb_dtype_size(ccb_dtype t) {
     return (t >= 0 && t < CCB_NDTYPES) ? dtype_sizes[t] : 0;
@@ -26,6 +38,8 @@ MPI_Datatype ccb_mpi_datatype(ccb_dtype t) {
     case CCB_INT64: return MPI_INT64_T;
     case CCB_UINT64: return MPI_UINT64_T;
     case CCB_FLOAT64: return MPI_DOUBLE;
+    case CCB_FLOAT8E4M3: return MPI_UINT8_T;
+    case CCB_FLOAT8E5M2: return MPI_UINT8_T;
     default: return MPI_DATATYPE_NULL;
     }
 }
@@ -43,34 +57,44 @@ HALF_OP(bf16_sum, CCB_BFLOAT16, CCB_SUM)
 HALF_OP(bf16_prod, CCB_BFLOAT16, CCB_PROD)
 HALF_OP(bf16_min, CCB_BFLOAT16, CCB_MIN)
 HALF_OP(bf16_max, CCB_BFLOAT16, CCB_MAX)
+HALF_OP(e4m3_sum, CCB_FLOAT8E4M3, CCB_SUM)
+HALF_OP(e4m3_prod, CCB_FLOAT8E4M3, CCB_PROD)
+HALF_OP(e4m3_min, CCB_FLOAT8E4M3, CCB_MIN)
+HALF_OP(e4m3_max, CCB_FLOAT8E4M3, CCB_MAX)
+HALF_OP(e5m2_sum, CCB_FLOAT8E5M2, CCB_SUM)
+HALF_OP(e5m2_prod, CCB_FLOAT8E5M2, CCB_PROD)
+HALF_OP(e5m2_min, CCB_FLOAT8E5M2, CCB_MIN)
+HALF_OP(e5m2_max, CCB_FLOAT8E5M2, CCB_MAX)
 
 int ccb_types_init(void) {
-    if (half_ops_ready) return MPI_SUCCESS;
-    MPI_User_function *fns[2][4] = {
+    if (small_ops_ready) return MPI_SUCCESS;
+    MPI_User_function *fns[SMALL_FLOATS][4] = {
         {f16_sum, f16_prod, f16_min, f16_max},
         {bf16_sum, bf16_prod, bf16_min, bf16_max},
+        {e4m3_sum, e4m3_prod, e4m3_min, e4m3_max},
+        {e5m2_sum, e5m2_prod, e5m2_min, e5m2_max},
     };
-    for (int h = 0; h < 2; h++) {
-        for (int o = 0; o < 4; o++) CCB_CHECK(MPI_Op_create(fns[h][o], 1, &half_ops[h][o]));
-        half_ops[h][CCB_AVG] = half_ops[h][CCB_SUM];
+    for (int h = 0; h < SMALL_FLOATS; h++) {
+        for (int o = 0; o < 4; o++) CCB_CHECK(MPI_Op_create(fns[h][o], 1, &small_ops[h][o]));
+        small_ops[h][CCB_AVG] = small_ops[h][CCB_SUM];
     }
-    half_ops_ready = 1;
+    small_ops_ready = 1;
     return MPI_SUCCESS;
 }
 
 void ccb_types_finalize(void) {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!half_ops_ready || finalized) return;
-    for (int h = 0; h < 2; h++)
-        for (int o = 0; o < 4; o++) MPI_Op_free(&half_ops[h][o]);
-    half_ops_ready = 0;
+    if (!small_ops_ready || finalized) return;
+    for (int h = 0; h < SMALL_FLOATS; h++)
+        for (int o = 0; o < 4; o++) MPI_Op_free(&small_ops[h][o]);
+    small_ops_ready = 0;
 }
 
 MPI_Op ccb_mpi_op(ccb_dtype t, ccb_op op) {
     if (op < 0 || op >= CCB_NOPS) return MPI_OP_NULL;
-    if (t == CCB_FLOAT16 || t == CCB_BFLOAT16)
-        return half_ops_ready ? half_ops[t == CCB_BFLOAT16][op] : MPI_OP_NULL;
+    if (small_float_index(t) >= 0)
+        return small_ops_ready ? small_ops[small_float_index(t)][op] : MPI_OP_NULL;
     switch (op) {
     case CCB_SUM: case CCB_AVG: return MPI_SUM;
     case CCB_PROD: return MPI_PROD;

@@ -173,3 +173,45 @@ if comm.Get_rank() == 0:
     proc = mpirun(3, code, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "COUNTS [(0, 0), (0, 0), (2, 0)]" in proc.stdout, proc.stdout + proc.stderr
+
+
+FP8_SCRIPT = r"""
+import json
+from mpi4py import MPI
+from ccbench_kit.config import RunConfig
+from ccbench_kit.harness import Sweep
+
+comm = MPI.COMM_WORLD
+p = comm.Get_size()
+results = {}
+for dtype in ("fp8_e4m3", "fp8_e5m2"):
+    for name, ops in (("all_reduce", ["sum", "prod", "min", "max", "avg"]),
+                      ("reduce_scatter", ["sum", "avg"]), ("reduce", ["sum"]),
+                      ("all_gather", ["sum"]), ("alltoall", ["sum"])):
+        for op in ops:
+            per_rank = name in ("all_reduce", "reduce")
+            sizes = [3, 1001] if per_rank else [p, 7 * p + p]
+            cfg = RunConfig(collective=name, sizes=sizes, nranks=p, algorithms=["all"], dtype=dtype,
+                            op=op, root=p - 1, warmup=0, iters=1, check="random", seed=7,
+                            segment_bytes=64)
+            ds = Sweep(comm, cfg).run()
+            if comm.Get_rank() == 0:
+                for a in ds.algorithm.values:
+                    results[f"{dtype}/{name}/{op}/{a}"] = ds["wrong"].sel(algorithm=a).values.tolist()
+if comm.Get_rank() == 0:
+    print("RESULT " + json.dumps(results))
+"""
+
+
+@pytest.mark.parametrize("nranks", [3, 5])
+def test_fp8_reductions_match_numpy(mpirun, nranks):
+    """fp8 (e4m3, e5m2) through every algorithm of the reducing collectives,
+    every all_reduce op, against float64 goldens within fp8's tolerance."""
+    proc = mpirun(nranks, FP8_SCRIPT, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
+    results = json.loads(line[len("RESULT "):])
+    wrong = {k: v for k, v in results.items() if any(w != 0 for pl in v for w in pl)}
+    assert not wrong, wrong
+    assert any(k.startswith("fp8_e5m2/all_reduce/prod/ring") for k in results)
+    assert len(results) > 40

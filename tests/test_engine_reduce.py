@@ -115,3 +115,72 @@ def test_float_ops_and_nan(engine, name):
             np.testing.assert_array_equal(got, f(x, y), err_msg=op)  # NaN == NaN here
         got = engine.reduce_local(x, y, dt.engine, OPS["avg"], 4)
         np.testing.assert_array_equal(got, (x + y) / dt.storage.type(4))
+
+
+# fp8 (OCP 8-bit floats, NCCL's ncclFloat8e4m3/e5m2): values from the spec
+FP8_KNOWN = {
+    "fp8_e4m3": {0x38: 1.0, 0x7E: 448.0, 0x08: 2.0 ** -6, 0x01: 2.0 ** -9, 0xB8: -1.0,
+                 0x39: 1.125, 0x77: 240.0},
+    "fp8_e5m2": {0x3C: 1.0, 0x7B: 57344.0, 0x04: 2.0 ** -14, 0x01: 2.0 ** -16, 0xBC: -1.0,
+                 0x3D: 1.25, 0x7C: np.inf, 0xFC: -np.inf},
+}
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp8_e5m2"])
+def test_fp8_values_rounding_and_saturation(name):
+    d = get_dtype(name)
+    for code, value in FP8_KNOWN[name].items():
+        assert d.to_float(np.uint8(code)) == value, hex(code)
+    nans = np.isnan(d.to_float(np.arange(256, dtype=np.uint8)))
+    assert nans.sum() == (2 if name == "fp8_e4m3" else 6)
+    step = 2.0 ** -(3 if name == "fp8_e4m3" else 2)  # between 1 and 2
+    # ties go to the even code; past the largest finite (and inf) saturate
+    assert d.to_float(d.from_float([1 + step / 2, 1 + 1.5 * step])).tolist() == [1.0, 1 + 2 * step]
+    top = FP8_KNOWN[name][0x7E if name == "fp8_e4m3" else 0x7B]
+    assert d.to_float(d.from_float([top * 1.01, 1e30, -np.inf])).tolist() == [top, top, -top]
+    assert np.isnan(d.to_float(d.from_float([np.nan])))[0]
+
+
+@pytest.mark.parametrize("name", ["fp8_e4m3", "fp8_e5m2"])
+def test_fp8_every_pair_like_numpy(engine, name):
+    """All 65,536 pairs, each op: the engine combines in float32 and rounds
+    to nearest even like the host golden results; signed zeros may differ
+    (min/max of -0 and 0), NaN must stay NaN."""
+    d = get_dtype(name)
+    a, b = (x.ravel().copy() for x in np.meshgrid(np.arange(256, dtype=np.uint8),
+                                                  np.arange(256, dtype=np.uint8)))
+    fa, fb = d.to_float(a).astype(np.float32), d.to_float(b).astype(np.float32)
+    for op, f in NUMPY.items():
+        with np.errstate(all="ignore"):
+            want = d.to_float(d.from_float(f(fa, fb).astype(np.float64)))
+        got = d.to_float(engine.reduce_local(a, b, d.engine, OPS[op]))
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+        assert same.all(), (op, a[~same][:5], b[~same][:5], got[~same][:5], want[~same][:5])
+    # avg of three ranks: the sum divided once, rounded once
+    x = d.from_float([3.0, 1.5, -6.0])
+    got = d.to_float(engine.reduce_local(x, x, d.engine, OPS["avg"], nranks=3))
+    assert got.tolist() == d.to_float(d.from_float([2.0, 1.0, -4.0])).tolist()
+
+
+@pytest.mark.parametrize("name,p,caught", [("fp8_e4m3", 3, 1.0), ("fp8_e4m3", 5, 0.1),
+                                           ("fp8_e5m2", 3, 0.5)])
+def test_fp8_check_tolerates_rounding_and_catches_a_lost_rank(name, p, caught):
+    """--check on fp8: any order of rounded sums passes; a rank's data lost
+    or added twice fails (on every element for e4m3 at 3 ranks; fp8's 2-3
+    mantissa bits legitimately lose as much at more ranks, so fewer there,
+    and none for e5m2 at 5)."""
+    from ccbench_kit import checks, collectives
+    d, coll = get_dtype(name), collectives.get("all_reduce")
+    inputs = [checks.make_input(d, 1000, r, "random", 7) for r in range(p)]
+    golden, scale = checks.expected(coll, inputs, 0, p, "sum", 0, d)
+
+    def chain(xs):  # a ring's order of rounded sums
+        acc = xs[0]
+        for x in xs[1:]:
+            acc = d.from_float(d.to_float(acc) + d.to_float(x))
+        return acc
+
+    for order in (inputs, inputs[::-1], inputs[1:] + inputs[:1]):
+        assert checks.count_wrong(chain(order), golden, d, "sum", p, scale) == 0
+    assert checks.count_wrong(chain(inputs[:-1]), golden, d, "sum", p, scale) >= caught * 1000
+    assert checks.count_wrong(chain(inputs + inputs[:1]), golden, d, "sum", p, scale) >= caught * 1000

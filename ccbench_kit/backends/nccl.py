@@ -27,7 +27,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from ..dtypes import NCCL_OPS, OPS
+from ..dtypes import FP8, FP8_SINCE_NCCL, NCCL_OPS, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
 from .nccl_buffers import DeviceBuffer, Pool, overlap
@@ -273,7 +273,12 @@ class NCCLBackend:
         nan = np.full(iters, np.nan)
         if dtype.nccl < 0:
             raise ConfigError(f"NCCL has no {dtype.name} type; use one of int8, uint8, int32, "
-                              "uint32, int64, uint64, fp16, bf16, fp32, fp64", "-d/--datatype")
+                              "uint32, int64, uint64, fp16, bf16, fp32, fp64, fp8_e4m3, "
+                              "fp8_e5m2", "-d/--datatype")
+        if dtype.name in FP8 and self.version < FP8_SINCE_NCCL:
+            raise ConfigError(f"NCCL {version_string(self.version)} has no {dtype.name}: fp8 "
+                              f"needs NCCL {version_string(FP8_SINCE_NCCL)} or later",
+                              "-d/--datatype")
         if collective not in x.KINDS:
             raise ConfigError(f"the nccl backend has no {collective}", "COLLECTIVE")
         if collective == "hypercube" and self.nranks & (self.nranks - 1):
