@@ -138,6 +138,7 @@ class ClusterRun:
                 pending = list(wait(pending, timeout=left, return_when="FIRST_COMPLETED").not_done)
             except TimeoutError:
                 self._unsubscribe()
+                self._keep_partial()
                 raise RunError(f"the sweep did not finish within {timeout:.0f} s; its ranks "
                                "may still be inside a collective: restart the cluster "
                                "(ccbench cluster stop, then start)") from None
@@ -149,6 +150,7 @@ class ClusterRun:
             except TimeoutError:
                 pass
             self._unsubscribe()
+            self._keep_partial()
             i, f = failed[0]
             err = f.exception()
             stuck = [k for k, g in enumerate(self.futures) if not g.done()]
@@ -161,6 +163,15 @@ class ClusterRun:
             raise RunError(msg) from err
         self._unsubscribe()
         return self.futures[0].result()
+
+    def _keep_partial(self):
+        """Fold the sizes rank 0 kept beside the results file into it."""
+        if self.cfg.out:
+            from ..dataset.checkpoint import merge_pending
+            try:
+                merge_pending(self.cfg.out)
+            except Exception:
+                pass  # the file as rank 0 last wrote it stays
 
     def _unsubscribe(self):
         if self._subscribed:
