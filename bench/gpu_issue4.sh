@@ -11,6 +11,7 @@
 #   WAIT_PID   a process (the nccl-tests build) to wait for before comparing
 #   MAXBYTES   largest size (default 4G)       SWEEP   all_reduce algorithms to sweep
 #   ITERS WARMUP (20, 5)   SKIP_TESTS=1 (no pytest)   DEADLINE (560 s for the whole script)
+#   LAT_REPEATS (2) BAND_REPEATS (0): extra rounds of the small sizes / of 256 MiB-MAXBYTES
 # Results: OUTDIR/summary.md, OUTDIR/log.txt and OUTDIR/results.tgz (Datasets, logs).
 set -u -o pipefail
 BIN=$(cd "${1:?give the folder of nccl-tests binaries}" 2>/dev/null && pwd || echo "$1")
@@ -96,7 +97,8 @@ else
     nvidia-smi dmon -s pc -o T >"$WORK/dmon_compare.log" 2>&1 &   # clocks and power, 1/s
     DMON=$!
     step compare 900 $PY bench/nccl_compare.py compare --nccl-tests "$BIN" --out "$WORK/compare" \
-        -r "$NGPU" -b 8 -e "$MAXBYTES" -f 2 -w "$WARMUP" -n "$ITERS" --latency-repeats "${LAT_REPEATS:-1}" --band 256M "$MAXBYTES"
+        -r "$NGPU" -b 8 -e "$MAXBYTES" -f 2 -w "$WARMUP" -n "$ITERS" --latency-repeats "${LAT_REPEATS:-2}" \
+        --band-repeats "${BAND_REPEATS:-0}" --band 256M "$MAXBYTES"
     kill $DMON 2>/dev/null
     { echo; cat "$WORK/compare/compare.md"; } >>"$SUM" 2>&1
 fi
