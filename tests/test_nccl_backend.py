@@ -108,9 +108,11 @@ def test_options_are_checked_before_any_rank_starts(tmp_path, cli):
 
 def test_nccl_enums_match_nccl_h():
     # nccl.h: ncclInt8 0, ncclUint8 1, ncclInt32 2, ncclUint32 3, ncclInt64 4, ncclUint64 5,
-    # ncclFloat16 6, ncclFloat32 7, ncclFloat64 8, ncclBfloat16 9; no 16-bit integers
+    # ncclFloat16 6, ncclFloat32 7, ncclFloat64 8, ncclBfloat16 9, and from 2.24
+    # ncclFloat8e4m3 10, ncclFloat8e5m2 11; no 16-bit integers
     want = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5,
-            "fp16": 6, "fp32": 7, "fp64": 8, "bf16": 9, "int16": -1, "uint16": -1}
+            "fp16": 6, "fp32": 7, "fp64": 8, "bf16": 9, "int16": -1, "uint16": -1,
+            "fp8_e4m3": 10, "fp8_e5m2": 11}
     assert {k: d.nccl for k, d in DTYPES.items()} == want
     assert NCCL_OPS == {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
     assert _nccl.KINDS[:5] == ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
