@@ -258,11 +258,9 @@ def _run_in_process(collective, sizes, progress=None, **options):
 
     comm = MPI.COMM_WORLD.Dup()
     options.pop("nranks", None)
-    # a seed drawn at random must be the same on every rank: rank 0's
-    options["seed"] = comm.bcast(options.get("seed"), root=0)
     cfg = make_config(collective, comm.Get_size(), sizes, **options)
-    if options["seed"] is None:
-        cfg.seed = comm.bcast(cfg.seed, root=0)
+    # every rank runs rank 0's seed (one drawn at random differs per rank)
+    cfg.seed = comm.bcast(cfg.seed, root=0)
     from .dataset.checkpoint import Checkpoint
     try:
         return Sweep(comm, cfg, emit=progress,

@@ -167,12 +167,17 @@ class Sweep:
         send = be.alloc(max(l.send_elems for l in layouts), dt)
         recv = be.alloc(max(l.recv_elems for l in layouts), dt)
         for layout in layouts:
-            kw = dict(count=layout.engine_count, dtype=dt, op=OPS.get(cfg.op, 0), root=cfg.root,
-                      **coll.engine_vectors(self.rank, self.nranks, layout))
+            kw = self._call_args(layout)
             for alg in cfg.algorithms:
                 scratch = be.scratch(coll.name, alg, layout.engine_count, dt, self.nranks)
                 bufs = [(send[:layout.send_elems], recv[:layout.recv_elems], scratch)]
                 be.time(coll.name, alg, bufs, warmup=cfg.warmup, iters=1, **kw)
+
+    def _call_args(self, layout):
+        """The backend's `time` arguments that depend on the size only."""
+        cfg = self.cfg
+        return dict(count=layout.engine_count, dtype=self.dtype, op=OPS.get(cfg.op, 0),
+                    root=cfg.root, **self.coll.engine_vectors(self.rank, self.nranks, layout))
 
     def _save(self, ds):
         if self.checkpoint is not None:
@@ -282,7 +287,7 @@ class Sweep:
             inputs = [checks.make_input(dt, layout.send_elems, r, mode, cfg.seed)
                       for r in range(self.nranks)]
             golden, scale = checks.expected(coll, inputs, self.rank, self.nranks, cfg.op, cfg.root, dt)
-        op = OPS.get(cfg.op, 0)
+        kw = self._call_args(layout)
         for ai, alg in enumerate(cfg.algorithms):
             for pi, placement in enumerate(cfg.placements):
                 if placement not in coll.placements:
@@ -290,8 +295,6 @@ class Sweep:
                 send, recv = self._buffers(placement, layout)
                 scratch = be.scratch(coll.name, alg, layout.engine_count, dt, self.nranks)
                 bufs = [(send, recv, scratch)]
-                kw = dict(count=layout.engine_count, dtype=dt, op=op, root=cfg.root,
-                          **coll.engine_vectors(self.rank, self.nranks, layout))
                 be.upload(send, own)
                 timed, nparts = self._timed_buffers(alg, placement, layout, bufs[0], own)
                 if self.group_comm is not self.comm:

@@ -270,7 +270,6 @@ class NCCLBackend:
         a graph replays its iterations -G times, which in place sums again).
         """
         x = self._x
-        nan = np.full(iters, np.nan)
         if dtype.nccl < 0:
             raise ConfigError(f"NCCL has no {dtype.name} type; use one of int8, uint8, int32, "
                               "uint32, int64, uint64, fp16, bf16, fp32, fp64, fp8_e4m3, "
@@ -295,7 +294,7 @@ class NCCLBackend:
             if self.register:
                 self._register(comm, buffers)
             if once:
-                lat, start = self.lib.time_loop(calls[:1], mode="batch", warmup=0, iters=1)
+                lat, start = self._one_call(calls)
             else:
                 lat, start = self._loop(calls, warmup, iters, agg, blocking)
             if (algorithm, count) not in self._probed:
@@ -318,12 +317,16 @@ class NCCLBackend:
         self.unavailable.setdefault(algorithm, {})[count] = reason
         return np.full(1, np.nan), np.full(1, np.nan)
 
+    def _one_call(self, calls):
+        """The first call once, unwarmed, whatever the timing mode."""
+        return self.lib.time_loop(calls[:1], mode="batch", warmup=0, iters=1)
+
     def _probe(self, algorithm, count, calls):
         """One untimed call, with NCCL's TUNING log on at rank 0."""
         decisions = []
         ctx = self.tuning.capture(decisions) if self.rank == 0 else nullcontext()
         with ctx:
-            self.lib.time_loop(calls[:1], mode="batch", warmup=0, iters=1)
+            self._one_call(calls)
         if self.rank == 0:
             self.ran.setdefault(algorithm, {})[count] = summarize(decisions) or (
                 "p2p" if not self.tuning.reason else "")

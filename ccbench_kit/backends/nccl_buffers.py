@@ -5,8 +5,10 @@ size at their start.  The pool does the same: a buffer no longer referenced
 goes back to the pool, and the next request takes the smallest free
 allocation that holds it.  Since the harness warms the largest sizes up
 before timing anything (`Sweep._warm_every_size`), every size of a sweep runs
-in the same two or three allocations, as in nccl-tests; allocating each size
-anew gave busbw 0.5-1 % lower at 256 MiB-4 GiB (bench/RESULTS.md).
+in the same two or three allocations, as in nccl-tests, and nothing is
+allocated between timed loops.  Against allocating each size anew
+(`--fresh-buffers`) it made no difference beyond run-to-run noise at
+256 MiB-4 GiB on 2x H200 (bench/RESULTS.md).
 """
 import weakref
 

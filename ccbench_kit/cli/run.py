@@ -138,10 +138,7 @@ def main(args):
     progress = None if args.non_interactive else _progress
     cfgs = [api.make_config(name, args.nworkers, **cfg_kw) for name in names]
     seed = cfgs[0].seed
-    lead = _lead_rank()
-    if args.seed is None and lead is not None:
-        seed = lead[1].bcast(seed, root=0)  # under the user's mpirun: rank 0's seed
-    if cfgs[0].check == "random" and (lead is None or lead[0]):
+    if cfgs[0].check == "random" and _prints():  # every rank runs rank 0's seed (api)
         print(f"# check: random, seed {seed}", file=sys.stderr)
     kw = {**cfg_kw, "seed": seed, "progress": progress,
           **launch_options(args)}
@@ -168,13 +165,13 @@ def main(args):
     return 0
 
 
-def _lead_rank():
-    """(is rank 0, COMM_WORLD) when started as a rank of the user's own MPI
-    job (`mpirun -np 4 ccbench run ...`), else None."""
+def _prints():
+    """False on the ranks other than 0 of the user's own MPI job
+    (`mpirun -np 4 ccbench run ...`), where rank 0 alone prints."""
     if not api.inside_mpi_job():
-        return None
+        return True
     from mpi4py import MPI
-    return MPI.COMM_WORLD.Get_rank() == 0, MPI.COMM_WORLD
+    return MPI.COMM_WORLD.Get_rank() == 0
 
 
 def _groups_note(ds):
