@@ -135,8 +135,9 @@ def main(args):
         from ..errors import ConfigError
         raise ConfigError("needs --report-to-json-file PATH", "--json-format")
     json_format = args.json_format or "nccom-test"
-    progress = None if args.non_interactive else _progress
     cfgs = [api.make_config(name, args.nworkers, **cfg_kw) for name in names]
+    progress = None if args.non_interactive else \
+        Progress({c.collective: len(c.sizes) for c in cfgs})
     seed = cfgs[0].seed
     if cfgs[0].check == "random" and _prints():  # every rank runs rank 0's seed (api)
         print(f"# check: random, seed {seed}", file=sys.stderr)
@@ -183,7 +184,29 @@ def _groups_note(ds):
     return f", {len(g)} concurrent groups of {len(g[0])} (busbw per group)"
 
 
-def _progress(ev):
-    if ev.get("event") == "size":
-        print(f"  [{ev['index'] + 1}/{ev['total']}] {format_size(ev['size'])} done, "
-              f"best busbw {ev['busbw']:.3g} GB/s", file=sys.stderr, flush=True)
+class Progress:
+    """Progress lines counted over the whole run: ``[all_gather 7/24]``.
+
+    `planned` maps each collective, in run order, to its number of sizes;
+    a sweep that merges sizes (equal after rounding) reports its own
+    total, which replaces the plan.
+    """
+
+    def __init__(self, planned):
+        self.totals = dict(planned)
+        self.done = {name: 0 for name in self.totals}
+
+    def line(self, ev):
+        name = ev.get("collective") or next(iter(self.totals))
+        self.totals[name] = int(ev["total"])
+        self.done[name] = int(ev["index"]) + 1
+        names = list(self.totals)
+        before = sum(self.totals[n] for n in names[:names.index(name)]) if name in names else 0
+        return (f"  [{name} {before + self.done[name]}/{sum(self.totals.values())}] "
+                f"{format_size(ev['size'])} done, best busbw {ev['busbw']:.3g} GB/s")
+
+    def __call__(self, ev):
+        if ev.get("event") == "size":
+            print(self.line(ev), file=sys.stderr, flush=True)
+        elif ev.get("event") == "warning":
+            print(f"ccbench: warning: {ev.get('message')}", file=sys.stderr, flush=True)
