@@ -469,12 +469,17 @@ def verdict(ds, preset=None, models=None, baseline=None, placement="out_of_place
             findings.append(("No crossover: " + (f"`{lead[0]}` is ahead wherever one is" if len(lead) == 1
                              else "no algorithm is clearly ahead at any size")) + ".")
         n = len(ch["winners"])
-        if ch["noisy"] or ch["ties"]:
-            cautions.append(
-                f"Noisy ranking: the best algorithm by median changes {ch['changes']} times over "
-                f"{n} sizes, {ch['noisy']} of them within the noise (not crossovers); "
-                f"{ch['ties']} of {n} sizes are ties (intervals overlap"
-                + ("" if r["interval"] else ", or a lead under 5 %") + ").")
+        said = []
+        if ch["noisy"]:
+            said.append(f"the best algorithm by median changes {ch['changes']} times over {n} "
+                        f"sizes, {ch['noisy']} of them within the noise (not crossovers)")
+        if ch["ties"]:
+            said.append(f"{ch['ties']} of {n} sizes are ties ("
+                        + ("intervals overlap" if r["interval"] else "a lead under 5 %") + ")")
+        if cross and not r["interval"]:
+            said.append("crossovers decided without intervals (a lead over 5 % may still be noise)")
+        if said:
+            cautions.append("Noisy ranking: " + "; ".join(said) + ".")
     if models:
         good = [f"`{k}` ({m['pieces'][0].quality})" for k, m in models.items() if m["kind"] == "holds"]
         piece = [f"`{k}`" for k, m in models.items() if m["kind"] == "piecewise"]
@@ -508,11 +513,12 @@ def _straggler_sentence(ds, placement):
         return (f"Stragglers: not judged ({ds.sizes.get('rank', 1)} rank"
                 f"{'s' if ds.sizes.get('rank', 1) != 1 else ''} of data; a robust z-score "
                 "needs 3 or more).")
-    found = []
+    by_rank = {}
     for a in [str(x) for x in ds["algorithm"].values]:
-        s = stragglers(ds, a, placement)
-        found += [f"rank {row.rank}" + (f" on {row.host}" if row.host else "")
-                  + f" (`{a}`, {row.flagged}/{ds.sizes['size']} sizes)" for row in s.itertuples()]
+        for row in stragglers(ds, a, placement).itertuples():
+            key = f"rank {row.rank}" + (f" on {row.host}" if row.host else "")
+            by_rank.setdefault(key, []).append(f"`{a}` {row.flagged}/{ds.sizes['size']}")
+    found = [f"{who} ({', '.join(where)} sizes)" for who, where in by_rank.items()]
     metric = "start skew" if "start" in ds else "median latency"
     if not found:
         return (f"No straggler: no rank's {metric} stands out (robust z > 3.5 at ≥ ¼ of the "
