@@ -194,3 +194,14 @@ def test_compare_warns_when_backends_hardware_or_ranks_differ():
     assert said == ["all_gather: backends differ: mpi () vs nccl ()",
                     "all_gather: hardware differs: cpu vs NVIDIA H200",
                     "all_gather: rank counts differ: 3 vs 4 (busbw normalises by the bus factor)"]
+
+
+def test_distrust_names_oversubscription_and_a_busy_machine():
+    ds = hand_dataset({"ring": [[10] * 6]}, [3000]).assign_attrs(
+        oversubscribed="true", ranks_per_host='{"vm": 3}', cpus_available='{"vm": 2}',
+        load_average=19.9, memcpy_gbps=0.97)
+    said = analysis.distrust(ds)
+    assert said[0].startswith("**Oversubscribed**: 3 ranks on 2 CPUs. ")
+    assert said[1] == ("**Busy machine**: load average 19.9 on 2 CPUs when the run started; "
+                       "other work shared the cores, so the times and the memcpy peak include it.")
+    assert analysis.distrust(ds.assign_attrs(oversubscribed="false", load_average=1.5)) == []

@@ -364,6 +364,14 @@ def distrust(ds):
                           for h in per if per[h] > cpus.get(h, per[h]))
         out.append(f"**Oversubscribed**: {where}. Ranks took turns on the cores, so these times "
                    "measure the scheduler as much as the collective; compare nothing with them.")
+    load, cpus = a.get("load_average"), a.get("cpus_available")
+    if isinstance(load, (int, float)) and isinstance(cpus, dict) and cpus:
+        n = min(cpus.values())
+        if load > n:
+            out.append(f"**Busy machine**: load average {load:g} on {n} CPUs when the run "
+                       "started; other work shared the cores, so the times"
+                       + (" and the memcpy peak" if a.get("memcpy_gbps") else "")
+                       + " include it.")
     note = timing_note(ds)
     if note:
         out.append(note)

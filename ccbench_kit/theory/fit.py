@@ -105,7 +105,8 @@ class AlgorithmFit:
             return f"{self.sizes.size} sizes: too few to judge a two-parameter fit"
         reasons = []
         if not self.rms_inliers <= HOLDS_RMS:
-            reasons.append(f"rms residual {100 * self.rms_inliers:.0f} % > {100 * HOLDS_RMS:.0f} %")
+            rms = f"{100 * self.rms_inliers:.0f} %" if self.rms_inliers < 10 else "> 1000 %"
+            reasons.append(f"rms residual {rms} > {100 * HOLDS_RMS:.0f} %")
         if self.outliers > HOLDS_OUTLIERS * self.sizes.size:
             reasons.append(f"{self.outliers} of {self.sizes.size} sizes down-weighted")
         if not self.r2_log >= HOLDS_R2_LOG:

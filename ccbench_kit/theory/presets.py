@@ -217,10 +217,11 @@ def _with_memcpy(preset, ds):
                    measured=f"memcpy measured now on {socket.gethostname()} (no run given)")
 
 
-def measure_memcpy_gbps(nbytes=64 << 20, repeats=5):
-    """This host's memcpy rate in GB/s (1e9 B/s): bytes copied / best time."""
-    from ..hostinfo import measure_memcpy_gbps as measure
-    return measure(nbytes, repeats)
+def measure_memcpy_gbps(nbytes=None, repeats=None):
+    """This host's memcpy rate in GB/s (1e9 B/s): `hostinfo.measure_memcpy_gbps`."""
+    from .. import hostinfo
+    return hostinfo.measure_memcpy_gbps(nbytes or hostinfo.MEMCPY_BYTES,
+                                        repeats or hostinfo.MEMCPY_REPEATS)
 
 
 def busbw_bound(preset, collective, nranks):
