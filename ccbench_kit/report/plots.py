@@ -95,7 +95,7 @@ def busbw_vs_size(ds, stat="avg", rank_stat="max", placement=None, preset=None, 
             lo, hi = (x.size_range if len(pieces) > 1 else (dense[0], dense[-1]))
             d = dense[(dense >= lo) & (dense <= hi)]
             ax.plot(d, x.busbw(d), color=c, ls="--", lw=1.1, alpha=0.9)
-    if fits:
+    if fits and any(v is not None and v != [] for v in fits.values()):
         ax.plot([], [], color="0.4", ls="--", lw=1.1, label="α-β fit (dashed)")
     p = theory.preset(preset, ds=ds) if preset is not None and preset != "" else None
     if p is not None and not p.has_peak:  # a memcpy preset the run did not measure
