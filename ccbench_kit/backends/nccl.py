@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import collectives as _collectives
 from ..dtypes import FP8, FP8_SINCE_NCCL, NCCL_OPS, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
@@ -38,12 +39,15 @@ from .nccl_tuning import TuningCapture, environ, summarize
 ALGOS = {"ring": "Ring", "tree": "Tree", "pat": "PAT",
          "collnet_direct": "CollnetDirect", "collnet_chain": "CollnetChain"}
 PROTOS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
-NATIVE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
-NATIVE_SINCE_2_28 = {"alltoall": "ncclAlltoAll", "gather": "ncclGather", "scatter": "ncclScatter"}
-P2P_ONLY = ("alltoallv", "sendrecv", "permute", "hypercube")
-# NCCL moves these between distinct buffers only: ncclAlltoAll has no
-# in-place form, and grouped send/recv into the buffer being sent races.
-NO_IN_PLACE = ("alltoall", "alltoallv", "sendrecv", "permute")
+# What NCCL does with each collective is the collective's own fact
+# (`collectives.base.Collective.nccl`, ``nccl_in_place``).
+_ALL = _collectives.all_collectives()
+NATIVE = tuple(c.name for c in _ALL if c.nccl == "native")
+NATIVE_SINCE_2_28 = tuple(c.name for c in _ALL if c.nccl == "native_since_2_28")
+P2P_ONLY = tuple(c.name for c in _ALL if c.nccl == "p2p")
+# ncclAlltoAll has no in-place form, and grouped send/recv into the buffer
+# being sent races.
+NO_IN_PLACE = tuple(c.name for c in _ALL if not c.nccl_in_place)
 TIMINGS = ("cuda-events", "batch", "graph")
 MEM_TYPES = ("cudaMalloc", "ncclMemAlloc")
 _OP_NAMES = {v: k for k, v in OPS.items()}
@@ -51,8 +55,7 @@ _OP_NAMES = {v: k for k, v in OPS.items()}
 
 def nccl_algorithms(collective):
     """Algorithm names the nccl backend takes for `collective`."""
-    from .. import collectives
-    name = collectives.get(collective).name
+    name = _collectives.get(collective).name
     if name in NATIVE:
         return (["nccl"] + [f"nccl:{a}" for a in ALGOS]
                 + [f"nccl:{a}/{p}" for a in ALGOS for p in PROTOS])
