@@ -68,9 +68,10 @@ def _fill_v2(ds):
     a = ds.attrs
     a.setdefault("complete", "true")          # a v1 kit wrote only finished sweeps
     if "group_size" not in a:                  # one group of every rank
-        nranks = a.get("nranks", "")
-        a["group_size"] = int(nranks) if str(nranks).lstrip("-").isdigit() \
-            else int(ds.sizes.get("rank", 1))
+        try:
+            a["group_size"] = int(a.get("nranks"))
+        except (TypeError, ValueError):        # "" in a hand-made file: count the ranks
+            a["group_size"] = int(ds.sizes.get("rank", 1))
     return ds
 
 
@@ -79,7 +80,8 @@ _RUN = "run attr, written by every run of the kit (not by importers)"
 HISTORY = (
     Version(1, "the original contract: dims (algorithm, placement, size, rank, iteration); "
                "coords size, count, in_bytes, out_bytes, algorithm, placement, rank, host, "
-               "device, iteration; latency, optional start, wrong; the run attrs"),
+               "device, iteration; latency, optional start, wrong; the run attrs; imported "
+               "baselines as rank -1, iteration 0 with attr aggregated"),
     Version(2, "the additions of round 1: replica groups, completeness, the run's "
                "configuration and clocks, NCCL details, imported baselines' printed numbers",
             added=(
@@ -128,8 +130,6 @@ HISTORY = (
                 Added("suite", "attr", "suite runs: the suite's name"),
                 Added("suite_axes", "attr", "suite runs: JSON, this run's matrix values"),
                 Added("format", "attr", "imported baselines: the tool and format read"),
-                Added("aggregated", "attr", "imported baselines: what a printed number was "
-                      "(e.g. mean over iterations, mean over ranks)"),
                 Added("imported", "attr", "imported baselines: when the file was imported"),
                 Added("reported_check", "attr", "imported baselines: do the printed "
                       "bandwidths agree with size / time and the bus factor"),
