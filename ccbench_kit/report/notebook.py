@@ -64,12 +64,15 @@ def check_parameters(results, baseline="", theory="auto", stats=("avg",), title=
             raise ConfigError(f"{r!r} is not a file name", "results")
         if not os.path.isfile(r):
             raise ConfigError(f"{r}: no such results file", "results")
+        _check_schema_version(r, "results")
     if baseline is None:
         baseline = ""
     if not isinstance(baseline, (str, os.PathLike)):
         raise ConfigError(f"{baseline!r} is not a file name", "baseline")
     if baseline and not os.path.isfile(baseline):
         raise ConfigError(f"{baseline}: no such baseline file", "baseline")
+    if baseline:
+        _check_schema_version(baseline, "baseline")
     if isinstance(stats, str):
         stats = [s for s in stats.replace(",", " ").split()]
     if not isinstance(stats, (list, tuple)) or not stats:
@@ -86,6 +89,20 @@ def check_parameters(results, baseline="", theory="auto", stats=("avg",), title=
     if not isinstance(title, str):
         raise ConfigError(f"{title!r} is not text", "title")
     return Parameters([os.fspath(r) for r in results], os.fspath(baseline), theory, stats, title)
+
+
+def _check_schema_version(path, flag):
+    """A results file of a newer or foreign schema stops the report before
+    papermill starts (reading only the file's attrs)."""
+    from ..dataset import SchemaError, open_parts
+    from ..importers import is_netcdf
+    if not is_netcdf(path):
+        return
+    try:
+        for ds in open_parts(path).values():
+            ds.close()
+    except SchemaError as e:
+        raise ConfigError(str(e), flag) from None
 
 
 class one_line_errors:
@@ -325,8 +342,9 @@ def fit_table_html(fits, preset=None, models=None):
 
 
 def fit_notes(fits, models=None):
-    """Markdown: why a fit is not drawn, and where THEORY.md's cross-checks
-    disagree with the fit by more than 15 % (the sweep is not one α-β line)."""
+    """Markdown: why a fit is not drawn, and where the fit's cross-checks
+    (docs/theory.md) disagree with it by more than 15 % (the sweep is not one
+    α-β line: a protocol change)."""
     notes = []
     for alg, m in (models or {}).items():
         if m["kind"] != "holds":
@@ -345,7 +363,7 @@ def fit_notes(fits, models=None):
     if any(f.gamma_source.startswith("not separable") for f in fits.values()):
         notes.append("- γ (reduction time) cannot be told from β with these algorithms; 1/β "
                      "includes it.")
-    return ("Notes:\n" + "\n".join(notes)) if notes else ""
+    return ("Notes on the fits (cross-checks: docs/theory.md):\n" + "\n".join(notes)) if notes else ""
 
 
 def _table(head, rows, cls="ccb-table"):
@@ -560,7 +578,7 @@ def show_tables(ctx):
     """nccl-tests' table per collective, with every statistic asked for
     (the average alone where there is no per-iteration data: percentiles of
     copies of one average would only look like data)."""
-    from ..table import format_table
+    from ..formats.nccl_tests.write_table import format_table
     from . import analysis
     from .page import heading, slug
     _html(heading(2, "Tables", "tables"))

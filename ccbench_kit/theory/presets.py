@@ -228,7 +228,7 @@ def busbw_bound(preset, collective, nranks):
     """The busbw (GB/s) no algorithm can pass on `preset`'s links, and why.
 
     Built from point-to-point messages, every algorithm's busbw is at most
-    the per-direction link rate B (THEORY.md's lower bounds).  With in-switch
+    the per-direction link rate B (the lower bounds in docs/theory.md).  With in-switch
     reduction (NVLink SHARP, "NVLS", on NVSwitch; SHARP on InfiniBand) an
     all_reduce sends each byte up once and receives the result once, so
     its time approaches S/B and busbw = algbw·2(p−1)/p approaches
