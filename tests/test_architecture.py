@@ -157,11 +157,11 @@ LAYERS = [
     {"launch"},                                    # mpirun, Slurm, Dask-MPI, the watchdog
     {"harness"},                                   # one rank's sweep
     {"backends", "checks", "clock", "config"},
-    {"compare", "importers", "output", "export", "table", "theory"},  # files in, files out
+    {"compare", "importers", "output", "export", "table", "theory", "formats"},  # files in, out
     {"collectives", "inputs"},                     # collectives' facts; their parsed inputs
     {"dataset"},                                   # the schema; imports nothing above it
     {"errors", "units", "dtypes", "_files", "_optional", "mpi_env", "progress_board",
-     "_engine", "_nccl"},                          # foundations and the compiled engine
+     "hostinfo", "_engine", "_nccl"},              # foundations and the compiled engine
 ]
 # Modules that are plugins of another library and so face upward on purpose:
 # they import what they serve lazily, inside the function that needs it.
