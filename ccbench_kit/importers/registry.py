@@ -7,7 +7,7 @@ file never reaches a text reader.
 """
 import importlib
 
-MODULES = ("nccl_tests_json", "nccom_json", "nccl_tests_text", "nccom_text", "allgatherp")
+MODULES = ("nccl_inspector", "nccl_tests_json", "nccom_json", "nccl_tests_text", "nccom_text", "allgatherp")
 _HEAD = 1 << 20   # sniff the first MiB: a log may start with pages of NCCL INFO
 
 
