@@ -21,6 +21,11 @@ def add_parser(sub):
     g.add_argument("-e", "--maxbytes", default=None, help="last size (default: minbytes)")
     g.add_argument("-f", "--stepfactor", default=None, help="multiply the size by this each step")
     g.add_argument("-i", "--stepbytes", default=None, help="add this many bytes each step")
+    g.add_argument("--sizes", default=None, metavar="LIST",
+                   help="exactly these sizes, in this order (8,1K,1M), in place of -b/-e/-f/-i")
+    g.add_argument("--msglen", default=None, metavar="FILE",
+                   help="sizes from a file as IMB's -msglen: one per line, K/M suffixes, "
+                        "# comments")
     g = p.add_argument_group("iterations")
     g.add_argument("-n", "--iters", type=int, default=20, help="measured iterations (default 20)")
     g.add_argument("-w", "--warmup_iters", "--warmup-iters", dest="warmup", type=int, default=5,
@@ -73,6 +78,10 @@ def add_parser(sub):
     g = p.add_argument_group("output")
     g.add_argument("--out", default=None, help="results file (default results/COLL-TIME.nc)")
     g.add_argument("-t", "--stats", nargs="+", default=["avg"], help="avg p50 p99 ...")
+    g.add_argument("-a", "--average", default=None, metavar="0|1|2|3",
+                   help="the table as nccl-tests -a: each rank's time over its iterations, "
+                   "then rank 0's (0), the avg (1), min (2) or max (3) across ranks "
+                   "(default: the max over ranks of each iteration); the file keeps every rank")
     g.add_argument("--show-algorithm", action="store_true",
                    help="the algorithm column in the table (always there) and in the JSON")
     g.add_argument("--show-input-output-size", action="store_true",
@@ -135,8 +144,13 @@ def main(args):
         from ..errors import ConfigError
         raise ConfigError("needs --report-to-json-file PATH", "--json-format")
     json_format = args.json_format or "nccom-test"
+    rank_stat = "max"
+    if args.average is not None:
+        from ..dataset.stats import check_average
+        rank_stat = check_average(args.average)
     progress = None if args.non_interactive else _progress
-    cfgs = [api.make_config(name, args.nworkers, **cfg_kw) for name in names]
+    sizes = _explicit_sizes(args)
+    cfgs = [api.make_config(name, args.nworkers, sizes, **cfg_kw) for name in names]
     seed = cfgs[0].seed
     if cfgs[0].check == "random" and _prints():  # every rank runs rank 0's seed (api)
         print(f"# check: random, seed {seed}", file=sys.stderr)
@@ -146,14 +160,15 @@ def main(args):
         results = {cfgs[0].collective: api.run(names[0], args.nworkers, cfgs[0].sizes, **kw)}
     else:
         kw.pop("out")
-        results = api.run_many(names, args.nworkers, None, out=out, **kw)
+        results = api.run_many(names, args.nworkers, sizes, out=out, **kw)
     if results is None or any(ds is None for ds in results.values()):
         return 0  # a rank other than 0 of the user's own mpirun: rank 0 prints
     for name, ds in results.items():
         print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
               f"{ds.attrs['backend']} ({library_name(ds.attrs)}), {ds.attrs['warmup']} warm-up + "
               f"{ds.attrs['iters']} iterations" + _groups_note(ds))
-        for line in format_table(ds, stats=args.stats, show_io=args.show_input_output_size):
+        for line in format_table(ds, stats=args.stats, rank_stat=rank_stat,
+                                 show_io=args.show_input_output_size):
             print(line)
     if args.json_file:
         from ..output import write_json
@@ -163,6 +178,20 @@ def main(args):
             print(f"# json ({json_format}): {path}")
     print(f"# results: {out}")
     return 0
+
+
+def _explicit_sizes(args):
+    """--sizes or --msglen (IMB), or None for the -b/-e/-f/-i sweep."""
+    from ..errors import ConfigError
+    from ..inputs.sizes import parse_size_list, read_msglen
+    if args.sizes is None and args.msglen is None:
+        return None
+    flag = "--sizes" if args.sizes is not None else "--msglen"
+    if args.sizes is not None and args.msglen is not None:
+        raise ConfigError("give --sizes or --msglen, not both", flag)
+    if args.maxbytes or args.stepfactor or args.stepbytes or args.minbytes != "32M":
+        raise ConfigError("replaces -b/-e/-f/-i: give one or the other", flag)
+    return parse_size_list(args.sizes) if args.sizes is not None else read_msglen(args.msglen)
 
 
 def _prints():

@@ -1,0 +1,79 @@
+"""nccl-tests' and IMB's flags, with their meaning: each test runs the kit
+and checks the printed table or the Dataset against the same Dataset by hand.
+
+nccl-tests 2.19.6 (src/common.cu): -a reduces each rank's mean time over the
+iterations across ranks (0 rank 0, 1 avg, 2 min, 3 max); -N repeats the
+whole sweep; -u offsets send and receive buffers by N elements.  IMB:
+-msglen FILE (one length per line, K/M suffixes, # comments).
+"""
+import numpy as np
+import pytest
+
+from ccbench_kit import load
+
+
+def _table(stdout):
+    """{(size, algorithm): [numbers of the row]} of a printed table."""
+    rows = {}
+    for line in stdout.splitlines():
+        words = line.split()
+        if words and words[0].isdigit() and len(words) > 6:
+            rows[(int(words[0]), words[5])] = [float(w) if w != "N/A" else np.nan
+                                              for w in words[6:]]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def three_ranks(tmp_path_factory):
+    """One 3-rank run of sizes from an IMB lengths file, -a 2 in the table."""
+    from conftest import run_cli
+    tmp = tmp_path_factory.mktemp("parity")
+    lengths = tmp / "lengths.txt"
+    lengths.write_text("# IMB -msglen file\n1024\n\n3 K\n96\n")
+    out = tmp / "r.nc"
+    proc = run_cli("run", "all_reduce", "-r", 3, "--msglen", lengths, "-n", 6, "-w", 1,
+                   "--placement", "out_of_place", "-a", 2, "--out", out, timeout=240, check=True)
+    return out, proc.stdout
+
+
+def test_msglen_file_gives_those_sizes_in_that_order(three_ranks):
+    out, _ = three_ranks
+    ds = load(out)
+    assert list(ds["size"].values) == [1024, 3072, 96]
+    assert ds.sizes["rank"] == 3 and ds.sizes["iteration"] == 6
+
+
+def test_average_min_is_min_over_ranks_of_each_ranks_mean(three_ranks, cli):
+    out, stdout = three_ranks
+    ds = load(out)
+    want = ds["latency"].mean("iteration").min("rank").sel(algorithm="mpi",
+                                                           placement="out_of_place")
+    rows = _table(stdout)
+    for size in (1024, 3072, 96):
+        assert rows[(size, "mpi")][0] == pytest.approx(float(want.sel(size=size)), abs=0.0051)
+    assert "the min over ranks of each rank's avg over iterations (nccl-tests -a)" in stdout
+    # the file keeps every rank; show -a 3 / -a 0 of the same file
+    for flag, reduce in (("3", lambda x: x.max("rank")), ("0", lambda x: x.sel(rank=0))):
+        shown = _table(cli("show", out, "-a", flag, check=True).stdout)
+        per = reduce(ds["latency"].mean("iteration")).sel(algorithm="mpi",
+                                                          placement="out_of_place")
+        for size in (1024, 3072, 96):
+            assert shown[(size, "mpi")][0] == pytest.approx(float(per.sel(size=size)), abs=0.0051)
+    # rank 0's time is not the max's: the reduction is really applied
+    assert (ds["latency"].mean("iteration").max("rank") >
+            ds["latency"].mean("iteration").min("rank")).all()
+
+
+def test_flag_errors_are_one_line(capsys, tmp_path):
+    from ccbench_kit.cli import main
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1024\nlots\n")
+    cases = [(("-a", "5"), "-a/--average: unknown rank reduction '5'"),
+             (("--msglen", str(bad)), f"--msglen: {bad}:2: expected a message length"),
+             (("--sizes", "8,1K,8"), "--sizes: size 8 B is given twice"),
+             (("--sizes", "8", "-e", "1M"), "--sizes: replaces -b/-e/-f/-i")]
+    for args, message in cases:
+        assert main(["run", "all_reduce", *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"ccbench: error: {message}"), err
+        assert len(err.splitlines()) == 1
