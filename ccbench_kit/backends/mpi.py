@@ -2,7 +2,16 @@
 import numpy as np
 
 
-def _engine():
+def engine():
+    """The engine built for the MPI that mpi4py loaded.
+
+    Open MPI's build is ``ccbench_kit._engine``, an MPICH-family build
+    ``ccbench_kit._engine_mpich`` (setup.py); both may sit in one tree, and
+    mpi4py's choice of library (the environment's ``libmpi``, or
+    MPI4PY_LIBMPI) decides.  The engine's ``BUILD_MPI`` then decides how the
+    kit launches (`ccbench_kit.launch.mpi_impl`).
+    """
+    import importlib
     import sys
     if "mpi4py.MPI" not in sys.modules:
         from ..api import inside_mpi_job
@@ -12,8 +21,21 @@ def _engine():
             import mpi4py
             mpi4py.rc.initialize = False
             mpi4py.rc.finalize = False
-    from .. import _engine
-    return _engine
+    from mpi4py import MPI
+    name = "_engine" if MPI.get_vendor()[0] == "Open MPI" else "_engine_mpich"
+    try:
+        return importlib.import_module(f"ccbench_kit.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"ccbench_kit.{name}":
+            raise
+        lib = MPI.Get_library_version().splitlines()[0].strip()
+        how = "make setup MPI=mpich" if name.endswith("mpich") else "make setup"
+        raise ImportError(f"ccbench_kit has no engine built for the MPI mpi4py loaded "
+                          f"({lib}): run `{how}`, or build against it with "
+                          "MPICC=/path/to/mpicc") from None
+
+
+_engine = engine
 
 
 def engine_algorithms(collective):
