@@ -12,10 +12,17 @@ import pytest
 from ccbench_kit import load
 
 
-def _table(stdout):
-    """{(size, algorithm): [numbers of the row]} of a printed table."""
+def _table(stdout, after=None):
+    """{(size, algorithm): [numbers of the row]} of a printed table (the one
+    after the line `after`, when given)."""
     rows = {}
-    for line in stdout.splitlines():
+    lines = stdout.splitlines()
+    if after is not None:
+        lines = lines[lines.index(after) + 1:]
+        end = next((i for i, ln in enumerate(lines) if ln.startswith("# cycle ")
+                    or ln.startswith("# all ")), len(lines))
+        lines = lines[:end]
+    for line in lines:
         words = line.split()
         if words and words[0].isdigit() and len(words) > 6:
             rows[(int(words[0]), words[5])] = [float(w) if w != "N/A" else np.nan
@@ -25,14 +32,16 @@ def _table(stdout):
 
 @pytest.fixture(scope="module")
 def three_ranks(tmp_path_factory):
-    """One 3-rank run of sizes from an IMB lengths file, -a 2 in the table."""
+    """One 3-rank run of sizes from an IMB lengths file, -a 2 in the table,
+    the sweep run twice (--cycles 2)."""
     from conftest import run_cli
     tmp = tmp_path_factory.mktemp("parity")
     lengths = tmp / "lengths.txt"
     lengths.write_text("# IMB -msglen file\n1024\n\n3 K\n96\n")
     out = tmp / "r.nc"
     proc = run_cli("run", "all_reduce", "-r", 3, "--msglen", lengths, "-n", 6, "-w", 1,
-                   "--placement", "out_of_place", "-a", 2, "--out", out, timeout=240, check=True)
+                   "--placement", "out_of_place", "-a", 2, "--cycles", 2, "--non-interactive",
+                   "--out", out, timeout=300, check=True)
     return out, proc.stdout
 
 
@@ -40,7 +49,23 @@ def test_msglen_file_gives_those_sizes_in_that_order(three_ranks):
     out, _ = three_ranks
     ds = load(out)
     assert list(ds["size"].values) == [1024, 3072, 96]
-    assert ds.sizes["rank"] == 3 and ds.sizes["iteration"] == 6
+    assert ds.sizes["rank"] == 3 and ds.sizes["iteration"] == 12
+
+
+def test_cycles_keep_every_cycles_iterations_and_print_each(three_ranks):
+    out, stdout = three_ranks
+    ds = load(out)
+    assert ds["cycle"].values.tolist() == [0] * 6 + [1] * 6
+    assert ds.attrs["cycles"] == 2 and ds.attrs["complete"] == "true"
+    assert not list(out.parent.glob("*.part"))
+    lat = ds["latency"].sel(algorithm="mpi", placement="out_of_place")
+    for c, title in ((0, "# cycle 1 of 2"), (1, "# cycle 2 of 2")):
+        rows = _table(stdout, title)
+        want = lat.isel(iteration=slice(6 * c, 6 * c + 6)).mean("iteration").min("rank")
+        for size in (1024, 3072, 96):
+            assert rows[(size, "mpi")][0] == pytest.approx(float(want.sel(size=size)), abs=0.0051)
+    # the two cycles are separate measurements: their times differ
+    assert (lat.isel(iteration=slice(0, 6)).values != lat.isel(iteration=slice(6, 12)).values).any()
 
 
 def test_average_min_is_min_over_ranks_of_each_ranks_mean(three_ranks, cli):
@@ -48,7 +73,7 @@ def test_average_min_is_min_over_ranks_of_each_ranks_mean(three_ranks, cli):
     ds = load(out)
     want = ds["latency"].mean("iteration").min("rank").sel(algorithm="mpi",
                                                            placement="out_of_place")
-    rows = _table(stdout)
+    rows = _table(stdout, "# all 2 cycles")
     for size in (1024, 3072, 96):
         assert rows[(size, "mpi")][0] == pytest.approx(float(want.sel(size=size)), abs=0.0051)
     assert "the min over ranks of each rank's avg over iterations (nccl-tests -a)" in stdout
@@ -71,7 +96,8 @@ def test_flag_errors_are_one_line(capsys, tmp_path):
     cases = [(("-a", "5"), "-a/--average: unknown rank reduction '5'"),
              (("--msglen", str(bad)), f"--msglen: {bad}:2: expected a message length"),
              (("--sizes", "8,1K,8"), "--sizes: size 8 B is given twice"),
-             (("--sizes", "8", "-e", "1M"), "--sizes: replaces -b/-e/-f/-i")]
+             (("--sizes", "8", "-e", "1M"), "--sizes: replaces -b/-e/-f/-i"),
+             (("--cycles", "0"), "--cycles: must be at least 1, got 0")]
     for args, message in cases:
         assert main(["run", "all_reduce", *args]) == 2
         err = capsys.readouterr().err.strip()

@@ -30,6 +30,9 @@ def add_parser(sub):
     g.add_argument("-n", "--iters", type=int, default=20, help="measured iterations (default 20)")
     g.add_argument("-w", "--warmup_iters", "--warmup-iters", dest="warmup", type=int, default=5,
                    help="warm-up iterations, not returned (default 5)")
+    g.add_argument("--cycles", type=int, default=1, metavar="N",
+                   help="run the whole sweep N times, as nccl-tests -N; each cycle's table "
+                        "is printed and every cycle's iterations kept (coordinate cycle)")
     g.add_argument("-m", "--agg-iters", dest="agg_iters", type=int, default=1,
                    help="operations aggregated into one timed iteration")
     g.add_argument("-z", "--blocking", type=int, choices=(0, 1), default=0,
@@ -156,20 +159,29 @@ def main(args):
         print(f"# check: random, seed {seed}", file=sys.stderr)
     kw = {**cfg_kw, "seed": seed, "progress": progress,
           **launch_options(args)}
-    if len(cfgs) == 1:
-        results = {cfgs[0].collective: api.run(names[0], args.nworkers, cfgs[0].sizes, **kw)}
+    from ..cycles import check_cycles, run_cycles
+    cycles = check_cycles(args.cycles)
+    kw.pop("out")
+
+    def run_once(out):
+        if len(cfgs) == 1:
+            ds = api.run(names[0], args.nworkers, cfgs[0].sizes, out=out, **kw)
+            return None if ds is None else {cfgs[0].collective: ds}
+        return api.run_many(names, args.nworkers, sizes, out=out, **kw)
+
+    def print_cycle(c, parts):
+        print(f"# cycle {c + 1} of {cycles}")
+        _print_tables(parts, args, rank_stat)
+
+    if cycles == 1:
+        results = run_once(out)
     else:
-        kw.pop("out")
-        results = api.run_many(names, args.nworkers, sizes, out=out, **kw)
+        results = run_cycles(run_once, cycles, out, on_cycle=print_cycle)
     if results is None or any(ds is None for ds in results.values()):
         return 0  # a rank other than 0 of the user's own mpirun: rank 0 prints
-    for name, ds in results.items():
-        print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
-              f"{ds.attrs['backend']} ({library_name(ds.attrs)}), {ds.attrs['warmup']} warm-up + "
-              f"{ds.attrs['iters']} iterations" + _groups_note(ds))
-        for line in format_table(ds, stats=args.stats, rank_stat=rank_stat,
-                                 show_io=args.show_input_output_size):
-            print(line)
+    if cycles > 1:
+        print(f"# all {cycles} cycles")
+    _print_tables(results, args, rank_stat)
     if args.json_file:
         from ..output import write_json
         for path in write_json(results, args.json_file, json_format, stats=args.stats,
@@ -178,6 +190,16 @@ def main(args):
             print(f"# json ({json_format}): {path}")
     print(f"# results: {out}")
     return 0
+
+
+def _print_tables(results, args, rank_stat):
+    for name, ds in results.items():
+        print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
+              f"{ds.attrs['backend']} ({library_name(ds.attrs)}), {ds.attrs['warmup']} warm-up + "
+              f"{ds.attrs['iters']} iterations" + _groups_note(ds))
+        for line in format_table(ds, stats=args.stats, rank_stat=rank_stat,
+                                 show_io=args.show_input_output_size):
+            print(line)
 
 
 def _explicit_sizes(args):
