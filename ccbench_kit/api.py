@@ -44,7 +44,7 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
                 split=None,
                 data_parallel_dimension=None, replica_groups=None, alltoallv_metadata=None,
                 src_target_pairs=None, unique_buff=False, coalesced_ratio=None, timing="",
-                backend_options=None):
+                backend_options=None, alltoallv_pattern=None):
     """A validated `RunConfig` from keyword arguments (see `run`).
 
     `timing` (cuda-events, batch, graph) and `backend_options` (nccl:
@@ -81,6 +81,12 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
         cfg.options["checkpoint_every"] = float(checkpoint_every)
     cfg.timing = timing or ""
     cfg.options.update(backend_options or {})
+    if alltoallv_pattern:
+        from .inputs.skew import FLAG, parse_pattern
+        if coll.name != "alltoallv" or alltoallv_metadata not in (None, ""):
+            raise ConfigError("is for alltoallv without --alltoallv-metadata", FLAG)
+        parse_pattern(alltoallv_pattern, nranks)
+        cfg.options["alltoallv_pattern"] = str(alltoallv_pattern)
     cfg.validate(backend_algorithms(backend, coll.name))
     check_backend_options(cfg)
     from .inputs import parse_inputs, split_layout

@@ -103,3 +103,43 @@ def test_flag_errors_are_one_line(capsys, tmp_path):
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"ccbench: error: {message}"), err
         assert len(err.splitlines()) == 1
+
+
+def test_skewed_alltoallv_generators():
+    from ccbench_kit.inputs.skew import parse_pattern, skewed_counts
+    T, p = 1000, 5
+    for spec in ("uniform", "zipf:1.2", "hot:3", "hot:3:10"):
+        c = skewed_counts(parse_pattern(spec, p), T, p, seed=7)
+        assert c.shape == (p, p) and (c >= 0).all()
+        assert (c.sum(axis=1) == T).all()                       # every rank sends T
+        np.testing.assert_array_equal(c, skewed_counts(parse_pattern(spec, p), T, p, seed=7))
+    # hot:3 -> rank 3 gets p = 5 times each other rank's share: 5/9 of T
+    hot = skewed_counts(parse_pattern("hot:3", p), T, p, 0)
+    assert (hot[:, 3] == 556).all() and (hot[:, [0, 1, 2, 4]] == 111).all()
+    assert list(skewed_counts(parse_pattern("hot:3:10", p), 14, p, 0)[0]) == [1, 1, 1, 10, 1]
+    # zipf:S -> the k-th most popular rank gets T / k^S / H(S), the order drawn with the seed
+    z = skewed_counts(parse_pattern("zipf:1.2", p), T, p, seed=7)
+    order = np.random.default_rng(7).permutation(p)
+    share = 1 / (order + 1.0) ** 1.2
+    np.testing.assert_allclose(z[0], T * share / share.sum(), atol=1)
+    assert (z == z[0]).all()                                   # one popularity for every sender
+    assert not np.array_equal(z, skewed_counts(parse_pattern("zipf:1.2", p), T, p, seed=8))
+    # uniform: i.i.d. weights per pair, so rows differ
+    u = skewed_counts(parse_pattern("uniform", p), T, p, seed=7)
+    assert len({tuple(r) for r in u}) == p
+
+
+def test_skewed_alltoallv_runs_and_checks(cli, tmp_path):
+    out = tmp_path / "a2av.nc"
+    cli("run", "alltoallv", "-r", 5, "--sizes", "1K,40K", "--alltoallv-pattern", "zipf:1.2",
+        "--seed", 7, "--check", "-n", 2, "-w", 1, "--non-interactive", "--out", out,
+        timeout=300, check=True)
+    ds = load(out)
+    assert int(ds["wrong"].sel(placement="out_of_place").max()) == 0
+    from ccbench_kit.inputs.skew import parse_pattern, skewed_counts
+    # size = the most any rank receives: the most popular rank's column
+    for requested, size in zip((1024, 40960), ds["size"].values):
+        T = requested // 4 // 5 * 5
+        c = skewed_counts(parse_pattern("zipf:1.2", 5), T, 5, 7)
+        assert int(size) == c.sum(axis=0).max() * 4 > requested
+    assert "zipf:1.2" in ds.attrs["config"]

@@ -51,6 +51,10 @@ def add_parser(sub):
                    metavar="RATIO", help="run each operation as coalesced parts, e.g. [1,2,1]")
     g.add_argument("--alltoallv-metadata", default=None, metavar="JSON",
                    help="alltoallv counts and displacements (nccom-test's format)")
+    g.add_argument("--alltoallv-pattern", default=None, metavar="uniform|zipf:S|hot:R[:F]",
+                   help="alltoallv: skewed traffic (MoE-like) drawn with --seed: uniform "
+                        "weights, Zipf with exponent S over a random popularity order, or one "
+                        "hot rank R with F times the weight (default F = ranks)")
     g.add_argument("--custom-src-target-pairs", dest="src_target_pairs", default=None,
                    metavar="JSON", help="permute's [src, target] pairs (nccom-test's format)")
     g = p.add_argument_group("replica groups (run concurrently; at most one of these)")
@@ -139,7 +143,8 @@ def main(args):
         split=args.split, data_parallel_dimension=args.data_parallel_dimension,
         replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
         src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
-        coalesced_ratio=args.coalesced_ratio, **_nccl_options(args))
+        coalesced_ratio=args.coalesced_ratio, alltoallv_pattern=args.alltoallv_pattern,
+        **_nccl_options(args))
     if args.nworkers < 1:
         from ..errors import ConfigError
         raise ConfigError(f"need at least 1 rank, got {args.nworkers}", "-r/--nworkers")
