@@ -44,7 +44,7 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
                 split=None,
                 data_parallel_dimension=None, replica_groups=None, alltoallv_metadata=None,
                 src_target_pairs=None, unique_buff=False, coalesced_ratio=None, timing="",
-                backend_options=None, alltoallv_pattern=None):
+                backend_options=None, alltoallv_pattern=None, unalign=0, off_cache=None):
     """A validated `RunConfig` from keyword arguments (see `run`).
 
     `timing` (cuda-events, batch, graph) and `backend_options` (nccl:
@@ -81,6 +81,14 @@ def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=No
         cfg.options["checkpoint_every"] = float(checkpoint_every)
     cfg.timing = timing or ""
     cfg.options.update(backend_options or {})
+    if unalign:
+        if not isinstance(unalign, int) or unalign < 0:
+            raise ConfigError(f"must be a whole number of elements >= 0, got {unalign!r}",
+                              "-u/--unalign")
+        cfg.options["unalign"] = unalign
+    if off_cache:
+        from .offcache import off_cache_bytes
+        cfg.options["off_cache"] = off_cache_bytes(off_cache)
     if alltoallv_pattern:
         from .inputs.skew import FLAG, parse_pattern
         if coll.name != "alltoallv" or alltoallv_metadata not in (None, ""):

@@ -210,12 +210,16 @@ class Sweep:
         """
         cfg, coll, dt, be = self.cfg, self.coll, self.dtype, self.backend
         parts = self._parts.get(layout.size)
-        if not parts and not cfg.unique_buff:
+        off_cache = getattr(be, "off_cache", 0)     # IMB -off_cache (offcache.py)
+        if not parts and not cfg.unique_buff and not off_cache:
             return [first], 1
         parts = parts or [layout]
         per_set = sum((p.send_elems + p.recv_elems) * dt.itemsize for p in parts)
         ops = (cfg.warmup + cfg.iters) * cfg.agg_iters
         nsets = min(ops, max(2, UNIQUE_BUFF_BUDGET // max(per_set, 1))) if cfg.unique_buff else 1
+        if off_cache:
+            from .offcache import buffer_sets
+            nsets = max(nsets, buffer_sets(off_cache, per_set, ops))
         sets = []
         for k in range(nsets):
             for part in parts:

@@ -97,9 +97,17 @@ def test_flag_errors_are_one_line(capsys, tmp_path):
              (("--msglen", str(bad)), f"--msglen: {bad}:2: expected a message length"),
              (("--sizes", "8,1K,8"), "--sizes: size 8 B is given twice"),
              (("--sizes", "8", "-e", "1M"), "--sizes: replaces -b/-e/-f/-i"),
-             (("--cycles", "0"), "--cycles: must be at least 1, got 0")]
+             (("--cycles", "0"), "--cycles: must be at least 1, got 0"),
+             (("-u", "-1"), "-u/--unalign: must be a whole number of elements >= 0, got -1"),
+             (("--backend", "nccl", "--off-cache"), "--off-cache: is for the mpi backend"),
+             (("--off-cache", "big"), "--off-cache: expected the last-level cache size in MB"),
+             (("--alltoallv-pattern", "zipf:1"), "--alltoallv-pattern: is for alltoallv"),
+             (("-r", "4", "--alltoallv-pattern", "hot:4"), "--alltoallv-pattern: hot rank 4 is not one of the ranks 0..3"),
+             (("--alltoallv-pattern", "zipf:x"), "--alltoallv-pattern: unknown pattern 'zipf:x'")]
     for args, message in cases:
-        assert main(["run", "all_reduce", *args]) == 2
+        coll = "alltoallv" if any(str(a).startswith(("hot", "zipf:x")) for a in args) \
+            else "all_reduce"
+        assert main(["run", coll, *args]) == 2, args
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"ccbench: error: {message}"), err
         assert len(err.splitlines()) == 1
@@ -143,3 +151,37 @@ def test_skewed_alltoallv_runs_and_checks(cli, tmp_path):
         c = skewed_counts(parse_pattern("zipf:1.2", 5), T, 5, 7)
         assert int(size) == c.sum(axis=0).max() * 4 > requested
     assert "zipf:1.2" in ds.attrs["config"]
+
+
+def test_unalign_offsets_buffers_by_whole_elements():
+    from ccbench_kit.backends.mpi import MPIBackend
+    from ccbench_kit.dtypes import get_dtype
+    for u, dtype in ((0, "fp32"), (1, "fp32"), (3, "bf16"), (5, "fp64")):
+        dt = get_dtype(dtype)
+        buf = MPIBackend(None, unalign=u).alloc(10, dt)
+        assert len(buf) == 10
+        # nccl-tests: sendbuff += unalign * wordSize(type), from the allocation's start
+        assert buf.ctypes.data - buf.base.ctypes.data == u * dt.itemsize
+
+
+def test_off_cache_sets_span_twice_the_cache():
+    from ccbench_kit.offcache import buffer_sets, last_level_cache_bytes, off_cache_bytes
+    assert off_cache_bytes("16") == 16 << 20 and off_cache_bytes("2.5,128") == int(2.5 * (1 << 20))
+    llc = last_level_cache_bytes()
+    if llc:   # this machine's, from sysfs
+        assert off_cache_bytes("auto") == llc
+    # IMB: ceil(2 x cache / message) positions, at most one per repetition
+    assert buffer_sets(16 << 20, 1 << 20, 1000) == 32
+    assert buffer_sets(16 << 20, 3 << 20, 1000) == 11
+    assert buffer_sets(16 << 20, 1 << 20, 25) == 25
+    assert buffer_sets(1 << 20, 64 << 20, 25) == 2
+
+
+def test_unaligned_off_cache_run_is_right(cli, tmp_path):
+    out = tmp_path / "u.nc"
+    cli("run", "all_reduce", "-r", 3, "--sizes", "4K,1M", "-u", 1, "--off-cache", 1, "--check",
+        "-n", 3, "-w", 1, "--non-interactive", "--out", out, timeout=300, check=True)
+    ds = load(out)
+    assert int(ds["wrong"].max()) == 0 and int(ds["wrong"].min()) == 0
+    import json
+    assert json.loads(ds.attrs["config"])["options"] == {"off_cache": 1 << 20, "unalign": 1}

@@ -41,12 +41,16 @@ def backend_options(cfg, world=None):
         if world is not None:
             opts["device_comm"] = world  # GPUs are picked among all ranks on a host
         return opts
-    return {"segment_bytes": cfg.segment_bytes}
+    return {"segment_bytes": cfg.segment_bytes, "unalign": cfg.options.get("unalign", 0),
+            "off_cache": cfg.options.get("off_cache", 0)}
 
 
 def check_backend_options(cfg):
     """ConfigError, before any rank starts, for options the backend can't take."""
     if cfg.backend == "nccl":
+        for key, flag in (("unalign", "-u/--unalign"), ("off_cache", "--off-cache")):
+            if cfg.options.get(key):
+                raise ConfigError("is for the mpi backend (host buffers)", flag)
         from .nccl import check_options
         check_options(**backend_options(cfg))
     elif cfg.timing not in ("", "host-clock"):

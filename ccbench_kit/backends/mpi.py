@@ -47,9 +47,11 @@ class MPIBackend:
     name = "mpi"
     timing = "host-clock"
 
-    def __init__(self, comm, segment_bytes=0):
+    def __init__(self, comm, segment_bytes=0, unalign=0, off_cache=0):
         self.comm = comm
         self.segment_bytes = segment_bytes
+        self.unalign = int(unalign)        # nccl-tests -u: buffers start this many elements late
+        self.off_cache = int(off_cache)    # IMB -off_cache: bytes of rotating buffers (0: off)
         self.engine = _engine()
 
     @property
@@ -65,7 +67,10 @@ class MPIBackend:
         return self.engine.algorithms(collective)
 
     def alloc(self, nelems, dtype):
-        return np.zeros(max(nelems, 1), dtype=dtype.storage)[:nelems]
+        # numpy aligns an allocation to 64 bytes; -u N starts the buffer N
+        # elements into one (nccl-tests adds unalign * wordSize to each pointer)
+        u = self.unalign
+        return np.zeros(max(nelems + u, 1), dtype=dtype.storage)[u:u + nelems]
 
     def scratch_bytes(self, collective, algorithm, count, dtype, nranks):
         return self.engine.scratch_bytes(collective, algorithm, count, dtype.itemsize, nranks)

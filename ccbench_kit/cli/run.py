@@ -47,6 +47,13 @@ def add_parser(sub):
     g.add_argument("--placement", default="both", help="out_of_place, in_place or both")
     g.add_argument("--unique-buff", action="store_true",
                    help="a different buffer set for every operation (up to 1 GiB per rank)")
+    g.add_argument("-u", "--unalign", type=int, default=0, metavar="N",
+                   help="mpi: start send and receive buffers N elements past an aligned "
+                        "address, as nccl-tests -u")
+    g.add_argument("--off-cache", nargs="?", const="auto", default=None, metavar="MB[,LINE]",
+                   help="mpi: as IMB -off_cache, cycle through buffers spanning twice the "
+                        "last-level cache (this machine's, or MB) so no iteration finds its "
+                        "data cached")
     g.add_argument("--coalesced-cc-size-ratio", dest="coalesced_ratio", nargs="+", default=None,
                    metavar="RATIO", help="run each operation as coalesced parts, e.g. [1,2,1]")
     g.add_argument("--alltoallv-metadata", default=None, metavar="JSON",
@@ -144,6 +151,7 @@ def main(args):
         replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
         src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
         coalesced_ratio=args.coalesced_ratio, alltoallv_pattern=args.alltoallv_pattern,
+        unalign=args.unalign, off_cache=args.off_cache,
         **_nccl_options(args))
     if args.nworkers < 1:
         from ..errors import ConfigError

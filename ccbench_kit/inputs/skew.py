@@ -30,20 +30,21 @@ def parse_pattern(spec, nranks=None, flag=FLAG):
     words = str(spec).strip().lower().split(":")
     kind, args = words[0], words[1:]
     try:
-        if kind == "uniform" and not args:
-            return ("uniform",)
-        if kind == "zipf" and len(args) == 1 and float(args[0]) > 0:
-            return ("zipf", float(args[0]))
-        if kind == "hot" and 1 <= len(args) <= 2:
-            rank = int(args[0])
-            factor = float(args[1]) if len(args) == 2 else None
-            if rank < 0 or (nranks is not None and rank >= nranks):
-                raise ConfigError(f"hot rank {rank} is not one of the ranks 0..{nranks - 1}", flag)
-            if factor is not None and not factor > 0:
-                raise ConfigError(f"the hot rank's factor must be > 0, got {factor:g}", flag)
-            return ("hot", rank, factor)
+        numbers = [float(a) for a in args]
     except ValueError:
-        pass
+        numbers = None
+    if kind == "uniform" and not args:
+        return ("uniform",)
+    if kind == "zipf" and numbers and len(numbers) == 1 and numbers[0] > 0:
+        return ("zipf", numbers[0])
+    if kind == "hot" and numbers and len(numbers) <= 2 and numbers[0] == int(numbers[0]):
+        rank = int(numbers[0])
+        factor = numbers[1] if len(numbers) == 2 else None
+        if rank < 0 or (nranks is not None and rank >= nranks):
+            raise ConfigError(f"hot rank {rank} is not one of the ranks 0..{nranks - 1}", flag)
+        if factor is not None and not factor > 0:
+            raise ConfigError(f"the hot rank's factor must be > 0, got {factor:g}", flag)
+        return ("hot", rank, factor)
     raise ConfigError(f"unknown pattern {spec!r}; use uniform, zipf:S (S > 0) or hot:RANK[:FACTOR]",
                       flag)
 
