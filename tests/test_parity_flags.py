@@ -185,3 +185,34 @@ def test_unaligned_off_cache_run_is_right(cli, tmp_path):
     assert int(ds["wrong"].max()) == 0 and int(ds["wrong"].min()) == 0
     import json
     assert json.loads(ds.attrs["config"])["options"] == {"off_cache": 1 << 20, "unalign": 1}
+
+
+def test_until_stable_repeats_wide_sizes_up_to_the_cap(cli, tmp_path):
+    import json
+
+    from ccbench_kit.stable import half_width
+    out = tmp_path / "st.nc"
+    # a target no 2-core machine meets: every size runs until the cap (2 rounds of 3)
+    cli("run", "all_reduce", "-r", 2, "--sizes", "1K,4K", "-n", 3, "-w", 1, "--until-stable",
+        "0.0001", "--stable-cap", 6, "--placement", "out_of_place", "--non-interactive",
+        "--out", out, timeout=400, check=True)
+    ds = load(out)
+    info = json.loads(ds.attrs["until_stable"])
+    assert info["rounds"] == 2 and info["cap"] == 6 and info["target"] == 0.0001
+    assert info["iterations"] == {"1024": 6, "4096": 6} and ds.sizes["iteration"] == 6
+    assert bool(ds["latency"].notnull().all())
+    it = ds.ccb.iteration_time("max").sel(algorithm="mpi", placement="out_of_place")
+    for s in (1024, 4096):
+        w = half_width(it.sel(size=s).values)
+        assert info["half_width"][str(s)] == pytest.approx(w, abs=1e-6)
+        assert info["stable"][str(s)] is False and w > 0.0001
+    assert not list(tmp_path.glob("*.part"))
+
+
+def test_half_width_is_the_bootstrap_ci_of_the_mean():
+    from ccbench_kit.stable import half_width
+    t = np.array([10.0, 10.5, 9.5, 10.2, 9.8] * 8)
+    w = half_width(t)
+    # the CI of a mean of 40 values: about 1.96 sd / sqrt(40) / mean
+    assert w == pytest.approx(1.96 * t.std() / np.sqrt(len(t)) / t.mean(), rel=0.15)
+    assert half_width([5.0]) == float("inf") and half_width([7.0, 7.0, 7.0]) == 0.0

@@ -33,6 +33,11 @@ def add_parser(sub):
     g.add_argument("--cycles", type=int, default=1, metavar="N",
                    help="run the whole sweep N times, as nccl-tests -N; each cycle's table "
                         "is printed and every cycle's iterations kept (coordinate cycle)")
+    g.add_argument("--until-stable", type=float, default=None, metavar="HALF_WIDTH",
+                   help="run a size again (-n more iterations a round) until the 95%% CI of "
+                        "its mean time is within ±HALF_WIDTH (0.05 = 5%%) or --stable-cap")
+    g.add_argument("--stable-cap", type=int, default=None, metavar="N",
+                   help="most iterations per size for --until-stable (default 10 x -n)")
     g.add_argument("-m", "--agg-iters", dest="agg_iters", type=int, default=1,
                    help="operations aggregated into one timed iteration")
     g.add_argument("-z", "--blocking", type=int, choices=(0, 1), default=0,
@@ -186,7 +191,16 @@ def main(args):
         print(f"# cycle {c + 1} of {cycles}")
         _print_tables(parts, args, rank_stat)
 
-    if cycles == 1:
+    if args.until_stable is not None:
+        from ..stable import check_target, run_until_stable
+        if cycles > 1:
+            from ..errors import ConfigError
+            raise ConfigError("repeats sizes itself; not with --cycles", "--until-stable")
+        target, cap = check_target(args.until_stable, args.stable_cap, args.iters)
+        results = run_until_stable(
+            lambda some, part: api.run_many(names, args.nworkers, some, out=part, **kw),
+            [int(x) for x in cfgs[0].sizes], target, cap, args.iters, out)
+    elif cycles == 1:
         results = run_once(out)
     else:
         results = run_cycles(run_once, cycles, out, on_cycle=print_cycle)
