@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ccbench_kit import load
-from ccbench_kit.output.nccl_tuner import COLUMNS
+from ccbench_kit.formats.nccl_tuner.write_csv import COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEPS = [ROOT / "reports" / "nccl-h200x2" / "sweep_all_reduce.nc",

@@ -1,5 +1,10 @@
 """Backend `mpi`: host buffers, collectives run by the engine (ext/)."""
+from dataclasses import dataclass
+
 import numpy as np
+
+from ..errors import ConfigError
+from .base import Backend
 
 
 def engine():
@@ -14,7 +19,7 @@ def engine():
     import importlib
     import sys
     if "mpi4py.MPI" not in sys.modules:
-        from ..api import inside_mpi_job
+        from ..mpi_env import inside_mpi_job
         if not inside_mpi_job():
             # A launcher only reads the engine's tables; initialising MPI here
             # would make it a singleton MPI process for nothing.
@@ -43,15 +48,63 @@ def engine_algorithms(collective):
     return _engine().algorithms(collective)
 
 
-class MPIBackend:
+@dataclass(frozen=True)
+class MPIOptions:
+    #: Pipelining segment of the chain and segmented algorithms (0: the
+    #: engine's default); the engine's tests set it small.
+    segment_bytes: int = 0
+    #: nccl-tests -u: send and receive buffers start this many elements late.
+    unalign: int = 0
+    #: IMB -off_cache: bytes of last-level cache that the buffer sets the
+    #: timed loop cycles through span twice (0: off; `ccbench_kit.offcache`).
+    off_cache: int = 0
+
+
+class MPIBackend(Backend):
     name = "mpi"
+    default_algorithm = "mpi"
+    Options = MPIOptions
     timing = "host-clock"
 
-    def __init__(self, comm, segment_bytes=0, unalign=0, off_cache=0):
-        self.comm = comm
-        self.segment_bytes = segment_bytes
-        self.unalign = int(unalign)        # nccl-tests -u: buffers start this many elements late
-        self.off_cache = int(off_cache)    # IMB -off_cache: bytes of rotating buffers (0: off)
+    @classmethod
+    def algorithms_for(cls, collective):
+        return engine_algorithms(collective)
+
+    @classmethod
+    def add_arguments(cls, g):
+        g.add_argument("-u", "--unalign", type=int, default=0, metavar="N",
+                       help="mpi: start send and receive buffers N elements past an aligned "
+                            "address, as nccl-tests -u")
+        g.add_argument("--off-cache", nargs="?", const="auto", default=None, metavar="MB[,LINE]",
+                       help="mpi: as IMB -off_cache, cycle through buffers spanning twice the "
+                            "last-level cache (this machine's, or MB) so no iteration finds "
+                            "its data cached")
+
+    @classmethod
+    def options_from_args(cls, args):
+        opts = {}
+        if args.unalign:
+            opts["unalign"] = args.unalign
+        if args.off_cache is not None:
+            opts["off_cache"] = args.off_cache
+        return opts
+
+    @classmethod
+    def make_options(cls, timing="", **values):
+        if timing not in ("", "host-clock"):
+            raise ConfigError(f"timing {timing!r} needs --backend nccl; the mpi backend "
+                              "times with the host clock", "--timing")
+        u = values.get("unalign", 0)
+        if not isinstance(u, int) or isinstance(u, bool) or u < 0:
+            raise ConfigError(f"must be a whole number of elements >= 0, got {u!r}",
+                              "-u/--unalign")
+        if values.get("off_cache") not in (None, 0):
+            from ..offcache import off_cache_bytes
+            values["off_cache"] = off_cache_bytes(values["off_cache"])
+        return super().make_options(**values)
+
+    def __init__(self, comm, options=None, world=None):
+        super().__init__(comm, options, world)
         self.engine = _engine()
 
     @property
@@ -63,13 +116,16 @@ class MPIBackend:
     def device_name(self):
         return "cpu"
 
-    def algorithms(self, collective):
-        return self.engine.algorithms(collective)
+    def rotating_sets(self, set_bytes, operations):
+        if not self.options.off_cache:
+            return 1
+        from ..offcache import buffer_sets
+        return buffer_sets(self.options.off_cache, set_bytes, operations)
 
     def alloc(self, nelems, dtype):
         # numpy aligns an allocation to 64 bytes; -u N starts the buffer N
         # elements into one (nccl-tests adds unalign * wordSize to each pointer)
-        u = self.unalign
+        u = self.options.unalign
         return np.zeros(max(nelems + u, 1), dtype=dtype.storage)[u:u + nelems]
 
     def scratch_bytes(self, collective, algorithm, count, dtype, nranks):
@@ -86,19 +142,15 @@ class MPIBackend:
         return np.array(buf, copy=True)
 
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root,
-             warmup, iters, agg=1, blocking=False, progress=None, hang_at=-1, once=False,
-             **vectors):
+             warmup, iters, agg=1, blocking=False, progress=None, once=False, **vectors):
         """Per-iteration latency and local start (µs) of one algorithm.
 
         `once`: the checked call (here one iteration is always one call).
 
         `progress` (2 int64, shared with the launcher's watchdog) counts the
-        calls entered and left; `hang_at` is test-only fault injection."""
+        calls entered and left."""
         return self.engine.time_loop(
             self.comm, collective, algorithm, buffers, dtype=dtype.engine, op=op,
             count=count, root=max(root, 0), warmup=warmup, iters=iters, agg=agg,
-            blocking=blocking, segment_bytes=self.segment_bytes, progress=progress,
-            hang_at=hang_at, **vectors)
-
-    def close(self):
-        pass
+            blocking=blocking, segment_bytes=self.options.segment_bytes, progress=progress,
+            **vectors)

@@ -12,7 +12,7 @@ nccl-tests recipe names its results
 import sys
 
 from ..errors import ConfigError
-from ..export import DEFAULT_STATS, write_aws, write_csv
+from ..formats.csv.write import DEFAULT_STATS, write_aws, write_csv
 from ..importers import open_any, unique_names
 
 
@@ -66,7 +66,7 @@ def main(args):
 
 def _tuner(parts, args):
     from .._files import atomic_write_text
-    from ..output.nccl_tuner import tuner_csv
+    from ..formats.nccl_tuner.write_csv import tuner_csv
 
     stat = args.stats[0]
     text, notes = tuner_csv(parts, stat=stat, placement=args.placement)

@@ -2,16 +2,16 @@
 
 Reads nccl-tests logs and ``-J`` JSON, nccom-test tables and JSON, the
 AllgatherP bench table and NCCL Inspector dumps (found by content; an
-Inspector folder or its files are read together), prints what each file held, and
-writes them all to one ``ccbench/1`` file that ``show``, ``compare`` and
+Inspector folder or its files are read together), prints what each file held,
+and writes them all to one results file that ``show``, ``compare`` and
 ``report`` take like a run of the kit.
 """
 import sys
 import warnings
 
 from ..dataset import save
+from ..formats.nccl_tests.write_table import format_table
 from ..importers import ReportedMismatchWarning, read_all, unique_names
-from ..table import format_table
 
 
 def add_parser(sub):

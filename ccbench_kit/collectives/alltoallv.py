@@ -47,6 +47,7 @@ def from_counts(counts):
 
 class AllToAllV(Collective):
     name = "alltoallv"
+    nccl_in_place = False  # NCCL moves it between distinct buffers only
     aliases = ("all_to_allv", "all-to-allv", "a2av")
     placements = ("out_of_place",)
 
@@ -57,7 +58,7 @@ class AllToAllV(Collective):
     def configure(self, cfg, members):
         # metadata comes validated (inputs.alltoallv): one entry per world
         # rank, counts that match pairwise within every group
-        spec = cfg.options.get("alltoallv_pattern")
+        spec = cfg.alltoallv_pattern
         if spec and not cfg.alltoallv:
             from ..inputs.skew import parse_pattern
             return AllToAllV(pattern=parse_pattern(spec, len(members)), seed=cfg.seed)

@@ -46,11 +46,11 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from .. import __version__
-from ..collectives import get as get_collective
-from ..dataset.schema import make_dataset
-from .errors import ReportedMismatchWarning
-from .source import PrintedFloat, half_of
+from ... import __version__
+from ...collectives import get as get_collective
+from ...dataset.schema import make_dataset
+from ..common.errors import ReportedMismatchWarning
+from ..common.source import PrintedFloat, half_of
 
 NAME = "NCCL Inspector JSON"
 

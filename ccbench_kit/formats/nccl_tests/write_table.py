@@ -1,7 +1,7 @@
 """nccl-tests' table layout, with an algorithm column, from a Dataset."""
 import math
 
-from .dataset.stats import describe
+from ...dataset.stats import describe
 
 
 def _num(v, width=7):

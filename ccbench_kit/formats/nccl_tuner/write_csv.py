@@ -28,7 +28,7 @@ import re
 
 import numpy as np
 
-from ..dataset.schema import attr_json
+from ...dataset.schema import attr_json
 
 COLUMNS = ("collective", "size_bytes", "algorithm", "protocol", "channels", "nodes", "ranks",
            "pipeOps", "regBuff", "bandwidth_gbps", "latency_us")
