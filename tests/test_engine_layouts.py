@@ -94,11 +94,10 @@ def test_alltoallv_default_pattern_is_nccl_tests():
 
 
 def test_alltoallv_metadata_sets_the_size():
-    from ccbench_kit.config import RunConfig
+    from ccbench_kit.config import InputConfig
     meta = [{"send_counts": [1, 4], "send_displs": [0, 1], "recv_counts": [1, 2], "recv_displs": [0, 3]},
             {"send_counts": [2, 3], "send_displs": [5, 0], "recv_counts": [4, 3], "recv_displs": [0, 4]}]
-    cfg = RunConfig(collective="alltoallv", sizes=[1 << 20], nranks=2, alltoallv=meta)
-    coll = collectives.get("alltoallv").configure(cfg, [0, 1])
+    coll = collectives.get("alltoallv").configure(InputConfig(alltoallv=meta), [0, 1])
     lay = coll.layout(1 << 20, 4, 2)
     # rank 1 receives 4 + 3 = 7 elements, the most any rank sends or receives
     assert (lay.size, lay.count, lay.send_elems, lay.recv_elems) == (28, 7, 7, 7)

@@ -39,13 +39,18 @@ class Collective:
     rooted = False      # takes a root
     same_result = False  # every rank ends with identical output (checked)
     placements = PLACEMENTS  # the placements it can run
+    # How the nccl backend runs it: "native" (an NCCL collective),
+    # "native_since_2_28" (ncclAlltoAll/Gather/Scatter, else grouped
+    # send/recv), or "p2p" (grouped ncclSend/ncclRecv only).
+    nccl = "p2p"
+    nccl_in_place = True  # False: NCCL has no in-place form (or it would race)
     doc = ""
 
     def configure(self, cfg, members):
-        """This collective set up for one run (`RunConfig`) on a communicator
-        whose ranks are the world ranks `members`, in rank order (a replica
-        group, or every rank): alltoallv and permute read their metadata
-        here.  Returns a Collective."""
+        """This collective set up for one run (`cfg`: the run's
+        `config.InputConfig`) on a communicator whose ranks are the world
+        ranks `members`, in rank order (a replica group, or every rank):
+        alltoallv and permute read their metadata here.  Returns a Collective."""
         return self
 
     def engine_vectors(self, rank, nranks, layout):

@@ -267,17 +267,11 @@ ENGINE_SEGMENT_DEFAULT = 256 << 10
 def canonical_collective(name):
     """The collective's canonical name (``allr`` -> ``all_reduce``).
 
-    Asks the collective modules first (one source of truth); collectives not
-    (yet) registered there are accepted under their canonical name.
+    The collectives' registry is the one source of names and spellings
+    (`ccbench_kit.collectives.get`); `MODELS` is keyed by its names.
     """
     from .. import collectives
-    try:
-        return collectives.get(name).name
-    except ConfigError:
-        key = str(name).lower().replace("-", "_")
-        if key in MODELS:
-            return key
-        raise
+    return collectives.get(name).name
 
 
 def split_algorithm(algorithm):
