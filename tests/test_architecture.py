@@ -157,7 +157,8 @@ LAYERS = [
     {"launch"},                                    # mpirun, Slurm, Dask-MPI, the watchdog
     {"harness"},                                   # one rank's sweep
     {"backends", "checks", "clock", "config"},
-    {"compare", "importers", "output", "export", "table", "theory"},  # files in, files out
+    {"compare", "importers", "output", "theory"},  # files in (by content), files out (by name)
+    {"formats"},                                   # other tools' files, one folder per tool
     {"collectives", "inputs"},                     # collectives' facts; their parsed inputs
     {"dataset"},                                   # the schema; imports nothing above it
     {"errors", "units", "dtypes", "_files", "_optional", "mpi_env", "progress_board",
