@@ -167,7 +167,7 @@ def test_unalign_offsets_buffers_by_whole_elements():
 
 
 def test_off_cache_sets_span_twice_the_cache():
-    from ccbench_kit.offcache import buffer_sets, last_level_cache_bytes, off_cache_bytes
+    from ccbench_kit.backends.offcache import buffer_sets, last_level_cache_bytes, off_cache_bytes
     assert off_cache_bytes("16") == 16 << 20 and off_cache_bytes("2.5,128") == int(2.5 * (1 << 20))
     llc = last_level_cache_bytes()
     if llc:   # this machine's, from sysfs
@@ -193,7 +193,7 @@ def test_unaligned_off_cache_run_is_right(cli, tmp_path):
 def test_until_stable_repeats_wide_sizes_up_to_the_cap(cli, tmp_path):
     import json
 
-    from ccbench_kit.stable import half_width
+    from ccbench_kit.launch.stable import half_width
     out = tmp_path / "st.nc"
     # a target no 2-core machine meets: every size runs until the cap (2 rounds of 3)
     cli("run", "all_reduce", "-r", 2, "--sizes", "1K,4K", "-n", 3, "-w", 1, "--until-stable",
@@ -213,7 +213,7 @@ def test_until_stable_repeats_wide_sizes_up_to_the_cap(cli, tmp_path):
 
 
 def test_half_width_is_the_bootstrap_ci_of_the_mean():
-    from ccbench_kit.stable import half_width
+    from ccbench_kit.launch.stable import half_width
     t = np.array([10.0, 10.5, 9.5, 10.2, 9.8] * 8)
     w = half_width(t)
     # the CI of a mean of 40 values: about 1.96 sd / sqrt(40) / mean

@@ -56,7 +56,7 @@ class MPIOptions:
     #: nccl-tests -u: send and receive buffers start this many elements late.
     unalign: int = 0
     #: IMB -off_cache: bytes of last-level cache that the buffer sets the
-    #: timed loop cycles through span twice (0: off; `ccbench_kit.offcache`).
+    #: timed loop cycles through span twice (0: off; `ccbench_kit.backends.offcache`).
     off_cache: int = 0
 
 
@@ -99,7 +99,7 @@ class MPIBackend(Backend):
             raise ConfigError(f"must be a whole number of elements >= 0, got {u!r}",
                               "-u/--unalign")
         if values.get("off_cache") not in (None, 0):
-            from ..offcache import off_cache_bytes
+            from .offcache import off_cache_bytes
             values["off_cache"] = off_cache_bytes(values["off_cache"])
         return super().make_options(**values)
 
@@ -119,7 +119,7 @@ class MPIBackend(Backend):
     def rotating_sets(self, set_bytes, operations):
         if not self.options.off_cache:
             return 1
-        from ..offcache import buffer_sets
+        from .offcache import buffer_sets
         return buffer_sets(self.options.off_cache, set_bytes, operations)
 
     def alloc(self, nelems, dtype):

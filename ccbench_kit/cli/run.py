@@ -155,7 +155,7 @@ def main(args):
     if cfgs[0].inputs.check == "random" and _prints():  # every rank runs rank 0's seed (api)
         print(f"# check: random, seed {seed}", file=sys.stderr)
     launch = {"progress": progress, **launch_options(args)}
-    from ..cycles import check_cycles, run_cycles
+    from ..launch.cycles import check_cycles, run_cycles
     cycles = check_cycles(args.cycles)
 
     def run_configs(these, path):
@@ -169,7 +169,7 @@ def main(args):
         _print_tables(parts, args, rank_stat)
 
     if args.until_stable is not None:
-        from ..stable import check_target, run_until_stable
+        from ..launch.stable import check_target, run_until_stable
         if cycles > 1:
             from ..errors import ConfigError
             raise ConfigError("repeats sizes itself; not with --cycles", "--until-stable")

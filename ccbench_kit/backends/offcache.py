@@ -14,7 +14,7 @@ size reads the last-level cache of this machine from sysfs.
 import glob
 import os
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 FLAG = "--off-cache"
 

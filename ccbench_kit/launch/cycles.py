@@ -14,8 +14,8 @@ import os
 
 import numpy as np
 
-from .dataset import save
-from .errors import ConfigError
+from ..dataset import save
+from ..errors import ConfigError
 
 
 def check_cycles(n, flag="--cycles"):

@@ -14,8 +14,8 @@ import json
 
 import numpy as np
 
-from .dataset import save
-from .errors import ConfigError
+from ..dataset import save
+from ..errors import ConfigError
 
 CONFIDENCE = 0.95
 N_BOOT = 1000
