@@ -31,25 +31,60 @@ def read_config(arg):
         return RunConfig.from_json(f.read())
 
 
+class RankWatch:
+    """This rank's board row and heartbeat, started before MPI_Init.
+
+    The heartbeat starts first, under the rank the launcher put in the
+    environment, so that a rank the others wait for inside MPI_Init is told
+    apart from them too (heartbeat.py says why); `confirm` checks that rank
+    once MPI knows it."""
+
+    def __init__(self, argv):
+        from .heartbeat import Heartbeat, launcher_rank
+        from .watchdog import Board
+
+        path = next((a.split("=", 1)[1] for a in argv if a.startswith("--board=")), "")
+        self.board = Board(path) if path and os.path.exists(path) else None
+        self._beat_cls = Heartbeat
+        early = launcher_rank()
+        self.rank, self.reporter, self.beat = None, None, None
+        if early is not None:
+            self._start(early)
+
+    def _start(self, rank):
+        from .watchdog import RankReporter
+        self.rank, self.reporter = rank, RankReporter(self.board, rank)
+        self.beat = self._beat_cls(rank, self.reporter.row).start()
+
+    def confirm(self, rank):
+        """The rank MPI gave; restart the row and beat under it if it differs."""
+        if self.rank != rank:
+            if self.beat is not None:
+                self.beat.stop()
+            self._start(rank)
+        return self.reporter
+
+    def stop(self):
+        if self.beat is not None:
+            self.beat.stop()
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     cfg = read_config(argv[0])
+    watch = RankWatch(argv[1:])
     from mpi4py import MPI
 
     world = MPI.COMM_WORLD
     comm = world.Dup()
     rank = comm.Get_rank()
+    reporter = watch.confirm(rank)
     try:
         from ..dataset.checkpoint import Checkpoint
         from ..harness import Sweep
 
-        from .watchdog import Board, RankReporter
-
-        board_path = next((a.split("=", 1)[1] for a in argv[1:] if a.startswith("--board=")), "")
-        board = Board(board_path) if board_path and os.path.exists(board_path) else None
         emit = events.emit if rank == 0 else None
-        sweep = Sweep(comm, cfg, emit=emit, checkpoint=Checkpoint(cfg.out),
-                      reporter=RankReporter(board, rank))
+        sweep = Sweep(comm, cfg, emit=emit, checkpoint=Checkpoint(cfg.out), reporter=reporter)
         sweep.run()
         comm.Barrier()
         if rank == 0:
@@ -62,6 +97,7 @@ def main(argv=None):
                      "message": f"rank {rank}: {type(e).__name__}: {e}",
                      "traceback": traceback.format_exc()})
         world.Abort(1)
+    watch.stop()
     comm.Free()
 
 
