@@ -8,6 +8,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 APT_PACKAGES := openmpi-bin libopenmpi-dev chromium iproute2
+# the cluster testbed (testbed/): a real Slurm, munge, nftables for lossy links;
+# installed without recommends (no systemd, no mail server)
+APT_SLIM := slurmctld slurmd slurm-client munge nftables
 ENGINE := ccbench_kit/_engine$(shell $(PYTHON) -c "import sysconfig;print(sysconfig.get_config_var('EXT_SUFFIX'))")
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
@@ -18,11 +21,14 @@ export PYTHONUNBUFFERED := 1
 setup: apt $(VENV)/.deps build kernel
 
 apt:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
+	@missing=""; slim=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for p in $(APT_SLIM); do dpkg -s $$p >/dev/null 2>&1 || slim="$$slim $$p"; done; \
+	if [ -n "$$missing$$slim" ]; then \
+	  echo "installing:$$missing$$slim"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	  $$SUDO apt-get update -qq; \
+	  if [ -n "$$missing" ]; then DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null || exit 1; fi; \
+	  if [ -n "$$slim" ]; then DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$slim >/dev/null || exit 1; fi; \
 	fi
 
 $(VENV)/bin/python:
