@@ -16,7 +16,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup apt venv build kernel demo test test-fast bench clean
+.PHONY: setup apt venv build kernel demo test test-fast bench clean cluster-doctor
 
 setup: apt $(VENV)/.deps build kernel
 
@@ -55,6 +55,13 @@ demo: setup
 	  --algorithms ring,mpi --check --out results/demo.nc
 	$(VENV)/bin/ccbench report results/demo.nc -o reports/demo.html --title "ccbench demo"
 	@echo; echo "results: $(CURDIR)/results/demo.nc"; echo "report:  $(CURDIR)/reports/demo.html"
+
+# the health check on the testbed: FAULT=KIND:NODE (slow-link, congested-link,
+# cpu-contended, stopped, lossy-link; e.g. FAULT=slow-link:node3) or empty for
+# a clean fabric; the last line printed is the verdict
+FAULT ?=
+cluster-doctor: setup
+	@$(PY) bench/cluster_doctor.py --fault "$(FAULT)"
 
 test: setup
 	$(VENV)/bin/pytest -q -ra tests

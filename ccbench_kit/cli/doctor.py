@@ -24,10 +24,10 @@ def add_parser(sub):
                    help="check the hosts of a Dask-MPI cluster (ccbench cluster start)")
     g = p.add_argument_group("measurement")
     g.add_argument("--repeats", type=int, default=5, help="repeats of every test (default 5)")
-    g.add_argument("--bw-size", default="4M", help="pair bandwidth message (default 4M)")
+    g.add_argument("--bw-size", default="2M", help="pair bandwidth message (default 2M)")
     g.add_argument("--local-size", default="1M", help="local all_reduce size (default 1M)")
     g.add_argument("--lat-iters", type=int, default=50, help="ping-pongs per test (default 50)")
-    g.add_argument("--bw-iters", type=int, default=4, help="exchanges per test (default 4)")
+    g.add_argument("--bw-iters", type=int, default=3, help="exchanges per test (default 3)")
     g.add_argument("--topology", default=None, metavar="FILE",
                    help="DescribeInstanceTopology JSON: pairs sharing a leaf uplink don't "
                         "run at once")

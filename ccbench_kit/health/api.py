@@ -9,6 +9,7 @@ import datetime
 import os
 import shlex
 import tempfile
+import time
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError, RunError
@@ -57,8 +58,8 @@ def default_out():
     return os.path.join("results", f"doctor-{stamp}.nc")
 
 
-def make_plan(nnodes, *, ranks_per_node=2, repeats=5, bw_bytes="4M", local_bytes="1M",
-              lat_iters=50, bw_iters=4, leaf_of=None):
+def make_plan(nnodes, *, ranks_per_node=2, repeats=5, bw_bytes="2M", local_bytes="1M",
+              lat_iters=50, bw_iters=3, leaf_of=None):
     """The measurement plan the ranks follow (a JSON-able dict)."""
     plan = {"ranks_per_node": ranks_per_node, "repeats": repeats,
             "bw_bytes": parse_size(bw_bytes, "--bw-size"),
@@ -138,8 +139,8 @@ def allocation_nodes(slurm):
 
 
 def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None, out=None,
-           ranks_per_node=2, repeats=5, bw_bytes="4M", local_bytes="1M", lat_iters=50,
-           bw_iters=4, topology=None, timeout=None, env=None, thresholds=None, command=""):
+           ranks_per_node=2, repeats=5, bw_bytes="2M", local_bytes="1M", lat_iters=50,
+           bw_iters=3, topology=None, timeout=None, env=None, thresholds=None, command=""):
     """Check the nodes; return a `Diagnosis`.
 
     Parameters
@@ -184,6 +185,11 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     out = os.path.abspath(out or default_out())
     plan["out"] = raw_path = out + ".raw.json"
     nranks = len(names) * ranks_per_node
+    # every node's ranks run the local check at once, on hosts that may run
+    # other work too: a rank that polls without yielding holds the core its
+    # node-mate needs for its whole time slice
+    env = {"OMPI_MCA_mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle", "1"),
+           **(env or {})}
     from ..launch.command import launcher
     from ..launch.mpirun import run_ranks
     from ..launch.watchdog import describe_stall
@@ -195,11 +201,12 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         stalls.append(stall)
         return describe_stall(stall, step_name(stall.row))
     results.remove(raw_path)
+    launched = time.time()
     with tempfile.TemporaryDirectory(prefix="ccbench-doctor-") as run_dir:
         failure, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], nranks,
                                run_dir, describe=describe, call_timeout=timeout, command=cmd,
                                env=env)
-    return _finish(raw_path, out, names, plan, failure, stalls, thresholds, command)
+    return _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, launched)
 
 
 def step_name(row):
@@ -212,7 +219,7 @@ def step_name(row):
     return f"doctor {step} ({unit} {int(row[ALG])})"
 
 
-def _finish(raw_path, out, names, plan, failure, stalls, thresholds, command):
+def _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, launched):
     raw = None
     if os.path.exists(raw_path):
         raw = results.Raw.read(raw_path)
@@ -234,7 +241,8 @@ def _finish(raw_path, out, names, plan, failure, stalls, thresholds, command):
         parts = results.to_datasets(raw, {
             "command": command, "doctor_verdict": verdict.to_dict(),
             "doctor_nodes": names, "doctor_plan": {k: v for k, v in plan.items()
-                                                   if k != "out"}})
+                                                   if k != "out"},
+            "doctor_timing": timing(raw, launched)})
         if failure is not None:
             for ds in parts.values():
                 ds.attrs["incomplete_reason"] = failure.splitlines()[0]
@@ -245,6 +253,20 @@ def _finish(raw_path, out, names, plan, failure, stalls, thresholds, command):
         results.remove(raw_path)
     return Diagnosis(verdict, code, out, failure or "", command or reproduce(names, plan),
                      names)
+
+
+def timing(raw, launched):
+    """Seconds: the job's start-up (launch to the first measurement), the
+    measuring, and each repeat's pair matrix (`bench/doctor_scaling.py`)."""
+    if not raw.started:
+        return {}
+    ats = sorted(r["at"] for r in raw.local + raw.pair)
+    per_rep = {}
+    for r in raw.pair:
+        per_rep.setdefault(r["rep"], []).append(r["at"])
+    return {"startup_s": round(raw.started - launched, 3),
+            "measure_s": round((ats[-1] if ats else raw.started) - raw.started, 3),
+            "waves": len(raw.plan["waves"]), "repeats": raw.plan["repeats"]}
 
 
 def reproduce(names, plan):

@@ -2,15 +2,14 @@
 
 One MPI job measures everything, so the cost is one job start:
 
-1. local check, node by node: the node's ranks run an 8 B and a large
-   all_reduce on their own communicator, and each rank copies memory (the
-   node's own peak); the other nodes wait.  One node at a time, because the
-   emulated nodes of a testbed share the machine's cores, and a check run
-   everywhere at once would measure the machine, not the node.
+1. local check, every node at once: the node's ranks run an 8 B and a
+   large all_reduce on their own communicator; each rank's memory copy rate
+   is the node's own peak.
 2. the pair matrix, wave by wave (`plan.schedule`): the first rank of each
    node of a pair ping-pongs 8 B (latency) and exchanges large messages both
-   ways at once (bandwidth, each direction at its own link's rate); the
-   pairs of a wave run at the same time, on communicators split per pair.
+   ways at once (bandwidth, each direction at its own link's rate) over a
+   TCP connection of the pair (`connect_pair` says why not MPI's); the
+   pairs of a wave run at the same time.
 
 Repeats interleave (every node, every wave, then again), so a burst of
 load on the machine hits one repeat, not one node.  Ranks not measuring
@@ -32,7 +31,7 @@ from . import results
 from ..launch.watchdog import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
 
 # what the board's PLACEMENT column holds during a step (doctor.report names them)
-STEPS = ("local latency", "local bandwidth", "pair latency", "pair bandwidth")
+STEPS = ("local latency", "local bandwidth", "pair latency", "pair bandwidth", "local compute")
 
 
 def quiet_wait(comm, nap=0.002):
@@ -102,41 +101,93 @@ def node_layout(comm, names):
 
 
 def run(comm, plan, progress, out):
-    """Measure `plan` (a dict, see `doctor.api`) on `comm`; rank 0 writes `out`."""
+    """Measure `plan` (a dict, see `health.api`) on `comm`; rank 0 writes `out`."""
     from mpi4py import MPI
 
     me = comm.Get_rank()
     node_of, nodes = node_layout(comm, plan["hosts"])
     leaders = [node_of.index(k) for k in range(len(nodes))]
-    my_node = node_of[me]
-    local = comm.Split(color=my_node, key=me)
-    raw = results.Raw(nodes, [r for r in range(comm.Get_size())], node_of, plan)
+    local = comm.Split(color=node_of[me], key=me)
+    raw = results.Raw(nodes, list(range(comm.Get_size())), node_of, plan)
     waves = [[tuple(p) for p in w] for w in plan["waves"]]
-    # one communicator per pair, made once: pairs of a wave are disjoint
-    pair_comms = []
+    # one connection per pair of each wave, made once (pairs of a wave are disjoint)
+    links = []
     for w, pairs in enumerate(waves):
         mine = next((k for k, (a, b) in enumerate(pairs) if me in (leaders[a], leaders[b])), None)
-        pair_comms.append(comm.Split(color=MPI.UNDEFINED if mine is None else mine, key=me))
-    peak = memcpy_bandwidth(plan["local_bytes"] * 4)
-    peaks = comm.gather(peak, root=0)
+        pc = comm.Split(color=MPI.UNDEFINED if mine is None else mine, key=me)
+        links.append(None if pc == MPI.COMM_NULL else (pc, connect_pair(pc), pairs[mine]))
+    peaks = comm.gather(memcpy_bandwidth(plan["local_bytes"] * 4), root=0)
     if me == 0:
         raw.peaks = peaks
+        raw.started = time.time()  # MPI up, connections made: the measuring starts
     for rep in range(plan["repeats"]):
-        for k in range(len(nodes)):
-            rec = _local_check(comm, local, my_node == k, plan, progress, k)
-            _collect(comm, raw, "local", rec, rep, out)
-        for w, pairs in enumerate(waves):
-            rec = None
-            if pair_comms[w] != MPI.COMM_NULL:
-                a, b = next((a, b) for a, b in pairs if me in (leaders[a], leaders[b]))
-                rec = _pair_check(pair_comms[w], plan, progress, w, (a, b))
+        # every node at once: load that comes and goes on the machine then
+        # falls on all nodes of a repeat alike (see verdict.py)
+        _collect(comm, raw, "local", _local_check(local, plan, progress, node_of[me]), rep, out)
+        for w, link in enumerate(links):
+            rec = _pair_check(link, plan, progress, w) if link else None
             _collect(comm, raw, "pair", rec, rep, out)
-    for c in pair_comms:
-        if c != MPI.COMM_NULL:
-            c.Free()
+    for link in links:
+        if link:
+            link[1].close()
+            link[0].Free()
     local.Free()
     progress.phase("done")
     return raw
+
+
+def interface_addresses():
+    """This host's IPv4 addresses, loopback last (for a peer to connect to)."""
+    import fcntl
+    import struct
+    found = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:  # SIOCGIFADDR
+                packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name[:15].encode()))
+            except OSError:
+                continue
+            found.append(socket.inet_ntoa(packed[20:24]))
+    return sorted(found, key=lambda a: a.startswith("127."))
+
+
+def connect_pair(pc, timeout=30.0):
+    """A TCP connection between the two ranks of `pc` (blocking, no Nagle).
+
+    The pair tests run on a plain socket, not on MPI: a rank blocked in
+    recv() sleeps in the kernel and is woken when the bytes arrive, where
+    MPI's TCP transport polls; on a host shared with other work (or the
+    emulated nodes of one machine) a polling rank measures the CPU
+    scheduler, a sleeping one measures the link."""
+    if pc.Get_rank() == 0:
+        srv = socket.create_server(("", 0))
+        srv.settimeout(timeout)
+        pc.send((interface_addresses(), srv.getsockname()[1]), dest=1, tag=5)
+        conn, _ = srv.accept()
+        srv.close()
+    else:
+        addrs, port = pc.recv(source=0, tag=5)
+        conn, errors = None, []
+        for addr in addrs:
+            try:
+                conn = socket.create_connection((addr, port), timeout=5)
+                break
+            except OSError as e:
+                errors.append(f"{addr}: {e}")
+        if conn is None:
+            raise OSError(f"cannot reach the pair's other end on port {port}: {'; '.join(errors)}")
+    conn.settimeout(None)
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return conn
+
+
+def _recv_exact(conn, view):
+    got = 0
+    while got < len(view):
+        n = conn.recv_into(view[got:])
+        if n == 0:
+            raise OSError("the pair's other end closed the connection")
+        got += n
 
 
 def _collect(comm, raw, kind, rec, rep, out):
@@ -146,57 +197,70 @@ def _collect(comm, raw, kind, rec, rep, out):
     if comm.Get_rank() == 0:
         for r in recs:
             if r is not None:
-                raw.add(kind, rep, r)
+                raw.add(kind, rep, {**r, "at": time.time()})
         raw.write(out)
 
 
-def _local_check(comm, local, mine, plan, progress, node):
-    if not mine:
-        return None
+def _local_check(local, plan, progress, node):
+    """The node's all_reduce among its own ranks: 8 B and `local_bytes`."""
     from mpi4py import MPI
-    n = local.Get_size()
-    small = np.zeros(1)
-    s_out = np.empty(1)
+    small, s_out = np.zeros(1), np.empty(1)
     progress.enter("local latency", 8, node)
     lat = _timed(lambda: local.Allreduce(small, s_out, op=MPI.SUM), plan["lat_iters"], 5, progress)
     nb = plan["local_bytes"]
     x, y = np.ones(nb // 8), np.empty(nb // 8)
     progress.enter("local bandwidth", nb, node)
     bw_t = _timed(lambda: local.Allreduce(x, y, op=MPI.SUM), plan["bw_iters"], 1, progress)
-    # the slowest rank of the node sets the collective's time
-    for t in (lat, bw_t):
+    progress.enter("local compute", nb, node)
+    cpu = _timed(lambda: _compute(x, y), plan["lat_iters"] // 2, 1, progress)
+    for t in (lat, bw_t, cpu):  # the slowest rank of the node sets the time
         local.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)
     if local.Get_rank() != 0:
         return None
-    return {"node": node, "ranks": n, "lat_s": lat.tolist(), "bw_s": bw_t.tolist(),
-            "bw_bytes": nb}
+    return {"node": node, "ranks": local.Get_size(), "lat_s": lat.tolist(),
+            "bw_s": bw_t.tolist(), "cpu_s": cpu.tolist(), "bw_bytes": nb}
 
 
-def _pair_check(pc, plan, progress, wave, pair):
-    me = pc.Get_rank()
-    peer = 1 - me
-    msg, buf = np.zeros(1), np.empty(1)
+def _compute(x, y, rounds=4):
+    """A fixed piece of work on the node's cores (copies and sums of the
+    local buffer): its time is the CPU the node's ranks get."""
+    for _ in range(rounds):
+        np.add(x, 1.0, out=y)
+        np.copyto(x, y)
+
+
+def _pair_check(link, plan, progress, wave):
+    """Ping-pong 8 B, then exchange `bw_bytes` both ways at once."""
+    import threading
+
+    from mpi4py import MPI
+    pc, conn, pair = link
+    first = pc.Get_rank() == 0
+    msg, buf = bytes(8), memoryview(bytearray(8))
 
     def pingpong():
-        if me == 0:
-            pc.Send(msg, dest=peer, tag=7)
-            pc.Recv(buf, source=peer, tag=7)
+        if first:
+            conn.sendall(msg)
+            _recv_exact(conn, buf)
         else:
-            pc.Recv(buf, source=peer, tag=7)
-            pc.Send(msg, dest=peer, tag=7)
+            _recv_exact(conn, buf)
+            conn.sendall(msg)
+    quiet_wait(pc)
     progress.enter("pair latency", 8, wave)
     rtt = _timed(pingpong, plan["lat_iters"], 5, progress)
     nb = plan["bw_bytes"]
-    send, recv = np.ones(nb, dtype=np.uint8), np.empty(nb, dtype=np.uint8)
+    out, into = bytes(nb), memoryview(bytearray(nb))
 
     def exchange():
-        pc.Sendrecv(send, dest=peer, sendtag=8, recvbuf=recv, source=peer, recvtag=8)
+        sender = threading.Thread(target=conn.sendall, args=(out,))
+        sender.start()
+        _recv_exact(conn, into)
+        sender.join()
+    quiet_wait(pc)
     progress.enter("pair bandwidth", nb, wave)
-    pc.Barrier()
     t = _timed(exchange, plan["bw_iters"], 1, progress)
-    from mpi4py import MPI
     pc.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)  # an exchange ends when both ends are done
-    if me != 0:
+    if not first:
         return None
     return {"a": pair[0], "b": pair[1], "lat_s": (rtt / 2).tolist(), "bw_s": t.tolist(),
             "bw_bytes": nb}

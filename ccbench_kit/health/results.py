@@ -48,6 +48,7 @@ class Raw:
         self.nodes, self.ranks, self.node_of, self.plan = list(nodes), list(ranks), \
             list(node_of), plan
         self.peaks = []
+        self.started = None  # time.time() when the measuring started
         self.local, self.pair = [], []
         self.complete = False
 
@@ -56,7 +57,7 @@ class Raw:
 
     def to_json(self):
         return json.dumps({"nodes": self.nodes, "ranks": self.ranks, "node_of": self.node_of,
-                           "plan": self.plan, "peaks": self.peaks, "local": self.local,
+                           "plan": self.plan, "peaks": self.peaks, "started": self.started, "local": self.local,
                            "pair": self.pair, "complete": self.complete})
 
     def write(self, path):
@@ -68,6 +69,7 @@ class Raw:
             d = json.load(f)
         raw = cls(d["nodes"], d["ranks"], d["node_of"], d["plan"])
         raw.peaks, raw.local, raw.pair = d["peaks"], d["local"], d["pair"]
+        raw.started = d.get("started")
         raw.complete = d.get("complete", False)
         return raw
 
@@ -83,7 +85,8 @@ class Raw:
         return out
 
     def local_matrix(self, field):
-        """(repeat, node) array of the local check: "lat" (s) or "bw" (time, s)."""
+        """(repeat, node) array of the local check's median times (s): "lat"
+        (8 B all_reduce), "bw" (the large one) or "cpu" (the fixed work)."""
         out = np.full((self.plan["repeats"], len(self.nodes)), np.nan)
         for r in self.local:
             out[r["rep"], r["node"]] = float(np.median(r[f"{field}_s"]))
@@ -132,6 +135,10 @@ def to_datasets(raw, attrs):
         for si, key in ((0, "lat_s"), (1, "bw_s")):
             v = np.asarray(rec[key]) * 1e6
             llat[rec["node"], 0, si, 0, rec["rep"] * lit: rec["rep"] * lit + len(v)] = v
+    compute = np.full((n, reps * lit), np.nan)  # lat_iters // 2 a repeat
+    for rec in raw.local:
+        v = np.asarray(rec.get("cpu_s", [])) * 1e6
+        compute[rec["node"], rec["rep"] * lit: rec["rep"] * lit + len(v)] = v
     peaks = [_node_peak(raw, k) for k in range(n)]
     ds_local = make_dataset(
         algorithms=raw.nodes, placements=["out_of_place"], sizes=lsizes,
@@ -141,6 +148,9 @@ def to_datasets(raw, attrs):
                                 "op": "sum", "nranks": rpn, "iters": lit},
         extra_coords={"peak_GBps": ("algorithm", peaks),
                       "repeat": ("iteration", np.repeat(np.arange(reps), lit))})
+    ds_local["compute"] = (("algorithm", "iteration"), compute,
+                           {"units": "us", "long_name": "a fixed piece of work on the node's "
+                                                       "ranks (the slowest rank's time)"})
     return {"pairs": ds_pairs, "local": ds_local}
 
 
