@@ -6,13 +6,14 @@ When a collective stops making progress every rank's progress counters stop
 together: the one that stopped (a SIGSTOPped process, a host whose link
 died) and the ones blocked inside MPI waiting for it look the same on the
 board.  What tells them apart is whether the *process* is still alive and
-reachable.  So each rank runs a small thread that, every `INTERVAL` seconds,
-prints one event line carrying its row of progress (operation, size, calls
-entered and left, phase).  The main thread may sit inside MPI for ever: the
-engine's loop and mpi4py's blocking calls release the GIL, so the thread
-keeps ticking.  A stopped process's thread stops with it; a host that lost
-its link can no longer forward its output; so the rank whose beats stop is
-the culprit and the ranks whose beats go on are the ones waiting.
+reachable.  So each rank has a small child process that, every `INTERVAL`
+seconds, prints one event line carrying the rank's row of progress
+(operation, size, calls entered and left, phase) while the rank runs.  The
+rank may sit inside MPI for ever, holding the GIL or not: the child does
+not care.  A stopped rank's child falls silent (it checks the rank's state);
+a host that lost its link can no longer forward its output; so the rank
+whose beats stop is the culprit and the ranks whose beats go on are the
+ones waiting.
 
 The beats travel on the job's own stdout, through whatever already relays
 it (mpirun's daemons, srun's step daemons): no port to open, no address to
@@ -29,8 +30,8 @@ see (other hosts) and to call a rank "stopped" when its beats are older
 than `STALE`.
 """
 import os
+import signal
 import socket
-import threading
 import time
 
 import numpy as np
@@ -57,24 +58,47 @@ def launcher_rank():
 
 
 class Heartbeat:
-    """A daemon thread printing ``row`` (an int64 array the rank updates in
-    place) every `interval` seconds, with this rank's host and pid.
+    """A child process that beats for this rank every `interval` seconds.
 
-    Use as a context manager, or `start()` / `stop()`."""
+    A process, not a thread: a thread needs the GIL, and a rank waiting in
+    some MPI calls holds it (mpi4py's pickle-based allreduce does), so a
+    thread would fall silent in a rank that only waits and accuse it.  The
+    child is forked before MPI_Init, touches no MPI, and beats while its
+    parent runs; it stays silent while the parent is stopped (state T in
+    /proc) and exits when the parent is gone.
 
-    def __init__(self, rank, row, interval=INTERVAL, stream=None):
-        self.rank, self.row, self.interval, self.stream = rank, row, interval, stream
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name="ccbench-heartbeat", daemon=True)
-        self._host, self._pid = socket.gethostname(), os.getpid()
+    `shared` is an int64 array in memory shared with the child (see
+    `shared_row`): element 0 is the rank, the rest the rank's row when there
+    is no board; with `board_path` the child reads the rank's board row.
+    """
+
+    def __init__(self, shared, board_path="", interval=INTERVAL):
+        self.shared, self.board_path, self.interval = shared, board_path, interval
+        self.pid = None
 
     def start(self):
-        self._thread.start()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                self._beat(parent)
+            except BaseException:
+                code = 1
+            finally:
+                os._exit(code)
+        self.pid = pid
         return self
 
     def stop(self):
-        self._stop.set()
-        self._thread.join(timeout=2 * self.interval + 1)
+        if self.pid is None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        self.pid = None
 
     def __enter__(self):
         return self.start()
@@ -82,18 +106,38 @@ class Heartbeat:
     def __exit__(self, *exc):
         self.stop()
 
-    def _beat(self):
+    def _beat(self, parent):
+        host = socket.gethostname()
+        board = None
+        if self.board_path:
+            from .watchdog import Board
+            board = Board(self.board_path)
         n = 0
-        while True:
-            try:
-                events.emit({"event": EVENT, "rank": self.rank, "host": self._host,
-                             "pid": self._pid, "n": n, "row": [int(v) for v in self.row]},
-                            self.stream)
-            except (OSError, ValueError):  # stdout closed: the job is ending
-                return
-            n += 1
-            if self._stop.wait(self.interval):
-                return
+        while os.getppid() == parent:
+            if not _stopped(parent):
+                rank = int(self.shared[0])
+                row = board.row(rank) if board is not None else self.shared[1:]
+                events.emit({"event": EVENT, "rank": rank, "host": host, "pid": parent,
+                             "n": n, "row": [int(v) for v in row]})
+                n += 1
+            time.sleep(self.interval)
+
+
+def shared_row(width):
+    """An int64 array of 1 + `width` in memory a forked child shares."""
+    import mmap
+    buf = mmap.mmap(-1, 8 * (1 + width))
+    return np.frombuffer(buf, dtype=np.int64)
+
+
+def _stopped(pid):
+    """Whether process `pid` is stopped (SIGSTOP, or traced)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state in ("T", "t")
 
 
 class Beats:

@@ -157,14 +157,17 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
                             env=job_env, start_new_session=True)
     output = _Output(proc, on_event, beats)
     exit_code = RunError.exit_code
+    failure = None
     try:
         failure = _supervise(proc, Monitor(board, call_timeout, beats, placed), describe, timeout)
     except (KeyboardInterrupt, Interrupted) as e:
         failure = f"interrupted by {getattr(e, 'signal_name', 'SIGINT')}"
         exit_code = 130
     finally:
-        # mpirun may be gone while a rank it could not reach is not
-        kill_tree(proc, run_id, grace=3.0 if proc.poll() is None else 0.5)
+        # mpirun may be gone while a rank it could not reach is not; a hung
+        # job has nothing left to flush and a stopped rank ignores SIGTERM:
+        # no grace for it
+        kill_tree(proc, run_id, grace=0.5 if failure or proc.poll() is not None else 3.0)
         output.join()
         del board
     rc = proc.returncode

@@ -53,10 +53,12 @@ class Board:
 
 
 class RankReporter:
-    """A rank's writer for its row (a no-op without a board)."""
+    """A rank's writer for its row: on the board, else in `row` (an array
+    of WIDTH, e.g. memory its heartbeat shares), else private."""
 
-    def __init__(self, board, rank):
-        self._row = board.row(rank) if board is not None else np.zeros(WIDTH, np.int64)
+    def __init__(self, board, rank, row=None):
+        self._row = board.row(rank) if board is not None else \
+            (row if row is not None else np.zeros(WIDTH, np.int64))
         if board is not None:
             with open(f"{board.path}.host{rank}", "w") as f:
                 f.write(socket.gethostname())
@@ -225,7 +227,9 @@ def where(row, call):
         return f"{at}, gathering its results (its {left} timed calls had finished)"
     if phase == "checking":
         return f"{at}, checking its result"
-    if phase in ("starting", "preparing", "saving", "done"):
+    if phase == "preparing":
+        return f"{at}, before its first call"
+    if phase in ("starting", "saving", "done"):
         return f"{at}, {phase}"
     if entered > left:
         return f"{at}, call {entered}"

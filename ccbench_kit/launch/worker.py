@@ -40,28 +40,32 @@ class RankWatch:
     once MPI knows it."""
 
     def __init__(self, argv):
-        from .heartbeat import Heartbeat, launcher_rank
-        from .watchdog import Board
+        from .heartbeat import Heartbeat, launcher_rank, shared_row
+        from .watchdog import WIDTH, Board
 
         path = next((a.split("=", 1)[1] for a in argv if a.startswith("--board=")), "")
         self.board = Board(path) if path and os.path.exists(path) else None
-        self._beat_cls = Heartbeat
-        early = launcher_rank()
+        self.shared = shared_row(WIDTH)
         self.rank, self.reporter, self.beat = None, None, None
+        early = launcher_rank()
         if early is not None:
-            self._start(early)
+            self._use(early)
+            # forked before MPI_Init: the child holds no MPI state
+            self.beat = Heartbeat(self.shared, self.board.path if self.board else "").start()
+        self._beat_cls = Heartbeat
 
-    def _start(self, rank):
+    def _use(self, rank):
         from .watchdog import RankReporter
-        self.rank, self.reporter = rank, RankReporter(self.board, rank)
-        self.beat = self._beat_cls(rank, self.reporter.row).start()
+        self.shared[0] = rank
+        self.rank = rank
+        self.reporter = RankReporter(self.board, rank, row=self.shared[1:])
 
     def confirm(self, rank):
-        """The rank MPI gave; restart the row and beat under it if it differs."""
+        """The rank MPI gave; the row and beat follow it if it differs."""
         if self.rank != rank:
-            if self.beat is not None:
-                self.beat.stop()
-            self._start(rank)
+            self._use(rank)
+        if self.beat is None:  # no launcher rank: beat from now on
+            self.beat = self._beat_cls(self.shared, self.board.path if self.board else "").start()
         return self.reporter
 
     def stop(self):
