@@ -117,3 +117,19 @@ def test_records_become_ccbench_datasets_that_compare_and_keep_partial_matrices(
     res = compare(pairs, pairs)
     assert float(res["ratio"].sel(algorithm="node1-node2", size=2 << 20, placement="out_of_place")) \
         == pytest.approx(1.0)
+
+
+def test_lossy_link_is_named_from_retransmission_timeouts():
+    raw = fake_raw(n=4)
+    for rec in raw.pair:  # node 3's link drops packets: some round trips wait 200 ms
+        if 3 in (rec["a"], rec["b"]):
+            rec["lat_s"][rec["rep"] % 10] = 0.105
+    v = verdict.judge(raw)
+    assert v.line() == "verdict: node4 link"
+    f, = v.findings
+    assert f.metric == "loss" and f.agree == "3/3"
+    assert "15 of 150 ping-pongs through it" in f.sentence() and "0 of 150 elsewhere" in f.sentence()
+    # one slow round trip in one pair is no lossy link
+    raw = fake_raw(n=4)
+    raw.pair[0]["lat_s"][0] = 0.2
+    assert verdict.judge(raw).line() == "verdict: none"

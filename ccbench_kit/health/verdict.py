@@ -14,7 +14,12 @@ on the machine cancels, where absolute numbers would drift with it.
 - bandwidth: the median rate of the pairs through the node over the median
   of the pairs not through it (a node link cut, congested or lossy makes
   every pair through it slow, and at most one pair of any other node);
-- latency: the same with the pairs' one-way latency.
+- latency: the same with the pairs' one-way latency;
+- loss: ping-pongs whose round trip waited for a TCP retransmission timeout
+  (at least `RTO_S`; Linux never retransmits sooner, and nothing else on a
+  loaded machine stalled a round trip that long in our runs): a lossy link
+  makes them in most pairs through its node and (nearly) nowhere else, while
+  the median latency and the bandwidth barely move.
 
 A node is an outlier in a statistic when the median over repeats passes the
 threshold and at least `AGREE` of the repeats agree (each repeat is an
@@ -22,7 +27,8 @@ independent vote; the bootstrap interval of the median over repeats is
 reported as the confidence figure, and must not reach 1).  Then:
 
 - local outlier: ``node`` (CPU contention, a slow device: the node itself);
-- else bandwidth outlier: ``link`` (the node's link: rate cut, congestion, loss);
+- else bandwidth or loss outlier: ``link`` (the node's link: rate cut,
+  congestion, lost packets);
 - else latency outlier: ``node`` (every message it handles waits; its
   bandwidth is fine, so not its link).
 """
@@ -33,6 +39,7 @@ import numpy as np
 THRESHOLDS = {"local": 5.0, "bandwidth": 0.75, "latency": 2.0}
 AGREE = 0.8
 BOOT = 2000
+RTO_S = 0.150  # a round trip this long waited for a retransmission timeout (min 200 ms)
 
 
 @dataclass
@@ -54,7 +61,7 @@ class Finding:
         return f"{self.node} link" if self.kind == "link" else self.node
 
     def sentence(self):
-        if self.metric == "hang":
+        if self.metric in ("hang", "loss"):
             return f"{self.label}: {self.detail}"
         what = {"local": "intra-node 8 B all_reduce time", "bandwidth": "bandwidth of its pairs",
                 "latency": "latency of its pairs"}[self.metric]
@@ -154,14 +161,54 @@ def judge(raw, thresholds=None, seed=0):
                         flagged.setdefault(x, {})[name] = Finding(
                             nodes[x], "link" if name == "bandwidth" else "node", name, med,
                             own, ref, f"{votes}/{total}", ci)
+    verdict.scores["loss"] = {}
+    for x, finding in _loss(raw).items():
+        verdict.scores["loss"][nodes[x]] = round(finding.ratio, 4)
+        if finding.kind:
+            flagged.setdefault(x, {})["loss"] = finding
     if n == 2:
         verdict.notes.append("two nodes: the pair's bandwidth and latency have no other pair "
                              "to compare with; only the local check can single one out")
     for x in sorted(flagged):
         found = flagged[x]
-        pick = found.get("local") or found.get("bandwidth") or found.get("latency")
+        pick = found.get("local") or found.get("bandwidth") or found.get("loss") \
+            or found.get("latency")
         verdict.findings.append(pick)
     return verdict
+
+
+def _loss(raw):
+    """{node: Finding} of retransmission timeouts in the ping-pongs: `kind`
+    "link" where most of the node's pairs had some, at least 3 in all, and
+    ten times fewer (per ping-pong) elsewhere; "" otherwise (the ratio is
+    kept as the node's score)."""
+    n = len(raw.nodes)
+    events, total = np.zeros((n, n)), np.zeros((n, n))
+    for rec in raw.pair:
+        rtt = 2 * np.asarray(rec["lat_s"])
+        for i, j in ((rec["a"], rec["b"]), (rec["b"], rec["a"])):
+            events[i, j] += np.sum(rtt >= RTO_S)
+            total[i, j] += rtt.size
+    out = {}
+    for x in range(n):
+        others = [k for k in range(n) if k != x]
+        ev, tot = events[x, others].sum(), total[x, others].sum()
+        rest = [(i, j) for i in others for j in others if i < j]
+        ev_o = sum(events[i, j] for i, j in rest)
+        tot_o = sum(total[i, j] for i, j in rest)
+        rate, rate_o = ev / max(tot, 1), ev_o / max(tot_o, 1)
+        pairs_with = int(np.sum(events[x, others] > 0))
+        need = max(2, len(others) - 1)
+        hit = (len(others) >= 2 and rest and ev >= 3 and pairs_with >= need
+               and rate >= 10 * max(rate_o, 1 / max(tot_o, 1)))
+        ratio = rate / max(rate_o, 1 / max(tot_o, 1)) if tot_o else float("nan")
+        detail = (f"{int(ev)} of {int(tot)} ping-pongs through it waited for a TCP "
+                  f"retransmission timeout (round trip >= {RTO_S * 1e3:.0f} ms), {int(ev_o)} of "
+                  f"{int(tot_o)} elsewhere; {pairs_with}/{len(others)} of its pairs "
+                  "(lost packets)")
+        out[x] = Finding(raw.nodes[x], "link" if hit else "", "loss", ratio, rate, rate_o,
+                         f"{pairs_with}/{len(others)}", (float("nan"), float("nan")), detail)
+    return out
 
 
 def _own_and_ref(values, x, name):
