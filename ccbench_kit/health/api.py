@@ -211,7 +211,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
 
 def step_name(row):
     """The doctor's step in a board row, for the watchdog's message."""
-    from ..launch.watchdog import ALG, PLACEMENT
+    from ..progress_board import ALG, PLACEMENT
     from .probe import STEPS
     k = int(row[PLACEMENT])
     step = STEPS[k] if 0 <= k < len(STEPS) else "?"

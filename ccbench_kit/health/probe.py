@@ -28,7 +28,7 @@ import time
 import numpy as np
 
 from . import results
-from ..launch.watchdog import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
+from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
 
 # what the board's PLACEMENT column holds during a step (doctor.report names them)
 STEPS = ("local latency", "local bandwidth", "pair latency", "pair bandwidth", "local compute")

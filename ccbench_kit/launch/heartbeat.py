@@ -110,7 +110,7 @@ class Heartbeat:
         host = socket.gethostname()
         board = None
         if self.board_path:
-            from .watchdog import Board
+            from ..progress_board import Board
             board = Board(self.board_path)
         n = 0
         while os.getppid() == parent:

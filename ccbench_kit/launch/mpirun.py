@@ -11,8 +11,9 @@ import uuid
 
 from ..errors import RunError
 from . import events, worker
+from ..progress_board import Board
 from .heartbeat import Beats
-from .watchdog import Board, Monitor, dead_ranks, kill_tree
+from .watchdog import Monitor, dead_ranks, kill_tree
 
 
 def usable_cores():
@@ -104,7 +105,7 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
     Parameters
     ----------
     cfg : RunConfig
-        ``cfg.out`` must be set; rank 0 keeps it up to date as sizes complete
+        ``cfg.output.out`` must be set; rank 0 keeps it up to date as sizes complete
         (`dataset.checkpoint`).
     on_event : callable, optional
         Called with each progress event (dicts, see `events`).
@@ -116,7 +117,7 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
     env : dict, optional
         Variables added to the launcher's environment (NCCL_*, OMPI_*...).
     """
-    earlier = _stamp(cfg.out)  # a file from an earlier run is not this run's result
+    earlier = _stamp(cfg.output.out)  # a file from an earlier run is not this run's result
     with tempfile.TemporaryDirectory(prefix="ccbench-run-") as run_dir:
         cfg_path = os.path.join(run_dir, "config.json")
         with open(cfg_path, "w") as f:
@@ -125,13 +126,13 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
         failure, exit_code = run_ranks(
             "ccbench_kit.launch.worker", [worker.inline_config(cfg) if command else cfg_path],
             cfg.nranks, run_dir, describe=lambda stall: stall_message(stall, cfg),
-            call_timeout=cfg.options.get("timeout"), on_event=on_event, timeout=timeout,
+            call_timeout=cfg.launch.timeout, on_event=on_event, timeout=timeout,
             hosts=hosts, command=command, env=env)
     if failure is not None:
-        err = RunError(failure + _saved_note(cfg.out, failure, earlier))
+        err = RunError(failure + _saved_note(cfg.output.out, failure, earlier))
         err.exit_code = exit_code
         raise err
-    return cfg.out
+    return cfg.output.out
 
 
 def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_event=None,
@@ -240,10 +241,12 @@ def _supervise(proc, monitor, describe, timeout):
 
 def stall_message(stall, cfg):
     """The watchdog's finding for a sweep, in one paragraph."""
-    from .watchdog import ALG, PLACEMENT, describe_stall
+    from ..progress_board import ALG, PLACEMENT
+    from .watchdog import describe_stall
     row = stall.row
-    alg = cfg.algorithms[row[ALG]] if row[ALG] < len(cfg.algorithms) else "?"
-    placement = cfg.placements[row[PLACEMENT]] if row[PLACEMENT] < len(cfg.placements) else "?"
+    algs, places = cfg.sweep.algorithms, cfg.sweep.placements
+    alg = algs[row[ALG]] if row[ALG] < len(algs) else "?"
+    placement = places[row[PLACEMENT]] if row[PLACEMENT] < len(places) else "?"
     return describe_stall(stall, f"{cfg.collective}/{alg} ({placement.replace('_', '-')})")
 
 

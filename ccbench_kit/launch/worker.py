@@ -41,7 +41,7 @@ class RankWatch:
 
     def __init__(self, argv):
         from .heartbeat import Heartbeat, launcher_rank, shared_row
-        from .watchdog import WIDTH, Board
+        from ..progress_board import WIDTH, Board
 
         path = next((a.split("=", 1)[1] for a in argv if a.startswith("--board=")), "")
         self.board = Board(path) if path and os.path.exists(path) else None
@@ -55,7 +55,7 @@ class RankWatch:
         self._beat_cls = Heartbeat
 
     def _use(self, rank):
-        from .watchdog import RankReporter
+        from ..progress_board import RankReporter
         self.shared[0] = rank
         self.rank = rank
         self.reporter = RankReporter(self.board, rank, row=self.shared[1:])
@@ -87,12 +87,16 @@ def main(argv=None):
         from ..dataset.checkpoint import Checkpoint
         from ..harness import Sweep
 
+        from .faults import FaultPlan
+
         emit = events.emit if rank == 0 else None
-        sweep = Sweep(comm, cfg, emit=emit, checkpoint=Checkpoint(cfg.out), reporter=reporter)
+        faults = FaultPlan.from_environment(rank)  # empty outside the tests
+        sweep = Sweep(comm, faults.config(cfg), emit=emit, checkpoint=Checkpoint(cfg.output.out),
+                      reporter=faults.reporter(reporter))
         sweep.run()
         comm.Barrier()
         if rank == 0:
-            events.emit({"event": "done", "out": cfg.out})
+            events.emit({"event": "done", "out": cfg.output.out})
     except CCBenchError as e:
         events.emit({"event": "error", "rank": rank, "message": str(e), "kind": type(e).__name__})
         world.Abort(e.exit_code)
