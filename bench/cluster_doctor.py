@@ -85,13 +85,15 @@ def bench(n, kinds, name, path, seed):
                     if key:
                         c.clear(key)
                 got = named(line)
-                hit = got == ({node} if node else set())
+                printed = "(none printed)" not in line and "unknown" not in line
+                hit = printed and got == ({node} if node else set())
                 exact = hit and (node is None or line.split(":", 1)[1].strip() ==
                                  (f"{node} link" if kind.endswith("link") else node))
                 load = os.getloadavg()[0]
                 rows.append({"kind": kind, "node": node, "verdict": line, "hit": hit,
                              "exact": exact, "seconds": round(took, 1), "exit": rc,
-                             "load1": round(load, 1)})
+                             "load1": round(load, 1),
+                             **({} if printed else {"output": text[-600:]})})
                 print(f"{kind:15s} {node or '-':6s} {line:30s} hit={hit} exact={exact} "
                       f"{took:5.0f} s load {load:.1f}", flush=True)
                 with open(path, "w") as f:
