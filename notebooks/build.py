@@ -141,14 +141,10 @@ lines += ["", f"Nodes: {', '.join(json.loads(pairs.attrs['doctor_nodes']))}; "
 display(Markdown("\\n".join(lines)))
 """),
     code("""
-import matplotlib.pyplot as plt
-fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-report.plot_matrix(pairs, axes[0], "bandwidth")
-report.plot_matrix(pairs, axes[1], "latency")
-fig.tight_layout()
+report.show_matrices(pairs)
 """),
     code("""
-report.plot_nodes(pairs);
+report.show_nodes(pairs)
 """),
 ]
 

@@ -92,6 +92,25 @@ def plot_nodes(ds, ax=None):
     return ax
 
 
+def show_matrices(ds):
+    """Both heat maps, displayed as a PNG whatever the backend (`report.notebook._show`)."""
+    import matplotlib.pyplot as plt
+
+    from ..report.notebook import _show
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    plot_matrix(ds, axes[0], "bandwidth")
+    plot_matrix(ds, axes[1], "latency")
+    fig.tight_layout()
+    _show(fig, plt)
+
+
+def show_nodes(ds):
+    import matplotlib.pyplot as plt
+
+    from ..report.notebook import _show
+    _show(plot_nodes(ds).figure, plt)
+
+
 def html(results, output, title="ccbench doctor", timeout=600):
     """Execute notebooks/doctor.ipynb for `results` and write `output` (.html)."""
     from pathlib import Path

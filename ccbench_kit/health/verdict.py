@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 THRESHOLDS = {"local": 5.0, "bandwidth": 0.75, "latency": 2.0}
-AGREE = 0.8
+AGREE = 0.6
 BOOT = 2000
 RTO_S = 0.150  # a round trip this long waited for a retransmission timeout (min 200 ms)
 
