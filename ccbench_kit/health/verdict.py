@@ -38,6 +38,7 @@ import numpy as np
 
 THRESHOLDS = {"local": 5.0, "bandwidth": 0.75, "latency": 2.0}
 AGREE = 0.6
+AGREE_LOCAL = 0.8  # load from elsewhere makes a node's local time jump now and then
 BOOT = 2000
 RTO_S = 0.150  # a round trip this long waited for a retransmission timeout (min 200 ms)
 
@@ -155,7 +156,13 @@ def judge(raw, thresholds=None, seed=0):
                     verdict.scores[name][nodes[x]] = None if np.isnan(med) else round(med, 4)
                     passes = (med >= th[name]) if slow_high else (med <= th[name])
                     # and the bootstrap interval of the median does not reach 1
+                    # (the local check: most repeats agree far past the
+                    # threshold instead; a throttled node skips a repeat now
+                    # and then, which a bootstrap of 5 repeats cannot tell
+                    # from no effect)
                     apart = (ci[0] > 1) if slow_high else (ci[1] < 1)
+                    if name == "local":
+                        apart = votes >= AGREE_LOCAL * total and med >= 2 * th[name]
                     if total and passes and apart and votes >= AGREE * total:
                         own, ref = _own_and_ref(values, x, name)
                         flagged.setdefault(x, {})[name] = Finding(
