@@ -109,9 +109,14 @@ class Monitor:
         if not active.any():
             return None
         stale = self._stale(n, now)
-        # a rank at local work is busy, not stuck, unless one has stopped
-        # (then the others wait for it, perhaps in MPI_Init, "starting")
-        if not stale.any() and (active & np.isin(snap[:, PHASE], LOCAL_WORK)).any():
+        # a rank at local work is busy, not stuck; once a rank has stopped,
+        # only a live rank still writing its files is (the others wait for
+        # the stopped one, perhaps in MPI_Init, "starting"), so that the
+        # size it saves is not named as the one in flight
+        busy = active & np.isin(snap[:, PHASE], LOCAL_WORK)
+        if stale.any():
+            busy &= (snap[:, PHASE] == PHASES.index("saving")) & ~stale
+        if busy.any():
             self._since[:] = now
             return None
         pos = [(int(r[OP]), int(r[ENTERED])) for r in snap]
