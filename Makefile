@@ -41,20 +41,26 @@ MPICH_MPICC ?= mpicc.mpich
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 APT_PACKAGES := $(MPI_PACKAGES) chromium iproute2
+# the cluster testbed (testbed/): a real Slurm, munge, nftables for lossy links;
+# installed without recommends (no systemd, no mail server)
+APT_SLIM := slurmctld slurmd slurm-client munge nftables
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup apt venv build kernel demo test test-fast bench clean
+.PHONY: setup apt venv build kernel demo test test-fast bench clean cluster-doctor
 
 setup: apt $(VENV)/.deps $(LIBMPI_SHIM) build kernel
 
 apt:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
+	@missing=""; slim=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for p in $(APT_SLIM); do dpkg -s $$p >/dev/null 2>&1 || slim="$$slim $$p"; done; \
+	if [ -n "$$missing$$slim" ]; then \
+	  echo "installing:$$missing$$slim"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	  $$SUDO apt-get update -qq; \
+	  if [ -n "$$missing" ]; then DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null || exit 1; fi; \
+	  if [ -n "$$slim" ]; then DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$slim >/dev/null || exit 1; fi; \
 	fi
 
 $(VENV)/bin/python:
@@ -89,6 +95,13 @@ demo: setup
 	  --algorithms ring,mpi --check --out results/demo.nc
 	$(VENV)/bin/ccbench report results/demo.nc -o reports/demo.html --title "ccbench demo"
 	@echo; echo "results: $(CURDIR)/results/demo.nc"; echo "report:  $(CURDIR)/reports/demo.html"
+
+# the health check on the testbed: FAULT=KIND:NODE (slow-link, congested-link,
+# cpu-contended, stopped, lossy-link; e.g. FAULT=slow-link:node3) or empty for
+# a clean fabric; the last line printed is the verdict
+FAULT ?=
+cluster-doctor: setup
+	@$(PY) bench/cluster_doctor.py --fault "$(FAULT)"
 
 test: setup
 	$(VENV)/bin/pytest -q -ra $(TESTS)

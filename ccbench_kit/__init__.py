@@ -12,5 +12,8 @@ __version__ = "0.1.0"
 from . import dataset  # noqa: E402,F401  (registers the ds.ccb accessor)
 from .api import load, run, save  # noqa: E402
 from .errors import CCBenchError, ConfigError, RunError  # noqa: E402
+from .health import doctor  # noqa: E402
 
-__all__ = ["CCBenchError", "ConfigError", "RunError", "load", "run", "save", "__version__"]
+
+__all__ = ["CCBenchError", "ConfigError", "RunError", "doctor", "load", "run", "save",
+           "__version__"]

@@ -113,6 +113,9 @@ class Sweep:
             self._warm_every_size([l for l in layouts if self._fits(l, quiet=True)])
         try:
             for k, layout in enumerate(layouts):
+                # the next size is in flight from here (its memory check is a
+                # collective): a stall now names it, not the size just saved
+                self.reporter.enter(layout.size, 0, 0, "preparing")
                 if not self._fits(layout):
                     continue
                 self.reporter.phase("preparing")

@@ -41,10 +41,12 @@ class Board:
 
 
 class RankReporter:
-    """A rank's writer for its row (a no-op without a board)."""
+    """A rank's writer for its row: on the board, else in `row` (an array
+    of WIDTH, e.g. memory its heartbeat shares), else private."""
 
-    def __init__(self, board, rank):
-        self._row = board.row(rank) if board is not None else np.zeros(WIDTH, np.int64)
+    def __init__(self, board, rank, row=None):
+        self._row = board.row(rank) if board is not None else \
+            (row if row is not None else np.zeros(WIDTH, np.int64))
         if board is not None:
             with open(f"{board.path}.host{rank}", "w") as f:
                 f.write(socket.gethostname())
@@ -61,6 +63,11 @@ class RankReporter:
 
     def phase(self, phase):
         self._row[PHASE] = PHASES.index(phase)
+
+    @property
+    def row(self):
+        """This rank's whole row (what its heartbeat carries)."""
+        return self._row
 
     @property
     def calls(self):

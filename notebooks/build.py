@@ -108,6 +108,47 @@ panel
 ]
 
 
+DOCTOR = [
+    md("""
+# ccbench doctor
+Executed by `ccbench doctor ... --report reports/NAME.html`, or by hand:
+`papermill notebooks/doctor.ipynb out.ipynb -p results results/doctor.nc`.
+""", tags=["remove-cell"]),
+    code("""
+# Parameters (papermill injects the values given on the command line after this cell)
+results = ""  # a results file written by `ccbench doctor`
+title = "ccbench doctor"  # report title
+""", tags=["parameters"]),
+    code("""
+import json
+import xarray as xr
+from IPython.display import Markdown, display
+from ccbench_kit.health import report
+
+pairs = xr.open_dataset(results)
+verdict = report.verdict_of(pairs)
+lines = [f"# {title}", f"**{verdict.get('line', 'verdict: ?')}**", ""]
+for f in verdict.get("findings", []):
+    lines.append(f"- {f['node']}{' link' if f['kind'] == 'link' else ''}: {f['metric']}, "
+                 f"ratio {f['ratio']:.2f} to the other nodes, {f['agree']} agree; {f['detail']}")
+for note in verdict.get("notes", []):
+    lines.append(f"- note: {note}")
+plan = json.loads(pairs.attrs["doctor_plan"])
+lines += ["", f"Nodes: {', '.join(json.loads(pairs.attrs['doctor_nodes']))}; "
+          f"{plan['repeats']} repeats of {len(plan['waves'])} waves of disjoint pairs; "
+          f"timing: {pairs.attrs.get('doctor_timing', '{}')}",
+          "", "Reproduce:", "", f"    {pairs.attrs.get('command') or 'ccbench doctor --hosts ...'}"]
+display(Markdown("\\n".join(lines)))
+"""),
+    code("""
+report.show_matrices(pairs)
+"""),
+    code("""
+report.show_nodes(pairs)
+"""),
+]
+
+
 def notebook(cells, name):
     out = []
     for i, (kind, text, tags) in enumerate(cells):
@@ -129,7 +170,8 @@ def _lines(text):
     return [line + "\n" for line in lines[:-1]] + [lines[-1]]
 
 
-NOTEBOOKS = {"report.ipynb": REPORT, "compare.ipynb": COMPARE, "explore.ipynb": EXPLORE}
+NOTEBOOKS = {"report.ipynb": REPORT, "compare.ipynb": COMPARE, "explore.ipynb": EXPLORE,
+             "doctor.ipynb": DOCTOR}
 
 
 def render(name):

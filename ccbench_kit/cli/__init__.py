@@ -12,7 +12,7 @@ import sys
 
 from ..errors import CCBenchError
 
-SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite")
+SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite", "doctor")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -11,8 +11,9 @@ import time
 import uuid
 
 from ..errors import RunError
-from ..progress_board import Board
 from . import events, worker
+from ..progress_board import Board
+from .heartbeat import Beats
 from .watchdog import Monitor, dead_ranks, kill_tree
 
 
@@ -121,34 +122,59 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
         Variables added to the launcher's environment (NCCL_*, OMPI_*...).
     """
     earlier = _stamp(cfg.output.out)  # a file from an earlier run is not this run's result
-    run_dir = tempfile.mkdtemp(prefix="ccbench-run-")
-    cfg_path = os.path.join(run_dir, "config.json")
-    with open(cfg_path, "w") as f:
-        f.write(cfg.to_json())
+    with tempfile.TemporaryDirectory(prefix="ccbench-run-") as run_dir:
+        cfg_path = os.path.join(run_dir, "config.json")
+        with open(cfg_path, "w") as f:
+            f.write(cfg.to_json())
+        # Ranks on other hosts can't read our /tmp: they get the config inline
+        failure, exit_code = run_ranks(
+            "ccbench_kit.launch.worker", [worker.inline_config(cfg) if command else cfg_path],
+            cfg.nranks, run_dir, describe=lambda stall: stall_message(stall, cfg),
+            call_timeout=cfg.launch.timeout, on_event=on_event, timeout=timeout,
+            hosts=hosts, command=command, env=env)
+    if failure is not None:
+        err = RunError(failure + _saved_note(cfg.output.out, failure, earlier))
+        err.exit_code = exit_code
+        raise err
+    return cfg.output.out
+
+
+def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_event=None,
+              timeout=None, hosts=None, command=None, env=None):
+    """Run ``python -m MODULE ARGS --board=PATH`` on `nranks` ranks and watch it.
+
+    The ranks beat (`heartbeat`) and fill the board in `run_dir`; a stall is
+    turned into a message by ``describe(stall)``.  Returns ``(failure,
+    exit_code)``: why the job failed (None if it did not) and the exit code
+    that failure calls for.  Every process of the job is gone on return.
+    """
     board_path = os.path.join(run_dir, "board")
-    board = Board(board_path, cfg.nranks, create=True)
-    # Ranks on other hosts can't read our /tmp: they get the config inline,
-    # and use the board only where its path exists (this host).
-    argv = [sys.executable, "-m", "ccbench_kit.launch.worker",
-            worker.inline_config(cfg) if command else cfg_path, f"--board={board_path}"]
-    cmd = command(argv) if command else mpirun_command(cfg.nranks, argv, hosts=hosts)
+    board = Board(board_path, nranks, create=True)
+    # ranks use the board only where its path exists (this host)
+    argv = [sys.executable, "-m", module, *args, f"--board={board_path}"]
+    cmd = command(argv) if command else mpirun_command(nranks, argv, hosts=hosts)
+    placement = getattr(command, "placement", None)
+    placed = [placement.host_of_rank(r) for r in range(nranks)] if placement else []
     run_id = uuid.uuid4().hex
     job_env = {**mpirun_env(), **(env or {}), "CCB_RUN_ID": run_id}
+    beats = Beats()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=job_env, start_new_session=True)
-    output = _Output(proc, on_event)
+    output = _Output(proc, on_event, beats)
     exit_code = RunError.exit_code
+    failure = None
     try:
-        failure = _supervise(proc, cfg, Monitor(board, cfg.launch.timeout), timeout)
+        failure = _supervise(proc, Monitor(board, call_timeout, beats, placed), describe, timeout)
     except (KeyboardInterrupt, Interrupted) as e:
         failure = f"interrupted by {getattr(e, 'signal_name', 'SIGINT')}"
         exit_code = 130
     finally:
-        # mpirun may be gone while a rank it could not reach is not
-        kill_tree(proc, run_id, grace=3.0 if proc.poll() is None else 0.5)
+        # mpirun may be gone while a rank it could not reach is not; a hung
+        # job has nothing left to flush and a stopped rank ignores SIGTERM:
+        # no grace for it
+        kill_tree(proc, run_id, grace=0.5 if failure or proc.poll() is not None else 3.0)
         output.join()
         del board
-        shutil.rmtree(run_dir, ignore_errors=True)
     rc = proc.returncode
     if failure is None and output.errors:
         failure = output.errors[0]["message"]
@@ -162,11 +188,7 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
             detail = "".join(output.tail[-8:]).strip()
             failure = f"{os.path.basename(cmd[0])} exited with status {rc}" + \
                 (f":\n{detail}" if detail else "")
-    if failure is not None:
-        err = RunError(failure + _saved_note(cfg.output.out, failure, earlier))
-        err.exit_code = exit_code
-        raise err
-    return cfg.output.out
+    return failure, exit_code
 
 
 class Interrupted(Exception):
@@ -178,8 +200,8 @@ class Interrupted(Exception):
 class _Output:
     """Relays the job's output; keeps progress events, errors and a tail."""
 
-    def __init__(self, proc, on_event):
-        self.errors, self.tail, self.on_event = [], [], on_event
+    def __init__(self, proc, on_event, beats=None):
+        self.errors, self.tail, self.on_event, self.beats = [], [], on_event, beats
         self.threads = [threading.Thread(target=self._pump, args=(proc.stdout, True), daemon=True),
                         threading.Thread(target=self._pump, args=(proc.stderr, False), daemon=True)]
         for t in self.threads:
@@ -197,6 +219,8 @@ class _Output:
                 self.errors.append(ev)
             elif ev.get("event") == "warning":  # shown even without a progress callback
                 print(f"ccbench: warning: {ev.get('message')}", file=sys.stderr, flush=True)
+            elif self.beats is not None and self.beats.take(ev):
+                pass
             elif self.on_event:
                 self.on_event(ev)
 
@@ -205,7 +229,7 @@ class _Output:
             t.join(timeout=5)
 
 
-def _supervise(proc, cfg, monitor, timeout):
+def _supervise(proc, monitor, describe, timeout):
     """Wait for the job; return why it had to be stopped, or None."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -216,26 +240,20 @@ def _supervise(proc, cfg, monitor, timeout):
             pass
         stall = monitor.poll()
         if stall is not None:
-            return _stall_message(stall, cfg)
+            return describe(stall)
         if deadline is not None and time.monotonic() > deadline:
             return f"the run did not finish within {timeout:.0f} s; it was stopped"
 
 
-def _stall_message(stall, cfg):
-    from ..progress_board import ALG, ENTERED, PLACEMENT, SIZE
+def stall_message(stall, cfg):
+    """The watchdog's finding for a sweep, in one paragraph."""
+    from ..progress_board import ALG, PLACEMENT
+    from .watchdog import describe_stall
     row = stall.row
     algs, places = cfg.sweep.algorithms, cfg.sweep.placements
     alg = algs[row[ALG]] if row[ALG] < len(algs) else "?"
     placement = places[row[PLACEMENT]] if row[PLACEMENT] < len(places) else "?"
-    where = (f"{cfg.collective}/{alg} ({placement.replace('_', '-')}) at size {int(row[SIZE])} B, "
-             f"call {int(row[ENTERED])}")
-    hosts = stall.hosts
-    ranks = ", ".join(f"{r}" + (f" (host {hosts[r]})" if hosts[r] else "") for r in stall.laggards)
-    if stall.all_stuck:
-        return (f"timeout: every rank ({ranks}) is stuck in {where}: no progress for "
-                f"{stall.seconds:.0f} s; the job was stopped")
-    return (f"timeout: rank{'s' if len(stall.laggards) > 1 else ''} {ranks} did not arrive at "
-            f"{where} within {stall.seconds:.0f} s (--timeout); the job was stopped")
+    return describe_stall(stall, f"{cfg.collective}/{alg} ({placement.replace('_', '-')})")
 
 
 def _stamp(path):

@@ -2,8 +2,10 @@
 
 The ranks write where they are on the progress board (`progress_board`);
 the launcher polls it: a row that has not moved for longer than the operation's
-timeout means the job is stuck, and the rows that are behind the others name
-the ranks that did not arrive.
+timeout means the job is stuck.  The ranks' heartbeats (`heartbeat`) give the
+rows of ranks on other hosts and tell the rank that stopped from the ranks
+that wait for it; otherwise the rows behind the others name the ranks that
+did not arrive.
 """
 import os
 import re
@@ -14,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..progress_board import ENTERED, LOCAL_WORK, OP, PHASE, PHASES, PID, SIZE
+from ..progress_board import (ENTERED, LEFT, LOCAL_WORK, OP, PHASE, PHASES, PID, SIZE,
+                              WIDTH)
 
 
 def default_timeout(size):
@@ -26,54 +29,197 @@ def default_timeout(size):
 
 @dataclass
 class Stall:
-    laggards: list   # ranks that did not arrive (or all, when every rank is stuck)
+    """Why the watchdog fired.
+
+    `kind` is "stopped" (the `culprits` stopped beating: a stopped process,
+    a host cut off), "late" (the `culprits` are alive but did not arrive),
+    "missing" (the `culprits` never started) or "stuck" (every rank is alive
+    and inside the same call: a deadlock or a stuck device; `culprits` is
+    every rank).  `row` is where the ranks that wait are: the call really in
+    flight."""
+
+    laggards: list   # the culprits (kept under this name for older callers)
     all_stuck: bool
-    row: np.ndarray  # the row of the furthest rank: where the others wait
+    row: np.ndarray  # the row of the furthest live rank: where the others wait
     seconds: float
     hosts: list      # host of each rank, "" where unknown
+    kind: str = "late"
+    culprit_rows: dict = None  # rank -> its own last row (where it stopped)
+    beat_ages: dict = None     # rank -> seconds since its last heartbeat
+
+    @property
+    def culprits(self):
+        return self.laggards
 
 
 class Monitor:
     """The launcher's side: call `poll()` often; it returns a `Stall` once a
-    row has not moved for longer than its operation's timeout."""
+    row has not moved for longer than its operation's timeout.
 
-    def __init__(self, board, timeout=None):
+    Parameters
+    ----------
+    board : Board
+        This host's board (the rows of ranks on other hosts stay empty).
+    timeout : float, optional
+        Seconds without progress (default: `default_timeout` of the size).
+    beats : heartbeat.Beats, optional
+        The ranks' heartbeats: rows of ranks on other hosts, and which rank
+        stopped.  Without it only this host's ranks are watched.
+    hosts : list of str, optional
+        Where each rank was placed, to name the host of a rank never heard from.
+    """
+
+    def __init__(self, board, timeout=None, beats=None, hosts=None):
         self.board = board
         self.timeout = timeout
+        self.beats = beats
+        self.placed = list(hosts or [])
         self._last = None
         self._since = None
 
+    def _rows(self):
+        snap = self.board.snapshot()
+        if self.beats is not None:
+            for r in np.flatnonzero(snap[:, PID] == 0):
+                if self.beats.heard(int(r)):
+                    snap[r] = self.beats.row(int(r), WIDTH)
+        return snap
+
+    def _stale(self, n, now):
+        """Ranks whose heartbeat stopped (False where never heard)."""
+        if self.beats is None:
+            return np.zeros(n, bool)
+        from .heartbeat import STALE
+        ages = [self.beats.age(r, now) for r in range(n)]
+        return np.array([a is not None and a > STALE for a in ages])
+
     def poll(self, now=None):
         now = time.monotonic() if now is None else now
-        snap = self.board.snapshot()
+        snap = self._rows()
+        n = len(snap)
         if self._last is None or snap.shape != self._last.shape:
-            self._last, self._since = snap, np.full(len(snap), now)
+            self._last, self._since = snap, np.full(n, now)
         moved = (snap != self._last).any(axis=1)
         self._since[moved] = now
         self._last = snap
+        started = snap[:, PID] > 0
+        if not started.all():
+            return self._missing(started, now)
         active = snap[:, PHASE] < PHASES.index("done")
-        if not active.any() or not (snap[:, PID] > 0).all():
+        if not active.any():
             return None
-        if np.isin(snap[active, PHASE], LOCAL_WORK).any():
+        stale = self._stale(n, now)
+        # a rank at local work is busy, not stuck; once a rank has stopped,
+        # only a live rank still writing its files is (the others wait for
+        # the stopped one, perhaps in MPI_Init, "starting"), so that the
+        # size it saves is not named as the one in flight
+        busy = active & np.isin(snap[:, PHASE], LOCAL_WORK)
+        if stale.any():
+            busy &= (snap[:, PHASE] == PHASES.index("saving")) & ~stale
+        if busy.any():
             self._since[:] = now
             return None
         pos = [(int(r[OP]), int(r[ENTERED])) for r in snap]
-        front = max(pos)
+        live = [i for i in range(n) if not stale[i]] or list(range(n))
+        front = max(pos[i] for i in live)
         row = snap[pos.index(front)]
         limit = self.timeout or default_timeout(int(row[SIZE]))
         idle = now - self._since.max()  # nobody has moved for this long
         if idle < limit:
             return None
-        laggards = [i for i, p in enumerate(pos) if p < front]
-        return Stall(laggards or list(range(len(snap))), not laggards, row, idle,
-                     [self._host(r) for r in range(len(snap))])
+        if stale.any() and not stale.all():
+            kind, culprits = "stopped", [int(i) for i in np.flatnonzero(stale)]
+        else:
+            culprits = [i for i, p in enumerate(pos) if p < front]
+            kind = "late" if culprits else "stuck"
+        return Stall(culprits or list(range(n)), kind == "stuck", row, idle,
+                     [self._host(r) for r in range(n)], kind,
+                     {r: snap[r].copy() for r in culprits}, self._ages(n, now))
+
+    def _missing(self, started, now):
+        """Ranks that never reported, once the others have waited `timeout`."""
+        waited = self.beats.since_first(now) if self.beats is not None else None
+        if waited is None or waited < (self.timeout or 30.0) + 1.0:
+            return None
+        n = len(started)
+        missing = [int(r) for r in np.flatnonzero(~started)]
+        return Stall(missing, False, np.zeros(WIDTH, np.int64), waited,
+                     [self._host(r) for r in range(n)], "missing", {}, self._ages(n, now))
+
+    def _ages(self, n, now):
+        if self.beats is None:
+            return {}
+        return {r: self.beats.age(r, now) for r in range(n)}
 
     def _host(self, rank):
         try:
             with open(f"{self.board.path}.host{rank}") as f:
                 return f.read().strip()
         except OSError:
-            return ""
+            pass
+        if self.beats is not None and self.beats.host(rank):
+            return self.beats.host(rank)
+        return self.placed[rank] if rank < len(self.placed) else ""
+
+
+def where(row, call):
+    """Where a row is: `call` (e.g. "all_reduce/ring (out-of-place)") at its
+    size, and which of its calls (or the step after them) it is in."""
+    size, entered, left = int(row[SIZE]), int(row[ENTERED]), int(row[LEFT])
+    phase = PHASES[int(row[PHASE])] if 0 <= row[PHASE] < len(PHASES) else "?"
+    at = f"{call} at size {size} B"
+    if phase == "gathering":  # the timed calls of this size are done
+        return f"{at}, gathering its results (its {left} timed calls had finished)"
+    if phase == "checking":
+        return f"{at}, checking its result"
+    if phase == "preparing":
+        return f"{at}, before its first call"
+    if phase in ("starting", "saving", "done"):
+        return f"{at}, {phase}"
+    if entered > left:
+        return f"{at}, call {entered}"
+    return f"{at}, after call {left} (between calls)"
+
+
+def _rank_list(stall, ranks, pids=False):
+    out = []
+    for r in ranks:
+        host = stall.hosts[r] if r < len(stall.hosts) else ""
+        row = (stall.culprit_rows or {}).get(r)
+        pid = int(row[PID]) if pids and row is not None and row[PID] else 0
+        detail = ", ".join(filter(None, [f"host {host}" if host else "",
+                                         f"pid {pid}" if pid else ""]))
+        out.append(f"{r}" + (f" ({detail})" if detail else ""))
+    return ", ".join(out)
+
+
+def describe_stall(stall, call):
+    """One paragraph naming the culprits, their hosts, and the call in flight."""
+    ranks = stall.culprits
+    many = len(ranks) > 1
+    s = "s" if many else ""
+    flight = where(stall.row, call)
+    if stall.kind == "missing":
+        return (f"timeout: rank{s} {_rank_list(stall, ranks)} never started (the other ranks "
+                f"waited {stall.seconds:.0f} s for {'them' if many else 'it'}); the job was stopped")
+    if stall.kind == "stopped":
+        ages = [stall.beat_ages.get(r) for r in ranks] if stall.beat_ages else []
+        quiet = max((a for a in ages if a is not None), default=stall.seconds)
+        own = [f"rank {r} was at {where(stall.culprit_rows[r], call)}" for r in ranks
+               if r in (stall.culprit_rows or {})]
+        waiting = [r for r in range(len(stall.hosts)) if r not in ranks]
+        return (f"timeout: rank{s} {_rank_list(stall, ranks, pids=True)} stopped (no heartbeat "
+                f"for {quiet:.0f} s: a stopped process or a lost host); "
+                + (f"{'; '.join(own)}; " if own else "")
+                + f"rank{'s' if len(waiting) != 1 else ''} {_rank_list(stall, waiting)} "
+                f"{'wait' if len(waiting) != 1 else 'waits'} for {'them' if many else 'it'} in "
+                f"{flight}; no progress for {stall.seconds:.0f} s (--timeout); the job was stopped")
+    if stall.kind == "stuck":
+        return (f"timeout: every rank ({_rank_list(stall, ranks)}) is alive but stuck in "
+                f"{flight}: no progress for {stall.seconds:.0f} s (a deadlock, a stuck device or "
+                "a lost message); the job was stopped")
+    return (f"timeout: rank{s} {_rank_list(stall, ranks)} did not arrive at {flight} within "
+            f"{stall.seconds:.0f} s (--timeout); the job was stopped")
 
 
 _NOTICED = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)")

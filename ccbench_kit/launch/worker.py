@@ -31,27 +31,68 @@ def read_config(arg):
         return RunConfig.from_json(f.read())
 
 
+class RankWatch:
+    """This rank's board row and heartbeat, started before MPI_Init.
+
+    The heartbeat starts first, under the rank the launcher put in the
+    environment, so that a rank the others wait for inside MPI_Init is told
+    apart from them too (heartbeat.py says why); `confirm` checks that rank
+    once MPI knows it."""
+
+    def __init__(self, argv):
+        from .heartbeat import Heartbeat, launcher_rank, shared_row
+        from ..progress_board import WIDTH, Board
+
+        path = next((a.split("=", 1)[1] for a in argv if a.startswith("--board=")), "")
+        self.board = Board(path) if path and os.path.exists(path) else None
+        self.shared = shared_row(WIDTH)
+        self.rank, self.reporter, self.beat = None, None, None
+        early = launcher_rank()
+        if early is not None:
+            self._use(early)
+            # forked before MPI_Init: the child holds no MPI state
+            self.beat = Heartbeat(self.shared, self.board.path if self.board else "").start()
+        self._beat_cls = Heartbeat
+
+    def _use(self, rank):
+        from ..progress_board import RankReporter
+        self.shared[0] = rank
+        self.rank = rank
+        self.reporter = RankReporter(self.board, rank, row=self.shared[1:])
+
+    def confirm(self, rank):
+        """The rank MPI gave; the row and beat follow it if it differs."""
+        if self.rank != rank:
+            self._use(rank)
+        if self.beat is None:  # no launcher rank: beat from now on
+            self.beat = self._beat_cls(self.shared, self.board.path if self.board else "").start()
+        return self.reporter
+
+    def stop(self):
+        if self.beat is not None:
+            self.beat.stop()
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     cfg = read_config(argv[0])
+    watch = RankWatch(argv[1:])
     from mpi4py import MPI
 
     world = MPI.COMM_WORLD
     comm = world.Dup()
     rank = comm.Get_rank()
+    reporter = watch.confirm(rank)
     try:
         from ..dataset.checkpoint import Checkpoint
         from ..harness import Sweep
 
-        from ..progress_board import Board, RankReporter
         from .faults import FaultPlan
 
-        board_path = next((a.split("=", 1)[1] for a in argv[1:] if a.startswith("--board=")), "")
-        board = Board(board_path) if board_path and os.path.exists(board_path) else None
         emit = events.emit if rank == 0 else None
         faults = FaultPlan.from_environment(rank)  # empty outside the tests
         sweep = Sweep(comm, faults.config(cfg), emit=emit, checkpoint=Checkpoint(cfg.output.out),
-                      reporter=faults.reporter(RankReporter(board, rank)))
+                      reporter=faults.reporter(reporter))
         sweep.run()
         comm.Barrier()
         if rank == 0:
@@ -64,6 +105,7 @@ def main(argv=None):
                      "message": f"rank {rank}: {type(e).__name__}: {e}",
                      "traceback": traceback.format_exc()})
         world.Abort(1)
+    watch.stop()
     comm.Free()
 
 

@@ -1,0 +1,65 @@
+"""``ccbench doctor``: find the slow node, the bad link, the rank that hangs.
+
+Exit codes: 0 healthy, 1 an outlier found (or a node that hangs or never
+starts), 2 bad input, 3 the run failed without naming a node.  The last line
+printed is the verdict: ``verdict: node3``, ``verdict: node3 link`` or
+``verdict: none``.
+"""
+import shlex
+import sys
+
+from .. import health
+from .cluster import add_launch_arguments, launch_options
+
+
+def add_parser(sub):
+    p = sub.add_parser("doctor", help="health check: name the slow node, the bad link, the "
+                                      "rank that hangs",
+                       description="Measure every node's own all_reduce and every pair of "
+                                   "nodes (bandwidth and latency, O(N) rounds of disjoint "
+                                   "pairs); name the node or link that stands out. Exit 0 "
+                                   "healthy, 1 outlier, 2 bad input, 3 run failed.")
+    add_launch_arguments(p)
+    p.add_argument("--scheduler-file", default=None,
+                   help="check the hosts of a Dask-MPI cluster (ccbench cluster start)")
+    g = p.add_argument_group("measurement")
+    g.add_argument("--repeats", type=int, default=5, help="repeats of every test (default 5)")
+    g.add_argument("--bw-size", default="2M", help="pair bandwidth message (default 2M)")
+    g.add_argument("--local-size", default="1M", help="local all_reduce size (default 1M)")
+    g.add_argument("--lat-iters", type=int, default=50, help="ping-pongs per test (default 50)")
+    g.add_argument("--bw-iters", type=int, default=3, help="exchanges per test (default 3)")
+    g.add_argument("--topology", default=None, metavar="FILE",
+                   help="DescribeInstanceTopology JSON: pairs sharing a leaf uplink don't "
+                        "run at once")
+    g.add_argument("--timeout", type=float, default=None,
+                   help="seconds without progress before the hang is attributed")
+    g.add_argument("--out", default=None, help="results file (default results/doctor-STAMP.nc)")
+    g.add_argument("--report", default=None, metavar="HTML", help="also write the report page")
+    p.set_defaults(func=main)
+
+
+def main(args):
+    launch = launch_options(args)
+    argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
+    client = None
+    if args.scheduler_file:
+        from ..launch.cluster import connect
+        client = connect(args.scheduler_file)
+    rpn = launch.pop("ranks_per_node") or 2
+    diag = health.doctor(
+        launch["hosts"], hosts_file=launch["hosts_file"], nnodes=launch["nnodes"],
+        slurm=launch["slurm"], client=client, out=args.out, ranks_per_node=rpn,
+        repeats=args.repeats, bw_bytes=args.bw_size, local_bytes=args.local_size,
+        lat_iters=args.lat_iters, bw_iters=args.bw_iters, topology=args.topology,
+        timeout=args.timeout, command=shlex.join(argv) if argv else "")
+    if diag.message:
+        print(f"ccbench: {diag.message}", file=sys.stderr)
+    for note in diag.verdict.notes:
+        if note != diag.message:
+            print(f"note: {note}")
+    print(health.report.text(diag))
+    if args.report and diag.out:
+        path = health.report.html(diag.out, args.report)
+        print(f"report: {path}")
+    print(diag.line)
+    return diag.exit_code

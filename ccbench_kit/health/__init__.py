@@ -1,0 +1,14 @@
+"""A cluster health check: which node, which link, which rank.
+
+``ccbench_kit.doctor(hosts=[...])`` (CLI: ``ccbench doctor``) measures every
+node's own collective and every pair of nodes in O(N) rounds, and names the
+node or node link that stands out, with how much and how sure
+(`verdict`); a job that hangs names the rank and host the others wait for.
+
+Modules: `plan` (rounds of disjoint pairs), `probe` (the ranks' side),
+`results` (records and Datasets), `verdict` (statistics), `api`.
+"""
+from . import report  # noqa: F401
+from .api import BAD_INPUT, HEALTHY, OUTLIER, RUN_FAILED, Diagnosis, doctor
+
+__all__ = ["doctor", "Diagnosis", "HEALTHY", "OUTLIER", "BAD_INPUT", "RUN_FAILED"]

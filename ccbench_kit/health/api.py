@@ -1,0 +1,272 @@
+"""``ccbench_kit.doctor(...)``: a health check of a set of nodes.
+
+One MPI job (one start-up): the local check, node by node, then the pair
+matrix in waves of disjoint pairs, repeated; then `verdict.judge`.  A job
+that hangs is stopped by the watchdog, which names the rank and host the
+others waited for (`launch.heartbeat`): that host is the verdict.
+"""
+import datetime
+import os
+import shlex
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError, RunError
+from ..units import parse_size
+from . import plan as _plan
+from . import results, verdict as _verdict
+
+# Exit codes, for CI and Slurm prologs (docs/doctor.md)
+HEALTHY, OUTLIER, BAD_INPUT, RUN_FAILED = 0, 1, 2, 3
+
+
+@dataclass
+class Diagnosis:
+    """What a health check found.
+
+    Attributes
+    ----------
+    verdict : verdict.Verdict
+        The findings (empty: no outlier) and each node's ratios.
+    exit_code : int
+        0 healthy, 1 outlier found (or a node that hangs or never starts),
+        3 the run failed without naming a node.
+    out : str
+        The results file (``pairs`` and ``local`` parts), also when the run
+        was stopped: it holds every step measured before.
+    message : str
+        Why the run stopped early (empty if it did not).
+    command : str
+        The command line that reproduces this check.
+    """
+
+    verdict: object
+    exit_code: int
+    out: str = ""
+    message: str = ""
+    command: str = ""
+    nodes: list = field(default_factory=list)
+
+    @property
+    def line(self):
+        return self.verdict.line()
+
+
+def default_out():
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.join("results", f"doctor-{stamp}.nc")
+
+
+def make_plan(nnodes, *, ranks_per_node=2, repeats=5, bw_bytes="2M", local_bytes="1M",
+              lat_iters=50, bw_iters=3, leaf_of=None):
+    """The measurement plan the ranks follow (a JSON-able dict)."""
+    plan = {"ranks_per_node": ranks_per_node, "repeats": repeats,
+            "bw_bytes": parse_size(bw_bytes, "--bw-size"),
+            "local_bytes": parse_size(local_bytes, "--local-size"),
+            "lat_iters": lat_iters, "bw_iters": bw_iters}
+    for key, flag, lo in (("ranks_per_node", "--ranks-per-node", 1), ("repeats", "--repeats", 1),
+                          ("lat_iters", "--lat-iters", 1), ("bw_iters", "--bw-iters", 1)):
+        if not isinstance(plan[key], int) or plan[key] < lo:
+            raise ConfigError(f"must be an integer >= {lo}, got {plan[key]!r}", flag)
+    for key, flag in (("bw_bytes", "--bw-size"), ("local_bytes", "--local-size")):
+        if plan[key] < 8 or plan[key] % 8:
+            raise ConfigError(f"must be a positive multiple of 8 bytes, got {plan[key]}", flag)
+    plan["waves"] = _plan.schedule(nnodes, leaf_of)
+    return plan
+
+
+def leaves(names, topology):
+    """``leaf_of(node index)`` from a DescribeInstanceTopology file (the last
+    network node of each host is its leaf switch), or None."""
+    if not topology:
+        return None
+    from ..launch.hosts import load_topology
+    topo = load_topology(topology)
+    unknown = [n for n in names if n not in topo]
+    if unknown:
+        raise ConfigError(f"host {unknown[0]!r} is not in the topology file", "--topology")
+    leaf = [topo[n][-1] for n in names]
+    return lambda k: leaf[k]
+
+
+def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
+    """The node names to check, in order; raises ConfigError on bad input."""
+    from ..launch import hosts as _hosts
+    if hosts and hosts_file:
+        raise ConfigError("give --hosts or --hosts-file, not both", "--hosts")
+    names = None
+    if hosts_file:
+        names = [h.name for h in _hosts.read_hostfile(hosts_file)]
+    elif hosts:
+        names = [h.name for h in _hosts.parse_hosts(hosts)]
+    elif slurm:
+        names = allocation_nodes(slurm)
+    if names is None:
+        raise ConfigError("name the nodes to check: --hosts, --hosts-file or -S (the "
+                          "nodes of a Slurm allocation)", "--hosts")
+    if nnodes is not None:
+        if not isinstance(nnodes, int) or nnodes < 1:
+            raise ConfigError(f"must be a positive integer, got {nnodes!r}", "-N/--nnodes")
+        if nnodes > len(names):
+            raise ConfigError(f"{nnodes} nodes asked for but only {len(names)} are there "
+                              f"({', '.join(names)})", "-N/--nnodes")
+        names = names[:nnodes]
+    if len(names) < 2:
+        raise ConfigError(f"a health check compares nodes: it needs at least 2, got "
+                          f"{len(names)} ({', '.join(names)})", "--hosts")
+    return names
+
+
+def allocation_nodes(slurm):
+    """Node names of the Slurm allocation `slurm` runs in, or None outside one."""
+    import subprocess
+    from ..launch import slurm as _slurm
+    opts = _slurm.as_options(slurm)
+    job = opts.allocation()
+    if not job:
+        return None
+    _slurm.require_tools("squeue", "scontrol")
+    q = subprocess.run(["squeue", "-h", "-j", str(job), "-o", "%N"], capture_output=True,
+                       text=True, timeout=30)
+    nodelist = q.stdout.strip()
+    if q.returncode != 0 or not nodelist:
+        raise ConfigError(f"Slurm job {job} is not running here (squeue: "
+                          f"{(q.stderr or 'no nodes').strip()})", "--slurm-job-id")
+    h = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
+                       text=True, timeout=30)
+    return h.stdout.split()
+
+
+def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None, out=None,
+           ranks_per_node=2, repeats=5, bw_bytes="2M", local_bytes="1M", lat_iters=50,
+           bw_iters=3, topology=None, timeout=None, env=None, thresholds=None, command=""):
+    """Check the nodes; return a `Diagnosis`.
+
+    Parameters
+    ----------
+    hosts, hosts_file, nnodes
+        The nodes (``--hosts``, ``--hosts-file``, ``-N``: the first N of them).
+    slurm : bool or dict, optional
+        Launch with srun (``-S``); without hosts, the allocation's nodes.
+    client : distributed.Client, optional
+        Not implemented yet (raises ConfigError): give the hosts instead.
+    out : str, optional
+        Results file (default ``results/doctor-STAMP.nc``).
+    ranks_per_node : int
+        Ranks on each node: the local check is an all_reduce among them.
+    repeats : int
+        Times every measurement is repeated (interleaved); the verdict needs
+        most repeats to agree.
+    bw_bytes, local_bytes : int or str
+        Message of the pair bandwidth test; size of the local all_reduce.
+    topology : str or dict, optional
+        DescribeInstanceTopology output: pairs that would share a leaf's
+        uplink don't run at the same time (`plan.waves`).
+    timeout : float, optional
+        Seconds without progress before the watchdog stops the job and
+        names the node it waits for (default 30 s plus 1 s per 50 MB).
+    thresholds : dict, optional
+        ``{"local": 2.0, "bandwidth": 0.75, "latency": 2.0}`` (`verdict`).
+    """
+    if timeout is not None and not timeout > 0:
+        raise ConfigError(f"must be a positive number of seconds, got {timeout}", "--timeout")
+    if client is not None:  # not built yet: say so rather than half-run
+        raise ConfigError("checking a Dask-MPI cluster's workers is not implemented yet; "
+                          "give the cluster's hosts with --hosts instead", "--scheduler-file")
+    names = resolve_nodes(hosts, hosts_file, nnodes, slurm)
+    plan = make_plan(len(names), ranks_per_node=ranks_per_node, repeats=repeats,
+                     bw_bytes=bw_bytes, local_bytes=local_bytes, lat_iters=lat_iters,
+                     bw_iters=bw_iters, leaf_of=leaves(names, topology))
+    plan["hosts"] = names
+    out = os.path.abspath(out or default_out())
+    plan["out"] = raw_path = out + ".raw.json"
+    nranks = len(names) * ranks_per_node
+    # every node's ranks run the local check at once, on hosts that may run
+    # other work too: a rank that polls without yielding holds the core its
+    # node-mate needs for its whole time slice
+    env = {"OMPI_MCA_mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle", "1"),
+           **(env or {})}
+    from ..launch.command import launcher
+    from ..launch.mpirun import run_ranks
+    from ..launch.watchdog import describe_stall
+    cmd = launcher(nranks, hosts=names, slurm=slurm, nnodes=len(names),
+                   ranks_per_node=ranks_per_node, env=env)
+    stalls = []
+
+    def describe(stall):
+        stalls.append(stall)
+        return describe_stall(stall, step_name(stall.row))
+    results.remove(raw_path)
+    launched = time.time()
+    with tempfile.TemporaryDirectory(prefix="ccbench-doctor-") as run_dir:
+        failure, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], nranks,
+                               run_dir, describe=describe, call_timeout=timeout, command=cmd,
+                               env=env)
+    return _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, launched)
+
+
+def step_name(row):
+    """The doctor's step in a board row, for the watchdog's message."""
+    from ..progress_board import ALG, PLACEMENT
+    from .probe import STEPS
+    k = int(row[PLACEMENT])
+    step = STEPS[k] if 0 <= k < len(STEPS) else "?"
+    unit = "node" if step.startswith("local") else "wave"
+    return f"doctor {step} ({unit} {int(row[ALG])})"
+
+
+def _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, launched):
+    raw = None
+    if os.path.exists(raw_path):
+        raw = results.Raw.read(raw_path)
+        raw.complete = failure is None
+    if failure is not None:
+        hang = stalls[-1] if stalls else None
+        verdict = _verdict.hang_verdict(hang, failure) if hang else \
+            _verdict.Verdict(notes=[failure], failed=True)
+        code = OUTLIER if verdict.findings else RUN_FAILED
+    else:
+        if raw is None:
+            raise RunError(f"the health check finished but its records ({raw_path}) are missing: "
+                           "rank 0 wrote them on its own host; give --out a path on a shared "
+                           "file system")
+        verdict = _verdict.judge(raw, thresholds)
+        code = OUTLIER if verdict.findings else HEALTHY
+    if raw is not None and (raw.local or raw.pair):
+        from ..dataset import save
+        parts = results.to_datasets(raw, {
+            "command": command, "doctor_verdict": verdict.to_dict(),
+            "doctor_nodes": names, "doctor_plan": {k: v for k, v in plan.items()
+                                                   if k != "out"},
+            "doctor_timing": timing(raw, launched)})
+        if failure is not None:
+            for ds in parts.values():
+                ds.attrs["incomplete_reason"] = failure.splitlines()[0]
+        save(parts, out)
+        results.remove(raw_path)
+    else:
+        out = ""
+        results.remove(raw_path)
+    return Diagnosis(verdict, code, out, failure or "", command or reproduce(names, plan),
+                     names)
+
+
+def timing(raw, launched):
+    """Seconds: the job's start-up (launch to the first measurement), the
+    measuring, and each repeat's pair matrix (`bench/doctor_scaling.py`)."""
+    if not raw.started:
+        return {}
+    ats = sorted(r["at"] for r in raw.local + raw.pair)
+    per_rep = {}
+    for r in raw.pair:
+        per_rep.setdefault(r["rep"], []).append(r["at"])
+    return {"startup_s": round(raw.started - launched, 3),
+            "measure_s": round((ats[-1] if ats else raw.started) - raw.started, 3),
+            "waves": len(raw.plan["waves"]), "repeats": raw.plan["repeats"]}
+
+
+def reproduce(names, plan):
+    """A command line that runs this check again."""
+    return shlex.join(["ccbench", "doctor", "--hosts", *names, "--repeats", str(plan["repeats"]),
+                       "--ranks-per-node", str(plan["ranks_per_node"])])

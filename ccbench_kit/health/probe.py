@@ -1,0 +1,293 @@
+"""The ranks' side of a health check: ``python -m ccbench_kit.health.probe PLAN``.
+
+One MPI job measures everything, so the cost is one job start:
+
+1. local check, every node at once: the node's ranks run an 8 B and a
+   large all_reduce on their own communicator; each rank's memory copy rate
+   is the node's own peak.
+2. the pair matrix, wave by wave (`plan.schedule`): the first rank of each
+   node of a pair ping-pongs 8 B (latency) and exchanges large messages both
+   ways at once (bandwidth, each direction at its own link's rate) over a
+   TCP connection of the pair (`connect_pair` says why not MPI's); the
+   pairs of a wave run at the same time.
+
+Repeats interleave (every node, every wave, then again), so a burst of
+load on the machine hits one repeat, not one node.  Ranks not measuring
+wait on a non-blocking barrier with short sleeps, not in a spinning MPI
+call: on a shared machine a spinning idle rank steals the cores the
+measured ones need.
+
+Rank 0 writes what it has after every step (`results.write_raw`), so a
+run that hangs or dies keeps the partial matrix.
+"""
+import json
+import socket
+import sys
+import time
+
+import numpy as np
+
+from . import results
+from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
+
+# what the board's PLACEMENT column holds during a step (doctor.report names them)
+STEPS = ("local latency", "local bandwidth", "pair latency", "pair bandwidth", "local compute")
+
+
+def quiet_wait(comm, nap=0.002):
+    """A barrier that sleeps while it waits (see the module docstring)."""
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(nap)
+
+
+class Progress:
+    """Where this rank is, in its board row (read by the heartbeat)."""
+
+    def __init__(self, row):
+        self.row, self.op = row, 0
+
+    def enter(self, step, size, wave):
+        self.op += 1
+        r = self.row
+        r[SIZE], r[ALG], r[PLACEMENT] = size, wave, STEPS.index(step)
+        r[ENTERED] = r[LEFT] = 0
+        r[PHASE] = PHASES.index("timing")
+        r[OP] = self.op  # last: the launcher reads OP to see a new operation
+
+    def call(self):
+        self.row[ENTERED] += 1
+
+    def done(self):
+        self.row[LEFT] = self.row[ENTERED]
+
+    def phase(self, name):
+        self.row[PHASE] = PHASES.index(name)
+
+
+def _timed(fn, iters, warmup, progress):
+    out = np.empty(iters)
+    for i in range(warmup + iters):
+        progress.call()
+        t0 = time.perf_counter()
+        fn()
+        t = time.perf_counter() - t0
+        progress.done()
+        if i >= warmup:
+            out[i - warmup] = t
+    return out
+
+
+def memcpy_bandwidth(nbytes, iters=5):
+    """This rank's memory copy rate (GB/s, best of `iters`)."""
+    a = np.ones(nbytes // 8)
+    b = np.empty_like(a)
+    best = min(_one_copy(a, b) for _ in range(iters))
+    return nbytes / best / 1e9
+
+
+def _one_copy(a, b):
+    t0 = time.perf_counter()
+    np.copyto(b, a)
+    return time.perf_counter() - t0
+
+
+def node_layout(comm, names):
+    """(node index of every rank, node names): ranks grouped by host name,
+    nodes in the order of `names` (the order asked for), then the others."""
+    hosts = comm.allgather(socket.gethostname())
+    order = [n for n in names if n in hosts] + [h for h in dict.fromkeys(hosts) if h not in names]
+    return [order.index(h) for h in hosts], order
+
+
+def run(comm, plan, progress, out):
+    """Measure `plan` (a dict, see `health.api`) on `comm`; rank 0 writes `out`."""
+    from mpi4py import MPI
+
+    me = comm.Get_rank()
+    node_of, nodes = node_layout(comm, plan["hosts"])
+    leaders = [node_of.index(k) for k in range(len(nodes))]
+    local = comm.Split(color=node_of[me], key=me)
+    raw = results.Raw(nodes, list(range(comm.Get_size())), node_of, plan)
+    waves = [[tuple(p) for p in w] for w in plan["waves"]]
+    # one connection per pair of each wave, made once (pairs of a wave are disjoint)
+    links = []
+    for w, pairs in enumerate(waves):
+        mine = next((k for k, (a, b) in enumerate(pairs) if me in (leaders[a], leaders[b])), None)
+        pc = comm.Split(color=MPI.UNDEFINED if mine is None else mine, key=me)
+        links.append(None if pc == MPI.COMM_NULL else (pc, connect_pair(pc), pairs[mine]))
+    peaks = comm.gather(memcpy_bandwidth(plan["local_bytes"] * 4), root=0)
+    if me == 0:
+        raw.peaks = peaks
+        raw.started = time.time()  # MPI up, connections made: the measuring starts
+    for rep in range(plan["repeats"]):
+        # every node at once: load that comes and goes on the machine then
+        # falls on all nodes of a repeat alike (see verdict.py)
+        _collect(comm, raw, "local", _local_check(local, plan, progress, node_of[me]), rep, out)
+        for w, link in enumerate(links):
+            rec = _pair_check(link, plan, progress, w) if link else None
+            _collect(comm, raw, "pair", rec, rep, out)
+    for link in links:
+        if link:
+            link[1].close()
+            link[0].Free()
+    local.Free()
+    progress.phase("done")
+    return raw
+
+
+def interface_addresses():
+    """This host's IPv4 addresses, loopback last (for a peer to connect to)."""
+    import fcntl
+    import struct
+    found = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            try:  # SIOCGIFADDR
+                packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name[:15].encode()))
+            except OSError:
+                continue
+            found.append(socket.inet_ntoa(packed[20:24]))
+    return sorted(found, key=lambda a: a.startswith("127."))
+
+
+def connect_pair(pc, timeout=30.0):
+    """A TCP connection between the two ranks of `pc` (blocking, no Nagle).
+
+    The pair tests run on a plain socket, not on MPI: a rank blocked in
+    recv() sleeps in the kernel and is woken when the bytes arrive, where
+    MPI's TCP transport polls; on a host shared with other work (or the
+    emulated nodes of one machine) a polling rank measures the CPU
+    scheduler, a sleeping one measures the link."""
+    if pc.Get_rank() == 0:
+        srv = socket.create_server(("", 0))
+        srv.settimeout(timeout)
+        pc.send((interface_addresses(), srv.getsockname()[1]), dest=1, tag=5)
+        conn, _ = srv.accept()
+        srv.close()
+    else:
+        addrs, port = pc.recv(source=0, tag=5)
+        conn, errors = None, []
+        for addr in addrs:
+            try:
+                conn = socket.create_connection((addr, port), timeout=5)
+                break
+            except OSError as e:
+                errors.append(f"{addr}: {e}")
+        if conn is None:
+            raise OSError(f"cannot reach the pair's other end on port {port}: {'; '.join(errors)}")
+    conn.settimeout(None)
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return conn
+
+
+def _recv_exact(conn, view):
+    got = 0
+    while got < len(view):
+        n = conn.recv_into(view[got:])
+        if n == 0:
+            raise OSError("the pair's other end closed the connection")
+        got += n
+
+
+def _collect(comm, raw, kind, rec, rep, out):
+    """Everyone arrives (sleeping), rank 0 keeps the records and saves."""
+    quiet_wait(comm)
+    recs = comm.gather(rec, root=0)
+    if comm.Get_rank() == 0:
+        for r in recs:
+            if r is not None:
+                raw.add(kind, rep, {**r, "at": time.time()})
+        raw.write(out)
+
+
+def _local_check(local, plan, progress, node):
+    """The node's all_reduce among its own ranks: 8 B and `local_bytes`."""
+    from mpi4py import MPI
+    small, s_out = np.zeros(1), np.empty(1)
+    progress.enter("local latency", 8, node)
+    lat = _timed(lambda: local.Allreduce(small, s_out, op=MPI.SUM), plan["lat_iters"], 5, progress)
+    nb = plan["local_bytes"]
+    x, y = np.ones(nb // 8), np.empty(nb // 8)
+    progress.enter("local bandwidth", nb, node)
+    bw_t = _timed(lambda: local.Allreduce(x, y, op=MPI.SUM), plan["bw_iters"], 1, progress)
+    progress.enter("local compute", nb, node)
+    cpu = _timed(lambda: _compute(x, y), plan["lat_iters"] // 2, 1, progress)
+    for t in (lat, bw_t, cpu):  # the slowest rank of the node sets the time
+        local.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)
+    if local.Get_rank() != 0:
+        return None
+    return {"node": node, "ranks": local.Get_size(), "lat_s": lat.tolist(),
+            "bw_s": bw_t.tolist(), "cpu_s": cpu.tolist(), "bw_bytes": nb}
+
+
+def _compute(x, y, rounds=4):
+    """A fixed piece of work on the node's cores (copies and sums of the
+    local buffer): its time is the CPU the node's ranks get."""
+    for _ in range(rounds):
+        np.add(x, 1.0, out=y)
+        np.copyto(x, y)
+
+
+def _pair_check(link, plan, progress, wave):
+    """Ping-pong 8 B, then exchange `bw_bytes` both ways at once."""
+    import threading
+
+    from mpi4py import MPI
+    pc, conn, pair = link
+    first = pc.Get_rank() == 0
+    msg, buf = bytes(8), memoryview(bytearray(8))
+
+    def pingpong():
+        if first:
+            conn.sendall(msg)
+            _recv_exact(conn, buf)
+        else:
+            _recv_exact(conn, buf)
+            conn.sendall(msg)
+    quiet_wait(pc)
+    progress.enter("pair latency", 8, wave)
+    rtt = _timed(pingpong, plan["lat_iters"], 5, progress)
+    nb = plan["bw_bytes"]
+    out, into = bytes(nb), memoryview(bytearray(nb))
+
+    def exchange():
+        sender = threading.Thread(target=conn.sendall, args=(out,))
+        sender.start()
+        _recv_exact(conn, into)
+        sender.join()
+    quiet_wait(pc)
+    progress.enter("pair bandwidth", nb, wave)
+    t = _timed(exchange, plan["bw_iters"], 1, progress)
+    pc.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)  # an exchange ends when both ends are done
+    if not first:
+        return None
+    return {"a": pair[0], "b": pair[1], "lat_s": (rtt / 2).tolist(), "bw_s": t.tolist(),
+            "bw_bytes": nb}
+
+
+def main(argv=None):
+    """Entry point of each rank."""
+    argv = sys.argv[1:] if argv is None else argv
+    plan = json.loads(results.decode(argv[0]))
+    from ..launch import events
+    from ..launch.worker import RankWatch
+    watch = RankWatch(argv[1:])
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD.Dup()
+    reporter = watch.confirm(comm.Get_rank())
+    try:
+        run(comm, plan, Progress(reporter.row), plan["out"])
+        comm.Barrier()
+        if comm.Get_rank() == 0:
+            events.emit({"event": "done", "out": plan["out"]})
+    except Exception as e:  # every rank's error reaches the launcher, then the job ends
+        events.emit({"event": "error", "rank": comm.Get_rank(), "kind": type(e).__name__,
+                     "message": f"rank {comm.Get_rank()}: {type(e).__name__}: {e}"})
+        MPI.COMM_WORLD.Abort(3)
+    watch.stop()
+    comm.Free()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""What a health check measured: the raw records rank 0 keeps, and the
+``ccbench/1`` Datasets made from them.
+
+Raw records are JSON, rewritten whole after every step (a run that hangs
+keeps every step before).  The results file has two parts of the usual
+schema, so `ccbench show`, `ds.ccb.busbw()` and `ccbench compare` read it:
+
+``pairs`` (the root group): a sendrecv "collective" whose `algorithm` is
+    the node pair (``node1-node3``, with coords `node_a`, `node_b`); `size`
+    8 B (ping-pong: one-way latency) and the bandwidth message (a two-way
+    exchange: busbw is each direction's rate); `rank` the pair's two ends
+    (the same time on both: the exchange ends when both ends are done);
+    `iteration` every repeat's iterations in turn (coord `repeat`).
+``local``: an all_reduce per node (`algorithm` is the node) on the node's
+    own ranks, 8 B and a large size; one `rank` entry, the node's slowest
+    rank; coord `peak_GBps`: the node's memory copy rate, its own peak.
+"""
+import base64
+import datetime
+import json
+import os
+import zlib
+
+import numpy as np
+
+from .. import __version__
+from .._files import atomic_write_text
+
+_PREFIX = "json64:"
+
+
+def encode(obj):
+    """`obj` as one command-line word (ranks on other hosts can't read our files)."""
+    return _PREFIX + base64.urlsafe_b64encode(zlib.compress(json.dumps(obj).encode())).decode()
+
+
+def decode(word):
+    if word.startswith(_PREFIX):
+        return zlib.decompress(base64.urlsafe_b64decode(word[len(_PREFIX):])).decode()
+    with open(word) as f:
+        return f.read()
+
+
+class Raw:
+    """The records of one run (rank 0's, or read back from its file)."""
+
+    def __init__(self, nodes, ranks, node_of, plan):
+        self.nodes, self.ranks, self.node_of, self.plan = list(nodes), list(ranks), \
+            list(node_of), plan
+        self.peaks = []
+        self.started = None  # time.time() when the measuring started
+        self.local, self.pair = [], []
+        self.complete = False
+
+    def add(self, kind, rep, record):
+        (self.local if kind == "local" else self.pair).append({"rep": rep, **record})
+
+    def to_json(self):
+        return json.dumps({"nodes": self.nodes, "ranks": self.ranks, "node_of": self.node_of,
+                           "plan": self.plan, "peaks": self.peaks, "started": self.started, "local": self.local,
+                           "pair": self.pair, "complete": self.complete})
+
+    def write(self, path):
+        atomic_write_text(path, self.to_json())
+
+    @classmethod
+    def read(cls, path):
+        with open(path) as f:
+            d = json.load(f)
+        raw = cls(d["nodes"], d["ranks"], d["node_of"], d["plan"])
+        raw.peaks, raw.local, raw.pair = d["peaks"], d["local"], d["pair"]
+        raw.started = d.get("started")
+        raw.complete = d.get("complete", False)
+        return raw
+
+    # -- arrays the verdict works on -------------------------------------
+    def pair_matrix(self, field):
+        """(repeat, node, node) array of a pair statistic, NaN where not measured:
+        field "lat" (median one-way latency, s) or "bw" (median rate, B/s)."""
+        n, reps = len(self.nodes), self.plan["repeats"]
+        out = np.full((reps, n, n), np.nan)
+        for r in self.pair:
+            v = _median_stat(r, field)
+            out[r["rep"], r["a"], r["b"]] = out[r["rep"], r["b"], r["a"]] = v
+        return out
+
+    def local_matrix(self, field):
+        """(repeat, node) array of the local check's median times (s): "lat"
+        (8 B all_reduce), "bw" (the large one) or "cpu" (the fixed work)."""
+        out = np.full((self.plan["repeats"], len(self.nodes)), np.nan)
+        for r in self.local:
+            out[r["rep"], r["node"]] = float(np.median(r[f"{field}_s"]))
+        return out
+
+
+def _median_stat(rec, field):
+    if field == "lat":
+        return float(np.median(rec["lat_s"]))
+    return rec["bw_bytes"] / float(np.median(rec["bw_s"]))
+
+
+def to_datasets(raw, attrs):
+    """{"pairs": Dataset, "local": Dataset} in the ``ccbench/1`` schema."""
+    from ..dataset.schema import make_dataset
+    n, reps, plan = len(raw.nodes), plan_reps(raw), raw.plan
+    pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
+    labels = [f"{raw.nodes[a]}-{raw.nodes[b]}" for a, b in pairs]
+    it = max(plan["lat_iters"], plan["bw_iters"])
+    sizes = [8, plan["bw_bytes"]]
+    lat = np.full((len(pairs), 1, 2, 2, reps * it), np.nan)
+    for rec in raw.pair:
+        k = pairs.index((rec["a"], rec["b"]))
+        for si, key in ((0, "lat_s"), (1, "bw_s")):
+            v = np.asarray(rec[key]) * 1e6
+            lat[k, 0, si, :, rec["rep"] * it: rec["rep"] * it + len(v)] = v
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    common = {"dtype": "uint8", "op": "none", "backend": "mpi", "library": "mpi",
+              "timing": "host", "kit_version": __version__, "created": stamp,
+              "hosts": raw.nodes, "complete": "true" if raw.complete else "false", **attrs}
+    repeat = ("iteration", np.repeat(np.arange(reps), it))
+    ds_pairs = make_dataset(
+        algorithms=labels, placements=["out_of_place"], sizes=sizes, counts=sizes,
+        in_bytes=sizes, out_bytes=sizes, latency=lat, wrong=np.full((len(pairs), 1, 2), -1),
+        ranks=[0, 1], hosts=["end a", "end b"], devices=["cpu", "cpu"],
+        attrs={**common, "collective": "sendrecv", "nranks": 2, "iters": it},
+        extra_coords={"node_a": ("algorithm", [raw.nodes[a] for a, _ in pairs]),
+                      "node_b": ("algorithm", [raw.nodes[b] for _, b in pairs]),
+                      "repeat": repeat})
+    lit = max(plan["lat_iters"], plan["bw_iters"])
+    lsizes = [8, plan["local_bytes"]]
+    llat = np.full((n, 1, 2, 1, reps * lit), np.nan)
+    rpn = 1
+    for rec in raw.local:
+        rpn = max(rpn, rec["ranks"])
+        for si, key in ((0, "lat_s"), (1, "bw_s")):
+            v = np.asarray(rec[key]) * 1e6
+            llat[rec["node"], 0, si, 0, rec["rep"] * lit: rec["rep"] * lit + len(v)] = v
+    compute = np.full((n, reps * lit), np.nan)  # lat_iters // 2 a repeat
+    for rec in raw.local:
+        v = np.asarray(rec.get("cpu_s", [])) * 1e6
+        compute[rec["node"], rec["rep"] * lit: rec["rep"] * lit + len(v)] = v
+    peaks = [_node_peak(raw, k) for k in range(n)]
+    ds_local = make_dataset(
+        algorithms=raw.nodes, placements=["out_of_place"], sizes=lsizes,
+        counts=[s // 8 for s in lsizes], in_bytes=lsizes, out_bytes=lsizes, latency=llat,
+        wrong=np.full((n, 1, 2), -1), ranks=[0], hosts=["slowest rank of the node"],
+        devices=["cpu"], attrs={**common, "collective": "all_reduce", "dtype": "fp64",
+                                "op": "sum", "nranks": rpn, "iters": lit},
+        extra_coords={"peak_GBps": ("algorithm", peaks),
+                      "repeat": ("iteration", np.repeat(np.arange(reps), lit))})
+    ds_local["compute"] = (("algorithm", "iteration"), compute,
+                           {"units": "us", "long_name": "a fixed piece of work on the node's "
+                                                       "ranks (the slowest rank's time)"})
+    return {"pairs": ds_pairs, "local": ds_local}
+
+
+def plan_reps(raw):
+    return int(raw.plan["repeats"])
+
+
+def _node_peak(raw, node):
+    """The node's memory copy rate (GB/s): the median of its ranks'."""
+    vals = [p for p, k in zip(raw.peaks, raw.node_of) if k == node]
+    return float(np.median(vals)) if vals else float("nan")
+
+
+def remove(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,243 @@
+"""From measurements to a verdict: which node or link stands out, by how
+much, against what, and how sure.
+
+Every statistic is a ratio to the node's peers *in the same repeat*: the
+nodes of one repeat are measured seconds apart, so load that comes and goes
+on the machine cancels, where absolute numbers would drift with it.
+
+- local: the node's intra-node 8 B all_reduce time over the median of the
+  other nodes' (a node starved of CPU cannot pass a message between its own
+  ranks without waiting for the scheduler: tens of times slower, where
+  load from elsewhere moves the ratio by a few; the large all_reduce and
+  the memory copy rate, the node's own peak, are kept in the results but
+  vary too much with that load to vote);
+- bandwidth: the median rate of the pairs through the node over the median
+  of the pairs not through it (a node link cut, congested or lossy makes
+  every pair through it slow, and at most one pair of any other node);
+- latency: the same with the pairs' one-way latency;
+- loss: ping-pongs whose round trip waited for a TCP retransmission timeout
+  (at least `RTO_S`; Linux never retransmits sooner, and nothing else on a
+  loaded machine stalled a round trip that long in our runs): a lossy link
+  makes them in most pairs through its node and (nearly) nowhere else, while
+  the median latency and the bandwidth barely move.
+
+A node is an outlier in a statistic when the median over repeats passes the
+threshold and at least `AGREE` of the repeats agree (each repeat is an
+independent vote; the bootstrap interval of the median over repeats is
+reported as the confidence figure, and must not reach 1).  Then:
+
+- local outlier: ``node`` (CPU contention, a slow device: the node itself);
+- else bandwidth or loss outlier: ``link`` (the node's link: rate cut,
+  congestion, lost packets);
+- else latency outlier: ``node`` (every message it handles waits; its
+  bandwidth is fine, so not its link).
+"""
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+THRESHOLDS = {"local": 5.0, "bandwidth": 0.75, "latency": 2.0}
+AGREE = 0.6
+AGREE_LOCAL = 0.8  # load from elsewhere makes a node's local time jump now and then
+BOOT = 2000
+RTO_S = 0.150  # a round trip this long waited for a retransmission timeout (min 200 ms)
+
+
+@dataclass
+class Finding:
+    """One node that stands out."""
+
+    node: str
+    kind: str        # "node" or "link"
+    metric: str      # "local", "bandwidth", "latency", "hang"
+    ratio: float     # its value over its peers' (bandwidth < 1 is slow; others > 1)
+    value: float     # the node's median (s, or B/s for bandwidth)
+    reference: float  # its peers' median, same unit
+    agree: str       # repeats that agree, "4/5"
+    ci: tuple        # bootstrap 90% interval of `ratio`
+    detail: str = ""
+
+    @property
+    def label(self):
+        return f"{self.node} link" if self.kind == "link" else self.node
+
+    def sentence(self):
+        if self.metric in ("hang", "loss"):
+            return f"{self.label}: {self.detail}"
+        what = {"local": "intra-node 8 B all_reduce time", "bandwidth": "bandwidth of its pairs",
+                "latency": "latency of its pairs"}[self.metric]
+        how = (f"{1 / self.ratio:.2f}x slower" if self.metric == "bandwidth"
+               else f"{self.ratio:.2f}x slower")
+        return (f"{self.label}: {what} {how} than the other nodes' median "
+                f"({_fmt(self.metric, self.value)} vs {_fmt(self.metric, self.reference)}; "
+                f"{self.agree} repeats agree; 90% CI of the ratio {self.ci[0]:.2f}-{self.ci[1]:.2f})")
+
+
+def _fmt(metric, v):
+    if metric == "bandwidth":
+        return f"{v * 8 / 1e6:.0f} Mbit/s"
+    return f"{v * 1e6:.1f} us"
+
+
+@dataclass
+class Verdict:
+    findings: list = field(default_factory=list)
+    scores: dict = field(default_factory=dict)  # metric -> {node: median ratio}
+    notes: list = field(default_factory=list)
+    failed: bool = False  # the run failed and named nobody: nothing is known
+
+    @property
+    def healthy(self):
+        return not self.findings and not self.failed
+
+    def line(self):
+        """``verdict: node3``, ``verdict: node3 link``, ``verdict: none``
+        (``verdict: unknown`` when the run failed without naming a node)."""
+        if not self.findings:
+            return "verdict: unknown" if self.failed else "verdict: none"
+        return "verdict: " + ", ".join(dict.fromkeys(f.label for f in self.findings))
+
+    def to_dict(self):
+        return {"line": self.line(), "failed": self.failed, "findings": [asdict(f) for f in self.findings],
+                "scores": self.scores, "notes": self.notes}
+
+
+def node_ratios(matrix, x):
+    """Per repeat: median over x's pairs / median over the pairs without x.
+
+    `matrix` is (repeat, node, node), symmetric, NaN on the diagonal and
+    where not measured."""
+    n = matrix.shape[1]
+    others = [k for k in range(n) if k != x]
+    mine = np.nanmedian(matrix[:, x, others], axis=1) if others else np.nan
+    iu = [(i, j) for i in others for j in others if i < j]
+    if not iu:
+        return np.full(matrix.shape[0], np.nan)
+    rest = np.nanmedian(np.stack([matrix[:, i, j] for i, j in iu], axis=1), axis=1)
+    return mine / rest
+
+
+def local_ratios(values, x):
+    """Per repeat: node x's value over the median of the other nodes'."""
+    others = [k for k in range(values.shape[1]) if k != x]
+    return values[:, x] / np.nanmedian(values[:, others], axis=1)
+
+
+def _summary(ratios, slow_high, threshold, rng):
+    r = ratios[np.isfinite(ratios)]
+    if r.size == 0:
+        return np.nan, 0, 0, (np.nan, np.nan)
+    med = float(np.median(r))
+    votes = int(np.sum(r >= threshold if slow_high else r <= threshold))
+    boot = np.median(rng.choice(r, size=(BOOT, r.size)), axis=1)
+    return med, votes, int(r.size), (float(np.quantile(boot, 0.05)), float(np.quantile(boot, 0.95)))
+
+
+def judge(raw, thresholds=None, seed=0):
+    """The `Verdict` of a run's raw records (`results.Raw`)."""
+    th = {**THRESHOLDS, **(thresholds or {})}
+    rng = np.random.default_rng(seed)
+    nodes = raw.nodes
+    n = len(nodes)
+    with np.errstate(all="ignore"):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            metrics = {"local": (raw.local_matrix("lat"), local_ratios, True),
+                       "bandwidth": (raw.pair_matrix("bw"), node_ratios, False),
+                       "latency": (raw.pair_matrix("lat"), node_ratios, True)}
+            verdict = Verdict()
+            flagged = {}
+            for name, (values, ratio_fn, slow_high) in metrics.items():
+                verdict.scores[name] = {}
+                for x in range(n):
+                    ratios = ratio_fn(values, x)
+                    med, votes, total, ci = _summary(ratios, slow_high, th[name], rng)
+                    verdict.scores[name][nodes[x]] = None if np.isnan(med) else round(med, 4)
+                    passes = (med >= th[name]) if slow_high else (med <= th[name])
+                    # and the bootstrap interval of the median does not reach 1
+                    # (the local check: most repeats agree far past the
+                    # threshold instead; a throttled node skips a repeat now
+                    # and then, which a bootstrap of 5 repeats cannot tell
+                    # from no effect)
+                    apart = (ci[0] > 1) if slow_high else (ci[1] < 1)
+                    if name == "local":
+                        apart = votes >= AGREE_LOCAL * total and med >= 2 * th[name]
+                    if total and passes and apart and votes >= AGREE * total:
+                        own, ref = _own_and_ref(values, x, name)
+                        flagged.setdefault(x, {})[name] = Finding(
+                            nodes[x], "link" if name == "bandwidth" else "node", name, med,
+                            own, ref, f"{votes}/{total}", ci)
+    verdict.scores["loss"] = {}
+    for x, finding in _loss(raw).items():
+        verdict.scores["loss"][nodes[x]] = round(finding.ratio, 4)
+        if finding.kind:
+            flagged.setdefault(x, {})["loss"] = finding
+    if n == 2:
+        verdict.notes.append("two nodes: the pair's bandwidth and latency have no other pair "
+                             "to compare with; only the local check can single one out")
+    for x in sorted(flagged):
+        found = flagged[x]
+        pick = found.get("local") or found.get("bandwidth") or found.get("loss") \
+            or found.get("latency")
+        verdict.findings.append(pick)
+    return verdict
+
+
+def _loss(raw):
+    """{node: Finding} of retransmission timeouts in the ping-pongs: `kind`
+    "link" where most of the node's pairs had some, at least 3 in all, and
+    ten times fewer (per ping-pong) elsewhere; "" otherwise (the ratio is
+    kept as the node's score)."""
+    n = len(raw.nodes)
+    events, total = np.zeros((n, n)), np.zeros((n, n))
+    for rec in raw.pair:
+        rtt = 2 * np.asarray(rec["lat_s"])
+        for i, j in ((rec["a"], rec["b"]), (rec["b"], rec["a"])):
+            events[i, j] += np.sum(rtt >= RTO_S)
+            total[i, j] += rtt.size
+    out = {}
+    for x in range(n):
+        others = [k for k in range(n) if k != x]
+        ev, tot = events[x, others].sum(), total[x, others].sum()
+        rest = [(i, j) for i in others for j in others if i < j]
+        ev_o = sum(events[i, j] for i, j in rest)
+        tot_o = sum(total[i, j] for i, j in rest)
+        rate, rate_o = ev / max(tot, 1), ev_o / max(tot_o, 1)
+        pairs_with = int(np.sum(events[x, others] > 0))
+        need = max(2, len(others) - 1)
+        hit = (len(others) >= 2 and rest and ev >= 3 and pairs_with >= need
+               and rate >= 10 * max(rate_o, 1 / max(tot_o, 1)))
+        ratio = rate / max(rate_o, 1 / max(tot_o, 1)) if tot_o else float("nan")
+        detail = (f"{int(ev)} of {int(tot)} ping-pongs through it waited for a TCP "
+                  f"retransmission timeout (round trip >= {RTO_S * 1e3:.0f} ms), {int(ev_o)} of "
+                  f"{int(tot_o)} elsewhere; {pairs_with}/{len(others)} of its pairs "
+                  "(lost packets)")
+        out[x] = Finding(raw.nodes[x], "link" if hit else "", "loss", ratio, rate, rate_o,
+                         f"{pairs_with}/{len(others)}", (float("nan"), float("nan")), detail)
+    return out
+
+
+def _own_and_ref(values, x, name):
+    n = values.shape[1]
+    others = [k for k in range(n) if k != x]
+    if name == "local":
+        return float(np.nanmedian(values[:, x])), float(np.nanmedian(values[:, others]))
+    own = float(np.nanmedian(values[:, x, others]))
+    rest = [values[:, i, j] for i in others for j in others if i < j]
+    return own, float(np.nanmedian(np.stack(rest))) if rest else float("nan")
+
+
+def hang_verdict(stall, message):
+    """A `Verdict` naming the hosts of the ranks a stalled run waited for."""
+    hosts = list(dict.fromkeys(stall.hosts[r] or f"rank {r}" for r in stall.culprits))
+    if stall.kind == "stuck":  # every rank alive and stuck together: nobody to blame
+        return Verdict(notes=[message], failed=True)
+    detail = {"stopped": "stopped (no heartbeat): the run hung waiting for it",
+              "missing": "never started its rank(s)",
+              "late": "did not arrive at the collective the others wait in"}[stall.kind]
+    v = Verdict(notes=[message])
+    for h in hosts:
+        v.findings.append(Finding(h, "node", "hang", float("nan"), float("nan"), float("nan"),
+                                  "", (float("nan"), float("nan")), detail))
+    return v

@@ -1,0 +1,54 @@
+"""Bulk TCP flows for the congested-link fault (no iperf3 needed).
+
+``_flow.py serve PORT``: accept connections; a connection whose first byte
+is ``u`` is read and discarded, one whose first byte is ``d`` is written to.
+``_flow.py connect ADDR PORT FLOWS [SECONDS]``: FLOWS connections each way,
+for SECONDS (default one hour; the fault's removal kills it sooner).
+"""
+import socket
+import sys
+import threading
+import time
+
+CHUNK = b"\0" * (1 << 20)
+
+
+def _pump(sock, upload):
+    try:
+        while True:
+            if upload:
+                sock.sendall(CHUNK)
+            elif not sock.recv(1 << 20):
+                return
+    except OSError:
+        return
+
+
+def serve(port):
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("0.0.0.0", port))
+    srv.listen(16)
+    while True:
+        conn, _ = srv.accept()
+        mode = conn.recv(1)
+        # the client uploads ("u"): we read; it downloads ("d"): we write
+        threading.Thread(target=_pump, args=(conn, mode == b"d"), daemon=True).start()
+
+
+def connect(addr, port, flows, seconds):
+    for _ in range(flows):
+        for mode in (b"u", b"d"):
+            s = socket.create_connection((addr, port), timeout=10)
+            s.settimeout(None)
+            s.sendall(mode)
+            threading.Thread(target=_pump, args=(s, mode == b"u"), daemon=True).start()
+    time.sleep(seconds)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "serve":
+        serve(int(sys.argv[2]))
+    else:
+        connect(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]),
+                float(sys.argv[5]) if len(sys.argv) > 5 else 3600.0)

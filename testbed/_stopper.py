@@ -1,0 +1,42 @@
+"""The stopped fault's watcher: SIGSTOP every process of a node's network
+namespace except the Slurm daemons, now and as new ones start, until killed
+(or until the process that applied the fault and the namespace are gone).
+
+``_stopper.py NAMESPACE``; prints ``ready`` after the first sweep.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+KEEP = {"slurmd", "slurmstepd"}
+
+
+def sweep(ns, stopped):
+    out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+    for pid in map(int, out.split()):
+        if pid == os.getpid() or pid in stopped:
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() in KEEP:
+                    continue
+            os.kill(pid, signal.SIGSTOP)
+            stopped.add(pid)
+        except (OSError, ProcessLookupError):
+            pass
+
+
+def main(ns):
+    stopped = set()
+    sweep(ns, stopped)
+    print("ready", flush=True)
+    sys.stdout.close()
+    while os.path.exists(f"/run/netns/{ns}"):
+        time.sleep(0.1)
+        sweep(ns, stopped)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

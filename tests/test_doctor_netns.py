@@ -1,0 +1,73 @@
+"""`ccbench doctor` on real "hosts" (network namespaces, Open MPI over TCP
+between them): the whole matrix of an odd node count, the report page, and
+bad input (one line, exit 2, nothing launched)."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from conftest import BIN
+from test_multihost_netns import NetHosts, _netns_usable
+
+
+@pytest.fixture(scope="module")
+def net(tmp_path_factory):
+    why = _netns_usable()
+    if why:
+        pytest.skip(why)
+    hosts = NetHosts(3, tmp_path_factory.mktemp("doctor-netns"))
+    hosts.prefix = f"ccbdoc{os.getpid() % 10000}"
+    hosts.switch, hosts.names = f"{hosts.prefix}sw", [f"{hosts.prefix}h{i}" for i in range(3)]
+    try:
+        yield hosts.up()
+    finally:
+        hosts.down()
+
+
+def test_matrix_of_three_nodes_with_report(net, tmp_path):
+    out, html = tmp_path / "d.nc", tmp_path / "d.html"
+    r = net.run(net.names[0], [BIN / "ccbench", "doctor", "--hosts", *net.names,
+                               "--ranks-per-node", "1", "--repeats", "2", "--lat-iters", "10",
+                               "--bw-size", "256K", "--bw-iters", "2", "--out", out,
+                               "--report", html], timeout=400)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.startswith("verdict: "), r.stdout
+    pairs = xr.open_dataset(out)
+    # 3 nodes: 3 rounds of one pair (one node sits out each round), every
+    # pair measured in both repeats, both tests
+    assert list(pairs["algorithm"].values) == [f"{a}-{b}" for a, b in (
+        (net.names[0], net.names[1]), (net.names[0], net.names[2]),
+        (net.names[1], net.names[2]))]
+    lat = pairs["latency"].isel(placement=0, rank=0)
+    for rep in (0, 1):
+        sel = lat.isel(iteration=np.flatnonzero(pairs["repeat"].values == rep))
+        assert (sel.sel(size=8).count("iteration") == 10).all()
+        assert (sel.sel(size=256 << 10).count("iteration") == 2).all()
+    assert (lat > 0).sum() == lat.count()
+    plan = json.loads(pairs.attrs["doctor_plan"])
+    assert len(plan["waves"]) == 3 and json.loads(pairs.attrs["doctor_nodes"]) == net.names
+    assert json.loads(pairs.attrs["doctor_verdict"])["line"] == last
+    local = xr.open_dataset(out, group="local")
+    assert list(local["algorithm"].values) == net.names
+    assert (local["peak_GBps"] > 0).all()
+    page = html.read_text()
+    assert page.count("<img") >= 2 and last in page  # the matrices, the per-node bars
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--hosts", "a"], "--hosts: a health check compares nodes: it needs at least 2, got 1 (a)"),
+    (["--hosts", "a", "b", "a"], "--hosts: host 'a' is listed twice"),
+    (["--hosts", "a", "b", "-N", "3"],
+     "-N/--nnodes: 3 nodes asked for but only 2 are there (a, b)"),
+    (["--hosts", "a", "b", "--repeats", "0"], "--repeats: must be an integer >= 1, got 0"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
+    r = subprocess.run([str(BIN / "ccbench"), "doctor", *args, "--out", str(tmp_path / "x.nc")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert r.stderr == f"ccbench: error: {message}\n"
+    assert not (tmp_path / "x.nc").exists()
