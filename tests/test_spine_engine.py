@@ -61,3 +61,12 @@ def test_engine_records_the_mpi_it_was_built_against():
     from ccbench_kit import _engine
     assert _engine.BUILD_MPI.startswith("Open MPI v")
     assert MPI.Get_library_version().startswith(_engine.BUILD_MPI)
+
+
+def test_an_engine_failure_is_a_failed_run_not_a_bug():
+    # the CLI prints a CCBenchError as one line (exit 3 for a RunError); the
+    # worker reports it as an error event instead of a traceback
+    from ccbench_kit import _engine
+    from ccbench_kit.errors import CCBenchError, RunError
+    assert issubclass(_engine.EngineError, RunError)
+    assert issubclass(_engine.EngineError, CCBenchError) and _engine.EngineError.exit_code == 3
