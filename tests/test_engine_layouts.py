@@ -1,4 +1,4 @@
-"""Sizes, counts and bus factors of every collective (THEORY.md's table and
+"""Sizes, counts and bus factors of every collective (docs/theory.md's table and
 nccl-tests' src/<coll>.cu), and the check's tolerances and golden values."""
 from pathlib import Path
 
@@ -10,7 +10,7 @@ from ccbench_kit.collectives.alltoallv import distance_weighted
 from ccbench_kit.dtypes import get_dtype
 from ccbench_kit.errors import ConfigError
 
-FIXTURES = Path(__file__).parent / "data" / "baselines"  # copies of ../shared/fixtures/nccl-tests
+FIXTURES = Path(__file__).parent / "data" / "baselines"  # nccl-tests logs (data/baselines/README.md)
 
 # p = 4 ranks, fp32, 1000 B requested:
 # (size, count, send elems, recv elems, bus factor), computed by hand.

@@ -4,7 +4,7 @@ import sys
 
 from .. import api, backends
 from ..dataset.schema import library_name
-from ..table import format_table
+from ..formats.nccl_tests.write_table import format_table
 from ..units import format_size
 from .cluster import add_launch_arguments, launch_options
 

@@ -1,7 +1,7 @@
 """What every collective module provides to the harness, the importers and
 the theory: how a size maps to buffers, the bus factor, and the golden result.
 
-Sizes follow nccl-tests (THEORY.md): each collective says what its size
+Sizes follow nccl-tests (docs/theory.md, "Sizes and bus factors"): each collective says what its size
 means, rounds it down to whole elements (and to a multiple of the rank count
 where it splits the buffer), and the Dataset keeps the actual size.
 """
@@ -66,7 +66,7 @@ class Collective:
         return self.inplace_send(recv, rank, layout), recv
 
     def bus_factor(self, nranks):
-        """busbw = algbw × this (THEORY.md)."""
+        """busbw = algbw × this (docs/theory.md, "Sizes and bus factors")."""
         raise NotImplementedError
 
     def layout(self, size, itemsize, nranks):
