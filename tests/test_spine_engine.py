@@ -8,7 +8,8 @@ import pytest
 SCRIPT = r"""
 import json, numpy as np
 from mpi4py import MPI
-from ccbench_kit import _engine
+from ccbench_kit.backends.mpi import engine
+_engine = engine()
 comm = MPI.COMM_WORLD
 r, p = comm.Get_rank(), comm.Get_size()
 out = {}
@@ -58,15 +59,21 @@ def test_engine_reports_unknown_algorithm():
 def test_engine_records_the_mpi_it_was_built_against():
     from mpi4py import MPI
 
-    from ccbench_kit import _engine
-    assert _engine.BUILD_MPI.startswith("Open MPI v")
-    assert MPI.Get_library_version().startswith(_engine.BUILD_MPI)
+    from ccbench_kit.backends.mpi import engine
+    from ccbench_kit.launch import mpi_impl
+    build = engine().BUILD_MPI
+    assert build.startswith(("Open MPI v", "MPICH Version:"))
+    assert MPI.Get_library_version().startswith(build)
+    # the one place that decides the launcher reads the same build
+    assert mpi_impl.family() == ("openmpi" if build.startswith("Open MPI") else "mpich")
+    assert engine().__name__ == ("ccbench_kit._engine" if mpi_impl.family() == "openmpi"
+                                 else "ccbench_kit._engine_mpich")
 
 
 def test_an_engine_failure_is_a_failed_run_not_a_bug():
     # the CLI prints a CCBenchError as one line (exit 3 for a RunError); the
     # worker reports it as an error event instead of a traceback
-    from ccbench_kit import _engine
+    from ccbench_kit.backends.mpi import engine
     from ccbench_kit.errors import CCBenchError, RunError
-    assert issubclass(_engine.EngineError, RunError)
-    assert issubclass(_engine.EngineError, CCBenchError) and _engine.EngineError.exit_code == 3
+    assert issubclass(engine().EngineError, RunError)
+    assert issubclass(engine().EngineError, CCBenchError) and engine().EngineError.exit_code == 3
