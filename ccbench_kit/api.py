@@ -3,7 +3,7 @@ import datetime
 import os
 import tempfile
 
-from . import collectives, config
+from . import config
 from .config import RunConfig
 from .dataset import load, save
 from .errors import ConfigError

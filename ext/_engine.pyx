@@ -15,6 +15,8 @@ from mpi4py cimport MPI
 from mpi4py import MPI as pyMPI
 from mpi4py.libmpi cimport MPI_Comm
 
+from ccbench_kit.errors import RunError
+
 cnp.import_array()
 
 cdef extern from "ccb.h" nogil:
@@ -62,8 +64,11 @@ cdef extern from "ccb.h" nogil:
                       double *lat_us, double *start_us, const ccb_watch *watch)
 
 
-class EngineError(RuntimeError):
-    """A collective failed inside the engine; `code` is the MPI or kit code."""
+class EngineError(RunError):
+    """A collective failed inside the engine; `code` is the MPI or kit code.
+
+    A `RunError`: the CLI prints it as one line and exits 3, as for any
+    failed run."""
 
     def __init__(self, code, where):
         self.code = code

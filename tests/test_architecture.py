@@ -213,3 +213,49 @@ def test_layer_check_catches_upward_imports(src, dst):
     assert layer_violations(g) == [f"ccbench_kit.{src} (line 7) imports ccbench_kit.{dst}: "
                                    f"{src} may not import {dst}"]
 
+
+# -- function length ---------------------------------------------------------------
+# A function whose code (its docstring not counted) runs over MAX_LINES lines
+# says why in a comment that starts with "# why long:", in the lines between
+# its `def` and its first statement after the docstring, or on that first
+# statement's line.  docs/architecture.md states the convention.
+MAX_LINES = 80
+WHY = "# why long:"
+
+
+def long_functions_without_why(root=PKG, base=ROOT):
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text, str(path))):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            body = node.body
+            has_doc = (isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                       and isinstance(body[0].value.value, str))
+            doc_lines = body[0].end_lineno - body[0].lineno + 1 if has_doc else 0
+            length = node.end_lineno - node.lineno + 1 - doc_lines
+            if length <= MAX_LINES:
+                continue
+            first = body[1] if has_doc and len(body) > 1 else body[0]
+            head = lines[node.lineno - 1:first.lineno]
+            if not any(WHY in ln for ln in head):
+                bad.append(f"{path.relative_to(base)}:{node.lineno} {node.name}() is "
+                           f"{length} lines; say why ({WHY} ...) or split it")
+    return bad
+
+
+def test_long_functions_say_why():
+    bad = long_functions_without_why()
+    assert not bad, "\n".join(bad)
+
+
+def test_the_length_check_counts_code_not_docstrings(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(81))
+    (tmp_path / "m.py").write_text(f'def f():\n    """Doc.\n\n    More.\n    """\n{body}\n'
+                                   f'def g():\n    """Doc."""\n    {WHY} a table\n{body}\n'
+                                   'def h():\n' + "\n".join(f"    y{i} = {i}" for i in range(79)))
+    # f: 81 lines of code (the docstring not counted); g says why; h has 80
+    assert long_functions_without_why(tmp_path, tmp_path) == [
+        "m.py:1 f() is 82 lines; say why (# why long: ...) or split it"]

@@ -68,3 +68,12 @@ def test_engine_records_the_mpi_it_was_built_against():
     assert mpi_impl.family() == ("openmpi" if build.startswith("Open MPI") else "mpich")
     assert engine().__name__ == ("ccbench_kit._engine" if mpi_impl.family() == "openmpi"
                                  else "ccbench_kit._engine_mpich")
+
+
+def test_an_engine_failure_is_a_failed_run_not_a_bug():
+    # the CLI prints a CCBenchError as one line (exit 3 for a RunError); the
+    # worker reports it as an error event instead of a traceback
+    from ccbench_kit.backends.mpi import engine
+    from ccbench_kit.errors import CCBenchError, RunError
+    assert issubclass(engine().EngineError, RunError)
+    assert issubclass(engine().EngineError, CCBenchError) and engine().EngineError.exit_code == 3

@@ -10,6 +10,8 @@ from .cluster import add_launch_arguments, launch_options
 
 
 def add_parser(sub):
+    # why long: one declaration per flag of `ccbench run`, in the order --help
+    # lists them; the backends add their own flags (Backend.add_arguments).
     p = sub.add_parser("run", help="benchmark one collective over a size sweep",
                        description="Benchmark a collective; print nccl-tests' table and "
                                    "write the per-rank, per-iteration Dataset.")

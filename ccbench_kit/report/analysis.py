@@ -259,10 +259,7 @@ def compare(ds, baseline, stat="avg", rank_stat="max", placement="out_of_place")
     `ccbench_kit.compare.compare` (lo/hi NaN where a side has aggregated
     numbers only, e.g. an imported nccl-tests log).
     """
-    try:
-        from ..compare import compare as _compare
-    except ImportError:  # a kit without the comparison module: plain ratios
-        return _plain_ratio(ds, baseline, stat, rank_stat, placement)
+    from ..compare import compare as _compare
     pl = placement if placement in ds["placement"].values else str(ds["placement"].values[0])
     placements = [pl] if pl in baseline["placement"].values else None
     import json
@@ -283,29 +280,6 @@ def compare(ds, baseline, stat="avg", rank_stat="max", placement="out_of_place")
                       "against": str(sel["baseline_algorithm"].values),
                       "ci_label": f"{100 * level:.0f} % bootstrap CI",
                       "verdict": [str(v) for v in sel["verdict"].values], "notes": notes}
-    return out
-
-
-def _plain_ratio(ds, baseline, stat, rank_stat, placement):
-    bw = ds.ccb.busbw(stat, rank_stat)
-    bw = bw.sel(placement=placement if placement in bw["placement"].values
-                else bw["placement"].values[0])
-    bplace = "out_of_place" if "out_of_place" in baseline["placement"].values \
-        else str(baseline["placement"].values[0])
-    bb = baseline.ccb.busbw(stat, rank_stat).sel(placement=bplace)
-    common = np.intersect1d(bw["size"].values, bb["size"].values)
-    bnames = [str(a) for a in bb["algorithm"].values]
-    out = {}
-    for alg in [str(a) for a in bw["algorithm"].values]:
-        mine = np.asarray(bw.sel(algorithm=alg, size=common).values, dtype=float)
-        if alg in bnames:
-            theirs, against = np.asarray(bb.sel(algorithm=alg, size=common).values, float), alg
-        else:
-            theirs = np.asarray(bb.sel(size=common).max("algorithm").values, dtype=float)
-            against = bnames[0] if len(bnames) == 1 else "baseline best"
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[alg] = {"size": common.astype(float), "ratio": mine / theirs, "lo": None,
-                        "hi": None, "against": against, "ci_label": "", "verdict": []}
     return out
 
 

@@ -338,6 +338,8 @@ def _created(src):
 
 def to_dataset(t, hints):
     """The results Dataset of `t`, with ``reported_*`` variables."""
+    # why long: the checks of the printed numbers, the attrs that report them
+    # and the Dataset are built from the same dozen locals, in one order.
     src = t.src
     t.time, t.algbw, t.busbw = _cycles(t.time), _cycles(t.algbw), _cycles(t.busbw)
     coll = _pick_collective(t, hints)

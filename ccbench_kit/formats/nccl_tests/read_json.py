@@ -136,6 +136,8 @@ def _rows(src, results, line_of):
 
 
 def parse(src, hints):
+    # why long: one walk down nccl-tests' -J document, key by key, each with
+    # its own error naming the line; the pieces share the document and `src`.
     doc = loads_json(src)
     if not isinstance(doc, dict):
         raise src.error(1, "a JSON object with nccl-tests' 'results'", type(doc).__name__)

@@ -111,6 +111,8 @@ def pick_unit(t, time_col):
 def build_table(src, line, fmt, cols, rows, lines, cmd, extra_attrs):
     """A Table from nccom-test columns (lower-case names) and row dicts of
     (value, half) pairs."""
+    # why long: columns, sizes, algorithms and statistics are checked and
+    # placed into one (algorithm, size) grid; each step needs the grid so far.
     time_col = main_time(cols)
     need = "nccom-test columns size(B), time(us) or time:avg(us), algbw(GB/s), busbw(GB/s)"
     missing = [c for c in (SIZE, ALGBW, BUSBW) if c not in cols] + ([] if time_col else ["time"])
