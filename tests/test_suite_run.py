@@ -3,6 +3,7 @@ report, a failing environment variant reported while the rest is kept; and
 Slurm mode's batch scripts, status and collect (Slurm isn't installed here:
 nothing pretends to be sbatch or srun)."""
 import json
+import os
 import shutil
 import textwrap
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import ccbench_kit as ccb
+from ccbench_kit.launch.mpi_impl import launcher_path
 from ccbench_kit.launch.worker import read_config
 
 
@@ -45,7 +47,8 @@ def test_local_suite_keeps_what_worked(local_suite):
     failed = [ln for ln in r.stderr.splitlines() if ln.startswith("ccbench: failed: ")]
     assert [ln.split(": ")[2] for ln in failed] == [
         "all_reduce/broken/mask0x0", "all_reduce/broken/mask0x1"]
-    assert all(": mpirun exited with status 1: " in ln for ln in failed)
+    launcher = os.path.basename(launcher_path())   # mpirun.openmpi where MPICH is installed too
+    assert all(f": {launcher} exited with status 1: " in ln for ln in failed)
     tree = ccb.load(d / "results" / "local.nc")   # ...and the rest is in one DataTree
     leaves = sorted(n.path for n in tree.subtree if n.has_data)
     assert leaves == ["/all_reduce/shm/mask0x0", "/all_reduce/shm/mask0x1"]
@@ -77,7 +80,8 @@ def test_status_and_collect_again(local_suite, cli):
     manifest = json.loads((d / "results" / "local.suite" / "manifest.json").read_text())
     errors = {c["key"]: c["error"] for c in manifest["combinations"]}
     assert errors["all_reduce/shm/mask0x0"] == ""
-    assert errors["all_reduce/broken/mask0x1"].startswith("mpirun exited with status 1: ")
+    launcher = os.path.basename(launcher_path())
+    assert errors["all_reduce/broken/mask0x1"].startswith(f"{launcher} exited with status 1: ")
     r = cli("suite", "collect", path, "--no-report", timeout=120)
     assert r.returncode == 3
     assert "results: " in r.stderr and "(2 of 4 combinations)" in r.stderr
