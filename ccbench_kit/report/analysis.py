@@ -397,6 +397,8 @@ def verdict(ds, preset=None, models=None, baseline=None, placement="out_of_place
     (findings, cautions) : two lists of Markdown strings
         Deterministic: the intervals come from a seeded bootstrap.
     """
+    # why long: one sentence per finding, in the order a reader reads them; each
+    # reuses the same few locals (best, peak, fits), so splitting scatters the order.
     from ..theory.presets import busbw_bound
     from ..units import format_size
     from .style import approx_size

@@ -418,6 +418,8 @@ def show_summary(ctx):
 def show_collective(ctx, name):
     """Every section for one collective: busbw with theory, fit, winners,
     latency, ranks, iterations, baseline."""
+    # why long: the sections of the page in reading order, each a few lines that
+    # share the collective's Dataset, fits and anchors; the drawing is in plots.
     import matplotlib.pyplot as plt
 
     from ..units import format_size
