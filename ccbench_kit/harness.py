@@ -18,6 +18,7 @@ from .inputs.coalesced import combined, split_layout
 from .dataset.schema import make_dataset
 from .dtypes import OPS, get_dtype
 from .errors import RunError
+from .joborigin import job_attrs
 
 INPUT_BLOCK = 1 << 20  # elements drawn at random when not checking; the rest repeats them
 ENV_PREFIXES = ("NCCL_", "OMPI_", "CCB_", "UCX_", "FI_", "CUDA_VISIBLE_DEVICES")
@@ -340,6 +341,7 @@ class Sweep:
             "group_size": self.nranks, "unique_buff": cfg.unique_buff,
             "complete": complete, "skipped_sizes": cfg.skipped_sizes,
             "skipped_oversize": self.skipped_oversize,
+            **job_attrs(),          # launcher, Slurm job id, step, node list
         }
         if not complete:
             attrs["incomplete_reason"] = "run still in progress or interrupted"

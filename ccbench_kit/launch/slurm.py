@@ -104,8 +104,10 @@ def _split(nranks, nnodes):
     return nranks // nnodes
 
 
-def _alloc_args(opts, nnodes):
+def _alloc_args(opts, nnodes, hosts=None):
     args = ["--nodes", str(nnodes)]
+    if hosts:
+        args += ["--nodelist", ",".join(dict.fromkeys(hosts))]
     for flag, value in (("--partition", opts.partition), ("--time", opts.time_limit),
                         ("--account", opts.account)):
         if value:
@@ -113,13 +115,26 @@ def _alloc_args(opts, nnodes):
     return args
 
 
+def _placement(per_node, hosts):
+    """srun options that lay the ranks out: in the given host order (Slurm
+    sorts a plain ``--nodelist`` by name, which would undo a topology-sorted
+    host file), or ``per_node`` ranks on each node in Slurm's order."""
+    if not hosts:
+        return ["--ntasks-per-node", str(per_node)]
+    hosts = list(dict.fromkeys(hosts))
+    # arbitrary distribution: the node list names the node of each task
+    return ["--distribution=arbitrary", "--nodelist",
+            ",".join(h for h in hosts for _ in range(per_node))]
+
+
 def srun_command(nranks, argv, opts, nnodes=1, hosts=None, environ=None):
     """The command that runs `argv` as `nranks` ranks on `nnodes` nodes.
 
     Inside an allocation: ``srun --jobid J ...``.  Without one: ``salloc ...``
     around the steps.  A setup script makes it ``sh -c 'srun setup && exec
-    srun ranks'`` so that both steps share the allocation.  Commands are
-    found on PATH when run (see `require_tools`).
+    srun ranks'`` so that both steps share the allocation.  With `hosts`,
+    rank r runs on ``hosts[r // ranks per node]``.  Commands are found on
+    PATH when run (see `require_tools`).
     """
     opts = as_options(opts)
     per_node = _split(nranks, nnodes)
@@ -128,10 +143,8 @@ def srun_command(nranks, argv, opts, nnodes=1, hosts=None, environ=None):
     step = [srun]
     if job:
         step += ["--jobid", job]
-    step += ["--nodes", str(nnodes), "--ntasks", str(nranks),
-             "--ntasks-per-node", str(per_node), "--kill-on-bad-exit=1"]
-    if hosts:
-        step += ["--nodelist", ",".join(hosts)]
+    step += ["--nodes", str(nnodes), "--ntasks", str(nranks)] + \
+        _placement(per_node, hosts) + ["--kill-on-bad-exit=1"]
     if opts.mpi:
         step.append(f"--mpi={opts.mpi}")
     step += list(opts.srun_args)
@@ -139,24 +152,26 @@ def srun_command(nranks, argv, opts, nnodes=1, hosts=None, environ=None):
     if opts.setup_script:
         setup = [srun] + (["--jobid", job] if job else []) + [
             "--nodes", str(nnodes), "--ntasks", str(nnodes), "--ntasks-per-node", "1"] \
-            + (["--nodelist", ",".join(hosts)] if hosts else []) + [opts.setup_script]
+            + (["--nodelist", ",".join(dict.fromkeys(hosts))] if hosts else []) \
+            + [opts.setup_script]
         inner = ["sh", "-c", f"{shlex.join(setup)} && exec {shlex.join(ranks)}"]
     else:
         inner = ranks
     if job:
         return inner
-    return ["salloc"] + _alloc_args(opts, nnodes) + \
+    return ["salloc"] + _alloc_args(opts, nnodes, hosts) + \
         ["--ntasks-per-node", str(per_node), "--job-name", "ccbench"] + inner
 
 
 # -- batch jobs (suites) ---------------------------------------------------
 
 def sbatch_script(argv, opts, nranks, nnodes=1, job_name="ccbench", output=None,
-                  env=None, workdir=None):
+                  env=None, workdir=None, hosts=None):
     """The text of an sbatch script that runs `argv` on `nranks` ranks.
 
     `env` is exported before the ranks start (a suite's environment
-    variant); `output` is Slurm's log file (``%j`` = job id).
+    variant); `output` is Slurm's log file (``%j`` = job id); `hosts`
+    (e.g. topology-sorted) are the nodes, in rank order.
     """
     opts = as_options(opts)
     per_node = _split(nranks, nnodes)
@@ -166,7 +181,8 @@ def sbatch_script(argv, opts, nranks, nnodes=1, job_name="ccbench", output=None,
              f"#SBATCH --ntasks-per-node={per_node}", "#SBATCH --exclusive"]
     for flag, value in (("partition", opts.partition), ("time", opts.time_limit),
                         ("account", opts.account), ("output", output),
-                        ("chdir", workdir)):
+                        ("chdir", workdir),
+                        ("nodelist", ",".join(dict.fromkeys(hosts or [])))):
         if value:
             lines.append(f"#SBATCH --{flag}={value}")
     lines += ["set -euo pipefail"]
@@ -174,8 +190,8 @@ def sbatch_script(argv, opts, nranks, nnodes=1, job_name="ccbench", output=None,
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
             raise ConfigError(f"{k!r} is not an environment variable name", "env")
         lines.append(f"export {k}={shlex.quote(str(v))}")
-    srun = ["srun", "--nodes", str(nnodes), "--ntasks", str(nranks),
-            "--ntasks-per-node", str(per_node), "--kill-on-bad-exit=1"]
+    srun = ["srun", "--nodes", str(nnodes), "--ntasks", str(nranks)] + \
+        _placement(per_node, hosts) + ["--kill-on-bad-exit=1"]
     if opts.mpi:
         srun.append(f"--mpi={opts.mpi}")
     srun += list(opts.srun_args)
@@ -200,34 +216,66 @@ def submit(script_path):
 
 
 def job_states(job_ids):
-    """{job id: state} from squeue (pending, running) and sacct (finished).
+    """{job id: state} from squeue (pending, running, and finished jobs
+    slurmctld still holds) and sacct (older ones, where accounting runs).
 
     Jobs neither knows are left out.
     """
+    return {j: d["state"] for j, d in job_details(job_ids).items()}
+
+
+def job_details(job_ids):
+    """{job id: {"state", "nodes", "reason"}} as `job_states`; ``nodes`` is
+    Slurm's node list of the job ("node[1-2]"), ``reason`` its pending or
+    failure reason ("" when none)."""
     job_ids = [str(j) for j in job_ids]
     if not job_ids:
         return {}
-    states = {}
+    out = {}
     require_tools("squeue")
-    proc = subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)],
-                          capture_output=True, text=True, timeout=60)
+    # -t all: finished jobs too, for as long as slurmctld keeps them (MinJobAge)
+    proc = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%N|%r", "-j",
+                           ",".join(job_ids)], capture_output=True, text=True, timeout=60)
     # squeue fails for an id that left the queue; sacct still knows it
     if proc.returncode == 0:
-        states.update(_two_columns(proc.stdout))
-    missing = [j for j in job_ids if j not in states]
+        out.update(_rows(proc.stdout))
+    missing = [j for j in job_ids if j not in out]
     sacct = shutil.which("sacct")
     if missing and sacct:
-        proc = subprocess.run([sacct, "-n", "-X", "-P", "-o", "JobID,State", "-j",
-                               ",".join(missing)], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([sacct, "-n", "-X", "-P", "-o", "JobID,State,NodeList,Reason",
+                               "-j", ",".join(missing)], capture_output=True, text=True,
+                              timeout=60)
         if proc.returncode == 0:
-            states.update(_two_columns(proc.stdout.replace("|", " ")))
-    return {j: states[j] for j in job_ids if j in states}
+            out.update(_rows(proc.stdout))
+    return {j: out[j] for j in job_ids if j in out}
 
 
-def _two_columns(text):
+def _rows(text):
     out = {}
     for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 2:
-            out[parts[0]] = parts[1].split()[0]
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) >= 2 and parts[0]:
+            nodes = parts[2] if len(parts) > 2 and parts[2] not in ("", "None assigned") else ""
+            reason = parts[3] if len(parts) > 3 and parts[3] not in ("", "None") else ""
+            # sacct writes "CANCELLED by 0": the state is the first word
+            out[parts[0]] = {"state": parts[1].split()[0], "nodes": nodes, "reason": reason}
     return out
+
+
+def node_problems(nodes):
+    """{node: "down* (Not responding)"} for the nodes of Slurm node list
+    `nodes` that are down, drained or failing (sinfo); {} when none."""
+    if not nodes or shutil.which("sinfo") is None:
+        return {}
+    proc = subprocess.run(["sinfo", "-h", "-N", "-n", nodes, "-o", "%N|%t|%E"],
+                          capture_output=True, text=True, timeout=60)
+    bad = {}
+    if proc.returncode == 0:
+        for line in proc.stdout.splitlines():
+            parts = line.split("|")
+            if len(parts) == 3 and parts[1].rstrip("*~#$@+") in (
+                    "down", "drain", "drng", "fail", "failg", "unk") or \
+                    len(parts) == 3 and parts[1].endswith("*"):
+                reason = parts[2].strip()
+                bad[parts[0]] = parts[1] + (f" ({reason})" if reason and reason != "none" else "")
+    return bad
