@@ -71,6 +71,7 @@ def test_sbatch_script_text(tmp_path):
         "#SBATCH --nodes=2\n"
         "#SBATCH --ntasks-per-node=8\n"
         "#SBATCH --exclusive\n"
+        "#SBATCH --no-requeue\n"
         "#SBATCH --partition=gpu\n"
         "#SBATCH --output=/fsx/logs/%j.out\n"
         "set -euo pipefail\n"

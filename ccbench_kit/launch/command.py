@@ -47,6 +47,7 @@ def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node
                                        hosts=names[:nnodes] if names else None)
         srun([])  # raise bad options now, not at launch
         _slurm.require_tools(*_slurm.tools_needed(opts))
+        _slurm.preflight(opts, nnodes)
         return srun
     placement = _hosts.place(nranks, hosts, hosts_file, nnodes, ranks_per_node)
     if placement is None:

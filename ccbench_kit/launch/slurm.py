@@ -178,7 +178,10 @@ def sbatch_script(argv, opts, nranks, nnodes=1, job_name="ccbench", output=None,
     if not re.match(r"^[\w.\-]+$", job_name):
         raise ConfigError(f"job name {job_name!r}: use letters, digits, . _ -", "name")
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nnodes}",
-             f"#SBATCH --ntasks-per-node={per_node}", "#SBATCH --exclusive"]
+             f"#SBATCH --ntasks-per-node={per_node}", "#SBATCH --exclusive",
+             # a combination that loses a node fails and says so; Slurm's
+             # default would rerun it on other nodes under the same name
+             "#SBATCH --no-requeue"]
     for flag, value in (("partition", opts.partition), ("time", opts.time_limit),
                         ("account", opts.account), ("output", output),
                         ("chdir", workdir),
@@ -279,3 +282,90 @@ def node_problems(nodes):
                 reason = parts[2].strip()
                 bad[parts[0]] = parts[1] + (f" ({reason})" if reason and reason != "none" else "")
     return bad
+
+
+# -- checks before anything runs --------------------------------------------
+
+_DEFAULT_CONFS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf",
+                  "/run/slurm/conf/slurm.conf")
+
+
+def _client_error(tool, stderr):
+    """One line from a Slurm client's stderr: the munge failure when there
+    is one (Slurm buries it among retries), else the first error."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    munge = next((ln for ln in lines if "Munge encode failed" in ln or "munge" in ln.lower()
+                  and "error" in ln.lower() and "restart with" not in ln), None)
+    if munge:
+        return ("cannot authenticate to Slurm (is munged running?): "
+                + munge.split("error: ", 1)[-1])
+    err = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "failed")
+    return f"{tool}: {err.split('error: ', 1)[-1]}"
+
+
+def _client(argv, environ):
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=environ)
+    except subprocess.TimeoutExpired:
+        raise RunError(f"-S/--slurm-mode: {argv[0]} did not answer in 30 s; is slurmctld "
+                       "reachable from here?") from None
+    if proc.returncode != 0:
+        raise RunError(f"-S/--slurm-mode: {_client_error(argv[0], proc.stderr)}")
+    return proc.stdout
+
+
+def preflight(opts, nnodes=1, environ=None):
+    """Check, before any rank or file exists, what Slurm would only refuse
+    after a wait: a slurm.conf, munge, the partition, the node count, and
+    that a given job is ours and running.  Raises ConfigError/RunError."""
+    import getpass
+
+    opts = as_options(opts)
+    env = dict(os.environ if environ is None else environ)
+    conf = env.get("SLURM_CONF")
+    if conf and not os.path.isfile(conf):
+        raise ConfigError(f"SLURM_CONF={conf}: no such file; point it at the cluster's "
+                          "slurm.conf", "-S/--slurm-mode")
+    if not conf and not any(os.path.isfile(p) for p in _DEFAULT_CONFS):
+        raise ConfigError(f"no slurm.conf: {_DEFAULT_CONFS[0]} is missing and SLURM_CONF is "
+                          "not set", "-S/--slurm-mode")
+    job = opts.allocation(env)
+    if job:
+        out = _client(["squeue", "-h", "-t", "all", "-j", job, "-o", "%i|%u|%T|%D"], env) \
+            if _job_known(job, env) else ""
+        row = next((ln.split("|") for ln in out.splitlines() if ln.split("|")[0] == job), None)
+        if row is None:
+            raise ConfigError(f"no job {job} in this cluster (squeue does not know it)",
+                              "--slurm-job-id")
+        me = getpass.getuser()
+        if row[1] != me:
+            raise ConfigError(f"job {job} belongs to {row[1]}, not to {me}", "--slurm-job-id")
+        if row[2] != "RUNNING":
+            raise ConfigError(f"job {job} is {row[2]}, not running", "--slurm-job-id")
+        if nnodes > int(row[3]):
+            raise ConfigError(f"{nnodes} nodes asked for but job {job} has {row[3]}",
+                              "-N/--nnodes")
+        return
+    parts = {}
+    default = None
+    for line in _client(["sinfo", "-h", "-o", "%P|%D"], env).splitlines():
+        name, count = line.split("|")
+        if name.endswith("*"):
+            name = default = name[:-1]
+        parts[name] = parts.get(name, 0) + int(count)
+    partition = opts.partition or default
+    if opts.partition and opts.partition not in parts:
+        raise ConfigError(f"no partition {opts.partition!r}; this cluster has "
+                          + ", ".join(sorted(parts)), "--slurm-partition")
+    if partition in parts and nnodes > parts[partition]:
+        raise ConfigError(f"{nnodes} nodes asked for but partition {partition} has "
+                          f"{parts[partition]}", "-N/--nnodes")
+
+
+def _job_known(job, env):
+    """squeue -j fails outright ("Invalid job id") for a job it never had."""
+    proc = subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%i"],
+                          capture_output=True, text=True, timeout=30, env=env)
+    if proc.returncode != 0 and "Invalid job id" not in proc.stderr:
+        raise RunError(f"-S/--slurm-mode: {_client_error('squeue', proc.stderr)}")
+    return proc.returncode == 0
