@@ -16,7 +16,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup apt venv build kernel demo test test-fast bench clean
+.PHONY: setup apt venv build kernel demo cluster-demo test test-fast bench clean
 
 setup: apt $(VENV)/.deps build kernel
 
@@ -55,6 +55,11 @@ demo: setup
 	  --algorithms ring,mpi --check --out results/demo.nc
 	$(VENV)/bin/ccbench report results/demo.nc -o reports/demo.html --title "ccbench demo"
 	@echo; echo "results: $(CURDIR)/results/demo.nc"; echo "report:  $(CURDIR)/reports/demo.html"
+
+# a 4-node Slurm cluster on this machine (testbed/, needs root): a suite of
+# sbatch jobs, the topology comparison and a report; torn down at the end
+cluster-demo: setup
+	$(PY) testbed/demo.py
 
 test: setup
 	$(VENV)/bin/pytest -q -ra tests

@@ -55,8 +55,9 @@ def alpha_beta(cluster, job, workdir, rate_mbit, pair):
         f = fit(ds, stat=stat)["mpi"]
         t8 = float(ds.ccb.time(stat).sel(size=8, algorithm="mpi",
                                          placement="out_of_place")) * 1e-6
+        bw = 1 / f.beta if f.beta > 0 else float("inf")   # β = 0: no bandwidth term fitted
         out[stat] = {"alpha_us": f.alpha * 1e6, "t8_us": t8 * 1e6, "alpha_ratio": f.alpha / t8,
-                     "beta_MBps": 1 / f.beta / 1e6, "beta_ratio": 1 / f.beta / shaped,
+                     "beta_MBps": bw / 1e6, "beta_ratio": bw / shaped,
                      "rms": f.rms, "outliers": f.outliers}
     return out
 

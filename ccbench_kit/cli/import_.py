@@ -5,6 +5,7 @@ AllgatherP bench table (found by content), prints what each file held, and
 writes them all to one ``ccbench/1`` file that ``show``, ``compare`` and
 ``report`` take like a run of the kit.
 """
+import os
 import sys
 import warnings
 
@@ -16,7 +17,9 @@ from ..table import format_table
 def add_parser(sub):
     p = sub.add_parser("import", help="import nccl-tests / nccom-test / AllgatherP outputs",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("files", nargs="+", metavar="FILE", help="logs or JSON files to import")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="logs or JSON files to import, or a log directory of NVIDIA's NCCL "
+                        "microbenchmark recipe (LOG_*_sweep_N*/ or the folder above)")
     p.add_argument("-o", "--out", help="write every imported result set to this .nc file")
     p.add_argument("--collective", help="collective of files that do not name it "
                    "(nccom-test output, old nccl-tests logs)")
@@ -32,8 +35,12 @@ def main(args):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportedMismatchWarning)
         for path in args.files:
-            parts = open_any(path, collective=args.collective, nranks=args.nranks,
-                             partial=args.partial)
+            hints = dict(collective=args.collective, nranks=args.nranks, partial=args.partial)
+            if os.path.isdir(path):
+                from ..importers.recipe_dir import open_dir
+                datasets.extend(open_dir(path, **hints).values())
+                continue
+            parts = open_any(path, **hints)
             datasets.extend(parts.values())
     for w in caught:
         print(f"ccbench: warning: {w.message}", file=sys.stderr)
