@@ -12,7 +12,7 @@ import pytest
 
 from ccbench_kit.cli import main
 
-FIXTURES = Path(__file__).parent / "data" / "baselines"  # copies of ../shared/fixtures/nccl-tests
+FIXTURES = Path(__file__).parent / "data" / "baselines"  # nccl-tests logs (data/baselines/README.md)
 AR = FIXTURES / "all_reduce_h200x2.txt"
 AG = FIXTURES / "all_gather_h200x2.txt"
 
@@ -85,7 +85,8 @@ BAD = [
     (f"report {AR} -o " "{r.html} -t pfoo", "stats: unknown statistic 'pfoo'"),
     (f"report {AR} -o " "{r.pdf}", "-o/--output: {r.pdf}: the report is HTML; name it NAME.html"),
     ("show {garbage.txt}", "{garbage.txt}: not a readable netCDF results file"),
-    ("show {v2.nc}", "{v2.nc}: not a ccbench/1 results file (schema attr is 'ccbench/2')"),
+    ("show {v3.nc}", "{v3.nc}: schema ccbench/3 is newer than this kit reads (newest ccbench/2)"),
+    ("show {other.nc}", "{other.nc}: not a ccbench results file (schema attr is 'other/1')"),
     ("suite {nosuite.yaml}", "{nosuite.yaml}: cannot read suite file"),
 ]
 
@@ -102,7 +103,8 @@ def files(tmp_path_factory):
     (d / "badheader.txt").write_text(AR.read_text().replace("   redop", "   xxxxx")
                                      .replace("  busbw  #wrong     time", "  xxxxx  #wrong     time"))
     import xarray as xr
-    xr.Dataset(attrs={"schema": "ccbench/2"}).to_netcdf(d / "v2.nc", engine="h5netcdf")
+    xr.Dataset(attrs={"schema": "ccbench/3"}).to_netcdf(d / "v3.nc", engine="h5netcdf")
+    xr.Dataset(attrs={"schema": "other/1"}).to_netcdf(d / "other.nc", engine="h5netcdf")
     return d
 
 
@@ -114,7 +116,7 @@ def test_the_table_is_long_enough():
 def test_bad_input(argv, message, files, capsys):
     names = {k: str(files / k) for k in ["missing.json", "nohosts.txt", "nonexistent.txt",
                                           "nonexistent.nc", "r.html", "r.pdf", "nosuite.yaml",
-                                          "v2.nc", "trunc.txt", "trunc.json", "badheader.txt",
+                                          "v3.nc", "other.nc", "trunc.txt", "trunc.json", "badheader.txt",
                                           *FILES, *TEXT]}
     def fill(text):
         return re.sub(r"\{([\w.]+)\}", lambda m: names[m.group(1)], text)

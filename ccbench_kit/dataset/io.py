@@ -16,11 +16,10 @@ import xarray as xr
 from .._files import atomic_write
 
 from ..errors import CCBenchError
-from .schema import SCHEMA
+from .schema import check_required
+from .versions import SchemaError, upgrade
 
-
-class SchemaError(CCBenchError):
-    """A file that is not a ccbench/1 results file."""
+__all__ = ["SchemaError", "analysis_ready", "load", "open_parts", "save"]
 
 
 def _encoding(ds):
@@ -73,13 +72,11 @@ def _as_parts(data):
     raise TypeError(f"cannot save {type(data).__name__}")
 
 
-def _check_schema(ds, path):
-    schema = ds.attrs.get("schema")
-    if schema != SCHEMA:
-        raise SchemaError(f"{path}: not a {SCHEMA} results file (schema attr is "
-                          f"{schema!r}); convert it with `ccbench import` or use a "
-                          "kit version that reads it")
-    return ds
+def _current(ds, where):
+    """`ds` upgraded to the newest schema and checked: the one path every
+    results file is read through (load, compare, report, import, show)."""
+    claimed = ds.attrs.get("schema")
+    return check_required(upgrade(ds, where), where, claimed)
 
 
 def open_parts(path, chunks=None):
@@ -91,12 +88,11 @@ def open_parts(path, chunks=None):
         root = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
     except (OSError, ValueError) as e:
         raise SchemaError(f"{path}: not a readable netCDF results file ({e})") from e
-    _check_schema(root, path)
     names = json.loads(root.attrs.get("collectives") or "[]") or [root.attrs.get("collective")]
-    parts = {names[0]: root}
+    parts = {names[0]: _current(root, path)}
     for name in names[1:]:
-        parts[name] = _check_schema(
-            xr.open_dataset(path, engine="h5netcdf", group=name, chunks=chunks), path)
+        parts[name] = _current(xr.open_dataset(path, engine="h5netcdf", group=name,
+                                               chunks=chunks), f"{path} (group {name})")
     for ds in parts.values():
         ds.attrs.pop("collectives", None)
     return parts
