@@ -119,9 +119,10 @@ def main():
     widest = max(parts.values(), key=lambda ds: len(set(ds.host.values)))
     print()
     print(f"results: {os.path.join(results, 'cluster-demo.nc')} ({len(parts)} combinations; "
-          f"hosts {sorted(set(widest.host.values))}, Slurm job {widest.attrs['slurm_job_id']})")
+          f"hosts {sorted(map(str, set(widest.host.values)))}, Slurm job "
+          f"{widest.attrs['slurm_job_id']})")
     print(f"         {os.path.join(results, 'ring-sorted.nc')} / ring-crossing.nc (hosts "
-          f"{list(ring.host.values)}, Slurm job {ring.attrs['slurm_job_id']}, launcher "
+          f"{[str(h) for h in ring.host.values]}, Slurm job {ring.attrs['slurm_job_id']}, launcher "
           f"{ring.attrs['launcher']})")
     print(f"csv:     {csv_dir}/ ({', '.join(sorted(os.listdir(csv_dir)))})")
     print(f"report:  {os.path.join(reports, 'cluster-demo.html')}")
