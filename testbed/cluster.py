@@ -25,14 +25,13 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from . import fabric
-from .fabric import FabricError, in_netns, sh
+from .fabric import in_netns, sh
 
 PREFIX = "ccbtb"
 DEFAULT_BASE = "/tmp"
@@ -611,7 +610,3 @@ def check_host():
     if proc.returncode != 0:
         raise TestbedError(f"the kernel refuses network namespaces: {proc.stderr.strip()}")
     sh(["ip", "netns", "del", probe], check=False)
-
-
-def _main_python():
-    return sys.executable

@@ -3,10 +3,8 @@ slurmd and munge, one network namespace per node, two leaves and a spine
 shaped with tc).  One testbed for the whole module; everything it made is
 removed at the end, also when a test fails.  Skipped only where this
 machine cannot run it (no root, no namespaces, no Slurm), saying why."""
-import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import textwrap
