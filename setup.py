@@ -1,5 +1,9 @@
-"""Build the Cython engine in ext/ into ccbench_kit._engine, against the
-system's Open MPI (found through `mpicc --showme`)."""
+"""Build the Cython engine in ext/ against the MPI of the ``MPICC`` wrapper
+(default ``mpicc``): Open MPI's into ``ccbench_kit._engine``, an MPICH-family
+MPI's (MPICH, Intel MPI, MVAPICH, Cray MPICH) into
+``ccbench_kit._engine_mpich``, so that both builds live side by side in one
+tree and each environment loads the one for the MPI its mpi4py loaded
+(`ccbench_kit.backends.mpi.engine`)."""
 import glob
 import os
 import shlex
@@ -11,24 +15,54 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 
-def mpicc_flags(what):
-    try:
-        out = subprocess.run(["mpicc", f"--showme:{what}"], check=True,
-                             capture_output=True, text=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        raise SystemExit("mpicc not found: install Open MPI (apt-get install "
-                         "openmpi-bin libopenmpi-dev) or run `make setup`") from e
-    return shlex.split(out)
+MPICC = os.environ.get("MPICC", "mpicc")
 
+
+def _run(*args):
+    return subprocess.run([*shlex.split(MPICC), *args], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def mpicc_flags():
+    """(family, include dirs, library dirs, libraries) of the MPICC wrapper:
+    Open MPI answers ``--showme:...``, the MPICH family ``-show``."""
+    try:
+        return ("openmpi", [f[2:] if f.startswith("-I") else f
+                            for f in shlex.split(_run("--showme:incdirs"))],
+                shlex.split(_run("--showme:libdirs")), shlex.split(_run("--showme:libs")))
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    try:
+        words = shlex.split(_run("-show"))
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit(f"{MPICC} (MPICC) not found or not an MPI compiler wrapper: install "
+                         "Open MPI (apt-get install openmpi-bin libopenmpi-dev) or MPICH "
+                         "(mpich libmpich-dev), or run `make setup [MPI=mpich]`") from e
+    pick = lambda flag: [w[len(flag):] for w in words if w.startswith(flag) and len(w) > 2]  # noqa: E731
+    return "mpich", pick("-I"), pick("-L"), pick("-l")
+
+
+FAMILY, INCDIRS, LIBDIRS, LIBS = mpicc_flags()
+ENGINE = "ccbench_kit._engine" if FAMILY == "openmpi" else "ccbench_kit._engine_mpich"
+ENGINE_PYX = "ext/_engine.pyx"
+if FAMILY != "openmpi":
+    # the same source under this build's module name (Cython names the init
+    # function after the file); rewritten only when it changed
+    os.makedirs("build/engine_mpich", exist_ok=True)
+    ENGINE_PYX = "build/engine_mpich/_engine_mpich.pyx"
+    with open("ext/_engine.pyx") as f:
+        text = f.read()
+    if not os.path.exists(ENGINE_PYX) or open(ENGINE_PYX).read() != text:
+        with open(ENGINE_PYX, "w") as f:
+            f.write(text)
 
 engine = Extension(
-    "ccbench_kit._engine",
-    sources=["ext/_engine.pyx"] + sorted(c for c in glob.glob("ext/*.c")
-                                          if not os.path.basename(c).startswith(("_", "nccl_"))),
-    include_dirs=["ext", mpi4py.get_include(), numpy.get_include()]
-    + [f[2:] if f.startswith("-I") else f for f in mpicc_flags("incdirs")],
-    library_dirs=mpicc_flags("libdirs"),
-    libraries=mpicc_flags("libs"),
+    ENGINE,
+    sources=[ENGINE_PYX] + sorted(c for c in glob.glob("ext/*.c")
+                                  if not os.path.basename(c).startswith(("_", "nccl_"))),
+    include_dirs=["ext", mpi4py.get_include(), numpy.get_include()] + INCDIRS,
+    library_dirs=LIBDIRS,
+    libraries=LIBS,
     extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
@@ -44,4 +78,4 @@ nccl = Extension(
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
-setup(ext_modules=cythonize([engine, nccl], language_level=3, quiet=True))
+setup(ext_modules=cythonize([engine, nccl], language_level=3, quiet=True, include_path=["ext"]))

@@ -76,8 +76,8 @@ def relaunch(args):
 
 class Bench:
     def __init__(self, comm):
-        from ccbench_kit import _engine
-        self.E, self.comm = _engine, comm
+        from ccbench_kit.backends.mpi import engine
+        self.E, self.comm = engine(), comm
         self.rank, self.p = comm.Get_rank(), comm.Get_size()
 
     def iters_for(self, nbytes):

@@ -18,9 +18,10 @@ import numpy as np
 def measure(args):
     from mpi4py import MPI
 
-    from ccbench_kit import _engine
+    from ccbench_kit.backends.mpi import engine
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
+    _engine = engine()
     overhead = _engine.loop_overhead(comm, 100000)
     rows = []
     for size in (8, 16 << 20):

@@ -66,6 +66,7 @@ class InputConfig:
                                      #  recv_counts, recv_displs} in elements
     pairs: tuple = ()                # permute: [src, dst] pairs of group ranks
     coalesced_ratio: tuple = ()      # --coalesced-cc-size-ratio
+    alltoallv_pattern: str = ""      # --alltoallv-pattern (inputs/skew.py), drawn with `seed`
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,8 @@ KEYWORDS = {
     "sweep": ("minbytes", "maxbytes", "stepfactor", "stepbytes", "algorithms", "dtype", "op",
               "root", "placement", "warmup", "iters", "agg_iters", "blocking"),
     "inputs": ("check", "seed", "unique_buff", "split", "data_parallel_dimension",
-               "replica_groups", "alltoallv_metadata", "src_target_pairs", "coalesced_ratio"),
+               "replica_groups", "alltoallv_metadata", "src_target_pairs", "coalesced_ratio",
+               "alltoallv_pattern"),
     "output": ("out", "stats", "command", "checkpoint_every"),
     "launch": ("timeout", "skip_oversize"),
     "backend": ("backend", "timing", "backend_options"),
@@ -272,7 +274,7 @@ def _placements(placement):
 
 def _inputs(coll, nranks, sweep_, *, check=None, seed=None, unique_buff=False, split=None,
             data_parallel_dimension=None, replica_groups=None, alltoallv_metadata=None,
-            src_target_pairs=None, coalesced_ratio=None):
+            src_target_pairs=None, coalesced_ratio=None, alltoallv_pattern=None):
     from .inputs import parse_inputs
     if check is True:
         check = "random"
@@ -285,7 +287,13 @@ def _inputs(coll, nranks, sweep_, *, check=None, seed=None, unique_buff=False, s
                           data_parallel_dimension=data_parallel_dimension,
                           replica_groups=replica_groups, alltoallv_metadata=alltoallv_metadata,
                           src_target_pairs=src_target_pairs, coalesced_ratio=coalesced_ratio)
+    if alltoallv_pattern:
+        from .inputs.skew import FLAG, parse_pattern
+        if coll.name != "alltoallv" or alltoallv_metadata not in (None, ""):
+            raise ConfigError("is for alltoallv without --alltoallv-metadata", FLAG)
+        parse_pattern(alltoallv_pattern, nranks)
     return InputConfig(check=check, seed=int(seed or 0), unique_buff=bool(unique_buff),
+                       alltoallv_pattern=str(alltoallv_pattern or ""),
                        **{k: tuple(v) for k, v in parsed.items()})
 
 

@@ -205,13 +205,15 @@ class Sweep:
         """
         cfg, coll, dt, be = self.cfg, self.coll, self.dtype, self.backend
         parts = self._parts.get(layout.size)
-        if not parts and not cfg.inputs.unique_buff:
+        ops = (cfg.sweep.warmup + cfg.sweep.iters) * cfg.sweep.agg_iters
+        per_set = sum((p.send_elems + p.recv_elems) * dt.itemsize for p in (parts or [layout]))
+        rotate = be.rotating_sets(per_set, ops)      # IMB -off_cache (mpi backend)
+        if not parts and not cfg.inputs.unique_buff and rotate <= 1:
             return [first], 1
         parts = parts or [layout]
-        per_set = sum((p.send_elems + p.recv_elems) * dt.itemsize for p in parts)
-        ops = (cfg.sweep.warmup + cfg.sweep.iters) * cfg.sweep.agg_iters
         nsets = (min(ops, max(2, UNIQUE_BUFF_BUDGET // max(per_set, 1)))
                  if cfg.inputs.unique_buff else 1)
+        nsets = max(nsets, rotate)
         sets = []
         for k in range(nsets):
             for part in parts:

@@ -15,8 +15,8 @@ from ccbench_kit.dtypes import DTYPES, OPS, get_dtype
 def engine():
     import mpi4py
     mpi4py.rc.initialize = False
-    from ccbench_kit import _engine
-    return _engine
+    from ccbench_kit.backends.mpi import engine
+    return engine()
 
 
 NUMPY = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum}

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from ccbench_kit.errors import ConfigError
+from ccbench_kit.importers import read
 from ccbench_kit.importers.recipe_dir import log_files, open_dir
 
 DATA = Path(__file__).parent / "data" / "baselines"
@@ -27,7 +28,7 @@ def test_recipe_directory_imports_as_a_whole(tmp_path, cli):
     sweep = _recipe_tree(tmp_path)
     assert list(log_files(tmp_path)) == ["N2/1_1_LOG_all_reduce_env1_args1_job4242_iter1",
                                          "N2/1_2_LOG_all_gather_env1_args1_job4242_iter1"]
-    parts = open_dir(sweep.parent)
+    parts = open_dir(sweep.parent, read)
     assert [ds.attrs["collective"] for ds in parts.values()] == ["all_reduce", "all_gather"]
     assert parts["N2/1_1_LOG_all_reduce_env1_args1_job4242_iter1"].attrs["recipe_log"] == \
         "LOG_20261124-4242_sweep_N2/1_1_LOG_all_reduce_env1_args1_job4242_iter1.txt"
@@ -41,5 +42,6 @@ def test_directory_without_recipe_logs(tmp_path, cli):
     with pytest.raises(ConfigError, match=r"no NCCL microbenchmark recipe logs"):
         log_files(tmp_path)
     r = cli("import", tmp_path)
-    assert r.returncode == 2 and r.stderr.count("\n") == 1
-    assert "no NCCL microbenchmark recipe logs" in r.stderr
+    assert r.returncode == 2 and r.stderr == (
+        f"ccbench: error: {tmp_path}: expected NCCL Inspector files (*.log, *.jsonl) or NCCL "
+        "microbenchmark recipe logs (N_M_LOG_*_iterK.txt) in the folder\n")

@@ -8,7 +8,8 @@ import pytest
 SCRIPT = r"""
 import json, numpy as np
 from mpi4py import MPI
-from ccbench_kit import _engine
+from ccbench_kit.backends.mpi import engine
+_engine = engine()
 comm = MPI.COMM_WORLD
 r, p = comm.Get_rank(), comm.Get_size()
 out = {}
@@ -58,6 +59,12 @@ def test_engine_reports_unknown_algorithm():
 def test_engine_records_the_mpi_it_was_built_against():
     from mpi4py import MPI
 
-    from ccbench_kit import _engine
-    assert _engine.BUILD_MPI.startswith("Open MPI v")
-    assert MPI.Get_library_version().startswith(_engine.BUILD_MPI)
+    from ccbench_kit.backends.mpi import engine
+    from ccbench_kit.launch import mpi_impl
+    build = engine().BUILD_MPI
+    assert build.startswith(("Open MPI v", "MPICH Version:"))
+    assert MPI.Get_library_version().startswith(build)
+    # the one place that decides the launcher reads the same build
+    assert mpi_impl.family() == ("openmpi" if build.startswith("Open MPI") else "mpich")
+    assert engine().__name__ == ("ccbench_kit._engine" if mpi_impl.family() == "openmpi"
+                                 else "ccbench_kit._engine_mpich")

@@ -29,7 +29,7 @@ dataclass of the backend's own options), ``algorithms_for(collective)``,
 Rank side (one instance per rank, made by the harness)
 ------------------------------------------------------
 ``library``, ``device_name``, ``timing``, ``algorithms(collective)``,
-``alloc``, ``upload``, ``download``, ``scratch_bytes``, ``scratch``,
+``alloc``, ``upload``, ``download``, ``scratch_bytes``, ``scratch``, ``rotating_sets``,
 ``time``, ``memory_available()``, ``dataset_attrs(layouts)``, ``close()``.
 """
 import abc
@@ -145,6 +145,12 @@ class Backend(abc.ABC):
     def scratch(self, collective, algorithm, count, dtype, nranks):
         """The scratch buffer itself (None when it needs none)."""
         return None
+
+    def rotating_sets(self, set_bytes, operations):
+        """Buffer sets (of `set_bytes` each) the timed loop should cycle
+        through so that no iteration finds its data in a cache (IMB's
+        -off_cache); 1: one set, reused."""
+        return 1
 
     @abc.abstractmethod
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root, warmup, iters,

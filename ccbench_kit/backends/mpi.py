@@ -7,7 +7,16 @@ from ..errors import ConfigError
 from .base import Backend
 
 
-def _engine():
+def engine():
+    """The engine built for the MPI that mpi4py loaded.
+
+    Open MPI's build is ``ccbench_kit._engine``, an MPICH-family build
+    ``ccbench_kit._engine_mpich`` (setup.py); both may sit in one tree, and
+    mpi4py's choice of library (the environment's ``libmpi``, or
+    MPI4PY_LIBMPI) decides.  The engine's ``BUILD_MPI`` then decides how the
+    kit launches (`ccbench_kit.launch.mpi_impl`).
+    """
+    import importlib
     import sys
     if "mpi4py.MPI" not in sys.modules:
         from ..mpi_env import inside_mpi_job
@@ -17,8 +26,21 @@ def _engine():
             import mpi4py
             mpi4py.rc.initialize = False
             mpi4py.rc.finalize = False
-    from .. import _engine
-    return _engine
+    from mpi4py import MPI
+    name = "_engine" if MPI.get_vendor()[0] == "Open MPI" else "_engine_mpich"
+    try:
+        return importlib.import_module(f"ccbench_kit.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"ccbench_kit.{name}":
+            raise
+        lib = MPI.Get_library_version().splitlines()[0].strip()
+        how = "make setup MPI=mpich" if name.endswith("mpich") else "make setup"
+        raise ImportError(f"ccbench_kit has no engine built for the MPI mpi4py loaded "
+                          f"({lib}): run `{how}`, or build against it with "
+                          "MPICC=/path/to/mpicc") from None
+
+
+_engine = engine
 
 
 def engine_algorithms(collective):
@@ -31,6 +53,11 @@ class MPIOptions:
     #: Pipelining segment of the chain and segmented algorithms (0: the
     #: engine's default); the engine's tests set it small.
     segment_bytes: int = 0
+    #: nccl-tests -u: send and receive buffers start this many elements late.
+    unalign: int = 0
+    #: IMB -off_cache: bytes of last-level cache that the buffer sets the
+    #: timed loop cycles through span twice (0: off; `ccbench_kit.backends.offcache`).
+    off_cache: int = 0
 
 
 class MPIBackend(Backend):
@@ -44,10 +71,36 @@ class MPIBackend(Backend):
         return engine_algorithms(collective)
 
     @classmethod
+    def add_arguments(cls, g):
+        g.add_argument("-u", "--unalign", type=int, default=0, metavar="N",
+                       help="mpi: start send and receive buffers N elements past an aligned "
+                            "address, as nccl-tests -u")
+        g.add_argument("--off-cache", nargs="?", const="auto", default=None, metavar="MB[,LINE]",
+                       help="mpi: as IMB -off_cache, cycle through buffers spanning twice the "
+                            "last-level cache (this machine's, or MB) so no iteration finds "
+                            "its data cached")
+
+    @classmethod
+    def options_from_args(cls, args):
+        opts = {}
+        if args.unalign:
+            opts["unalign"] = args.unalign
+        if args.off_cache is not None:
+            opts["off_cache"] = args.off_cache
+        return opts
+
+    @classmethod
     def make_options(cls, timing="", **values):
         if timing not in ("", "host-clock"):
             raise ConfigError(f"timing {timing!r} needs --backend nccl; the mpi backend "
                               "times with the host clock", "--timing")
+        u = values.get("unalign", 0)
+        if not isinstance(u, int) or isinstance(u, bool) or u < 0:
+            raise ConfigError(f"must be a whole number of elements >= 0, got {u!r}",
+                              "-u/--unalign")
+        if values.get("off_cache") not in (None, 0):
+            from .offcache import off_cache_bytes
+            values["off_cache"] = off_cache_bytes(values["off_cache"])
         return super().make_options(**values)
 
     def __init__(self, comm, options=None, world=None):
@@ -63,8 +116,17 @@ class MPIBackend(Backend):
     def device_name(self):
         return "cpu"
 
+    def rotating_sets(self, set_bytes, operations):
+        if not self.options.off_cache:
+            return 1
+        from .offcache import buffer_sets
+        return buffer_sets(self.options.off_cache, set_bytes, operations)
+
     def alloc(self, nelems, dtype):
-        return np.zeros(max(nelems, 1), dtype=dtype.storage)[:nelems]
+        # numpy aligns an allocation to 64 bytes; -u N starts the buffer N
+        # elements into one (nccl-tests adds unalign * wordSize to each pointer)
+        u = self.options.unalign
+        return np.zeros(max(nelems + u, 1), dtype=dtype.storage)[u:u + nelems]
 
     def scratch_bytes(self, collective, algorithm, count, dtype, nranks):
         return self.engine.scratch_bytes(collective, algorithm, count, dtype.itemsize, nranks)

@@ -1,25 +1,27 @@
 """``ccbench import FILE... [-o out.nc]``: baselines into one results file.
 
-Reads nccl-tests logs and ``-J`` JSON, nccom-test tables and JSON and the
-AllgatherP bench table (found by content), prints what each file held, and
-writes them all to one results file that ``show``, ``compare`` and
+Reads nccl-tests logs and ``-J`` JSON, nccom-test tables and JSON, the
+AllgatherP bench table and NCCL Inspector dumps (found by content; an
+Inspector folder or its files are read together), prints what each file held,
+and writes them all to one results file that ``show``, ``compare`` and
 ``report`` take like a run of the kit.
 """
-import os
 import sys
 import warnings
 
 from ..dataset import save
-from ..importers import ReportedMismatchWarning, open_any, unique_names
 from ..formats.nccl_tests.write_table import format_table
+from ..importers import ReportedMismatchWarning, read_all, unique_names
 
 
 def add_parser(sub):
-    p = sub.add_parser("import", help="import nccl-tests / nccom-test / AllgatherP outputs",
+    p = sub.add_parser("import", help="import nccl-tests / nccom-test / AllgatherP / "
+                       "NCCL Inspector outputs",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("files", nargs="+", metavar="FILE",
-                   help="logs or JSON files to import, or a log directory of NVIDIA's NCCL "
-                        "microbenchmark recipe (LOG_*_sweep_N*/ or the folder above)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="logs or JSON files to import "
+                   "(an NCCL Inspector dump folder, or its files, are read together; a log "
+                   "directory of NVIDIA's NCCL microbenchmark recipe, LOG_*_sweep_N*/ or "
+                   "the folder above, as a whole)")
     p.add_argument("-o", "--out", help="write every imported result set to this .nc file")
     p.add_argument("--collective", help="collective of files that do not name it "
                    "(nccom-test output, old nccl-tests logs)")
@@ -34,14 +36,8 @@ def main(args):
     datasets = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportedMismatchWarning)
-        for path in args.files:
-            hints = dict(collective=args.collective, nranks=args.nranks, partial=args.partial)
-            if os.path.isdir(path):
-                from ..importers.recipe_dir import open_dir
-                datasets.extend(open_dir(path, **hints).values())
-                continue
-            parts = open_any(path, **hints)
-            datasets.extend(parts.values())
+        datasets = read_all(args.files, collective=args.collective, nranks=args.nranks,
+                            partial=args.partial)
     for w in caught:
         print(f"ccbench: warning: {w.message}", file=sys.stderr)
     parts = unique_names(datasets)
@@ -54,6 +50,8 @@ def main(args):
               f"algorithms {', '.join(map(str, ds['algorithm'].values))}"
               + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE"))
         print(f"#   check: {a.get('reported_check')}")
+        if a.get("skipped") not in (None, "", "{}"):
+            print(f"#   not imported: {a['skipped']}")
         if a.get("reported_bw_unit"):
             print(f"#   bandwidth unit: {a['reported_bw_unit']}")
         if args.table:

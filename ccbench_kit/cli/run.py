@@ -21,10 +21,23 @@ def add_parser(sub):
     g.add_argument("-e", "--maxbytes", default=None, help="last size (default: minbytes)")
     g.add_argument("-f", "--stepfactor", default=None, help="multiply the size by this each step")
     g.add_argument("-i", "--stepbytes", default=None, help="add this many bytes each step")
+    g.add_argument("--sizes", default=None, metavar="LIST",
+                   help="exactly these sizes, in this order (8,1K,1M), in place of -b/-e/-f/-i")
+    g.add_argument("--msglen", default=None, metavar="FILE",
+                   help="sizes from a file as IMB's -msglen: one per line, K/M suffixes, "
+                        "# comments")
     g = p.add_argument_group("iterations")
     g.add_argument("-n", "--iters", type=int, default=20, help="measured iterations (default 20)")
     g.add_argument("-w", "--warmup_iters", "--warmup-iters", dest="warmup", type=int, default=5,
                    help="warm-up iterations, not returned (default 5)")
+    g.add_argument("--cycles", type=int, default=1, metavar="N",
+                   help="run the whole sweep N times, as nccl-tests -N; each cycle's table "
+                        "is printed and every cycle's iterations kept (coordinate cycle)")
+    g.add_argument("--until-stable", type=float, default=None, metavar="HALF_WIDTH",
+                   help="run a size again (-n more iterations a round) until the 95%% CI of "
+                        "its mean time is within ±HALF_WIDTH (0.05 = 5%%) or --stable-cap")
+    g.add_argument("--stable-cap", type=int, default=None, metavar="N",
+                   help="most iterations per size for --until-stable (default 10 x -n)")
     g.add_argument("-m", "--agg-iters", dest="agg_iters", type=int, default=1,
                    help="operations aggregated into one timed iteration")
     g.add_argument("-z", "--blocking", type=int, choices=(0, 1), default=0,
@@ -43,6 +56,10 @@ def add_parser(sub):
                    metavar="RATIO", help="run each operation as coalesced parts, e.g. [1,2,1]")
     g.add_argument("--alltoallv-metadata", default=None, metavar="JSON",
                    help="alltoallv counts and displacements (nccom-test's format)")
+    g.add_argument("--alltoallv-pattern", default=None, metavar="uniform|zipf:S|hot:R[:F]",
+                   help="alltoallv: skewed traffic (MoE-like) drawn with --seed: uniform "
+                        "weights, Zipf with exponent S over a random popularity order, or one "
+                        "hot rank R with F times the weight (default F = ranks)")
     g.add_argument("--custom-src-target-pairs", dest="src_target_pairs", default=None,
                    metavar="JSON", help="permute's [src, target] pairs (nccom-test's format)")
     g = p.add_argument_group("replica groups (run concurrently; at most one of these)")
@@ -63,6 +80,10 @@ def add_parser(sub):
     g = p.add_argument_group("output")
     g.add_argument("--out", default=None, help="results file (default results/COLL-TIME.nc)")
     g.add_argument("-t", "--stats", nargs="+", default=["avg"], help="avg p50 p99 ...")
+    g.add_argument("-a", "--average", default=None, metavar="0|1|2|3",
+                   help="the table as nccl-tests -a: each rank's time over its iterations, "
+                   "then rank 0's (0), the avg (1), min (2) or max (3) across ranks "
+                   "(default: the max over ranks of each iteration); the file keeps every rank")
     g.add_argument("--show-algorithm", action="store_true",
                    help="the algorithm column in the table (always there) and in the JSON")
     g.add_argument("--show-input-output-size", action="store_true",
@@ -106,6 +127,10 @@ def main(args):
         from ..errors import ConfigError
         raise ConfigError("needs --report-to-json-file PATH", "--json-format")
     json_format = args.json_format or "nccom-test"
+    rank_stat = "max"
+    if args.average is not None:
+        from ..dataset.stats import check_average
+        rank_stat = check_average(args.average)
     progress = None if args.non_interactive else _progress
     cfg_kw = dict(
         minbytes=args.minbytes, maxbytes=args.maxbytes, stepfactor=args.stepfactor,
@@ -118,27 +143,51 @@ def main(args):
         split=args.split, data_parallel_dimension=args.data_parallel_dimension,
         replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
         src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
-        coalesced_ratio=args.coalesced_ratio, backend_options=_backend_options(args))
+        coalesced_ratio=args.coalesced_ratio, alltoallv_pattern=args.alltoallv_pattern,
+        backend_options=_backend_options(args))
     # built once, here: every collective shares rank 0's seed
     nranks = api.job_size(args.nworkers)
-    cfgs = [api.make_config(names[0], nranks, out=out, **cfg_kw)]
+    sizes = _explicit_sizes(args)
+    cfgs = [api.make_config(names[0], nranks, sizes, out=out, **cfg_kw)]
     seed = cfgs[0].inputs.seed
-    cfgs += [api.make_config(name, nranks, **{**cfg_kw, "seed": seed}) for name in names[1:]]
+    cfg_kw["seed"] = seed
+    cfgs += [api.make_config(name, nranks, sizes, **cfg_kw) for name in names[1:]]
     if cfgs[0].inputs.check == "random" and _prints():  # every rank runs rank 0's seed (api)
         print(f"# check: random, seed {seed}", file=sys.stderr)
     launch = {"progress": progress, **launch_options(args)}
-    if len(cfgs) == 1:
-        results = {cfgs[0].collective: api.run(cfgs[0], **launch)}
+    from ..launch.cycles import check_cycles, run_cycles
+    cycles = check_cycles(args.cycles)
+
+    def run_configs(these, path):
+        if len(these) == 1:
+            ds = api.run(these[0].replace(out=path), **launch)
+            return None if ds is None else {these[0].collective: ds}
+        return api.run_many(these, out=path, **launch)
+
+    def print_cycle(c, parts):
+        print(f"# cycle {c + 1} of {cycles}")
+        _print_tables(parts, args, rank_stat)
+
+    if args.until_stable is not None:
+        from ..launch.stable import check_target, run_until_stable
+        if cycles > 1:
+            from ..errors import ConfigError
+            raise ConfigError("repeats sizes itself; not with --cycles", "--until-stable")
+        target, cap = check_target(args.until_stable, args.stable_cap, args.iters)
+        results = run_until_stable(
+            lambda some, part: run_configs(
+                [api.make_config(n, nranks, some, **cfg_kw) for n in names], part),
+            [int(x) for x in cfgs[0].sweep.sizes], target, cap, args.iters, out)
+    elif cycles == 1:
+        results = run_configs(cfgs, out)
     else:
-        results = api.run_many(cfgs, out=out, **launch)
+        results = run_cycles(lambda out: run_configs(cfgs, out), cycles, out,
+                             on_cycle=print_cycle)
     if results is None or any(ds is None for ds in results.values()):
         return 0  # a rank other than 0 of the user's own mpirun: rank 0 prints
-    for name, ds in results.items():
-        print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
-              f"{ds.attrs['backend']} ({library_name(ds.attrs)}), {ds.attrs['warmup']} warm-up + "
-              f"{ds.attrs['iters']} iterations" + _groups_note(ds))
-        for line in format_table(ds, stats=args.stats, show_io=args.show_input_output_size):
-            print(line)
+    if cycles > 1:
+        print(f"# all {cycles} cycles")
+    _print_tables(results, args, rank_stat)
     if args.json_file:
         from ..output import write_json
         for path in write_json(results, args.json_file, json_format, stats=args.stats,
@@ -147,6 +196,30 @@ def main(args):
             print(f"# json ({json_format}): {path}")
     print(f"# results: {out}")
     return 0
+
+
+def _print_tables(results, args, rank_stat):
+    for name, ds in results.items():
+        print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
+              f"{ds.attrs['backend']} ({library_name(ds.attrs)}), {ds.attrs['warmup']} warm-up + "
+              f"{ds.attrs['iters']} iterations" + _groups_note(ds))
+        for line in format_table(ds, stats=args.stats, rank_stat=rank_stat,
+                                 show_io=args.show_input_output_size):
+            print(line)
+
+
+def _explicit_sizes(args):
+    """--sizes or --msglen (IMB), or None for the -b/-e/-f/-i sweep."""
+    from ..errors import ConfigError
+    from ..inputs.sizes import parse_size_list, read_msglen
+    if args.sizes is None and args.msglen is None:
+        return None
+    flag = "--sizes" if args.sizes is not None else "--msglen"
+    if args.sizes is not None and args.msglen is not None:
+        raise ConfigError("give --sizes or --msglen, not both", flag)
+    if args.maxbytes or args.stepfactor or args.stepbytes or args.minbytes != "32M":
+        raise ConfigError("replaces -b/-e/-f/-i: give one or the other", flag)
+    return parse_size_list(args.sizes) if args.sizes is not None else read_msglen(args.msglen)
 
 
 def _prints():

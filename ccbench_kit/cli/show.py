@@ -11,16 +11,21 @@ def add_parser(sub):
     p.add_argument("-t", "--stats", nargs="+", default=["avg"], help="avg p50 p99 ...")
     p.add_argument("--rank-stat", default="max", choices=("max", "min", "mean"),
                    help="reduction over ranks of each iteration (default max)")
+    p.add_argument("-a", "--average", default=None, metavar="0|1|2|3",
+                   help="as nccl-tests: each rank's time over its iterations, then rank 0's "
+                   "(0), the avg (1), min (2) or max (3) across ranks; replaces --rank-stat")
     p.set_defaults(func=main)
 
 
 def main(args):
+    from ..dataset.stats import check_average
+    rank_stat = check_average(args.average) if args.average is not None else args.rank_stat
     for name, ds in open_parts(args.results).items():
         ds = analysis_ready(ds)  # a big run is summarized from disk, chunk by chunk
         a = ds.attrs
         print(f"# {name}: {a.get('nranks')} ranks, {a.get('dtype')}, backend {a.get('backend')} "
               f"({library_name(a)}), created {a.get('created')}"
               + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE"))
-        for line in format_table(ds, stats=args.stats, rank_stat=args.rank_stat):
+        for line in format_table(ds, stats=args.stats, rank_stat=rank_stat):
             print(line)
     return 0

@@ -51,12 +51,17 @@ class AllToAllV(Collective):
     aliases = ("all_to_allv", "all-to-allv", "a2av")
     placements = ("out_of_place",)
 
-    def __init__(self, meta=None):
+    def __init__(self, meta=None, pattern=None, seed=0):
         self.meta = meta
+        self.pattern, self.seed = pattern, seed   # inputs.skew, in place of nccl-tests' pattern
 
     def configure(self, cfg, members):
         # metadata comes validated (inputs.alltoallv): one entry per world
         # rank, counts that match pairwise within every group
+        spec = cfg.alltoallv_pattern
+        if spec and not cfg.alltoallv:
+            from ..inputs.skew import parse_pattern
+            return AllToAllV(pattern=parse_pattern(spec, len(members)), seed=cfg.seed)
         if not cfg.alltoallv:
             return self
         return AllToAllV([{k: np.asarray(cfg.alltoallv[w][k], dtype=np.int64) for k in KEYS}
@@ -66,7 +71,12 @@ class AllToAllV(Collective):
         return (nranks - 1) / nranks
 
     def _meta(self, per, nranks):
-        return self.meta if self.meta is not None else from_counts(distance_weighted(per, nranks))
+        if self.meta is not None:
+            return self.meta
+        if self.pattern is not None:
+            from ..inputs.skew import skewed_counts
+            return from_counts(skewed_counts(self.pattern, per * nranks, nranks, self.seed))
+        return from_counts(distance_weighted(per, nranks))
 
     def layout(self, size, itemsize, nranks):
         if self.meta is None:
@@ -75,6 +85,8 @@ class AllToAllV(Collective):
                 self._too_small(size, itemsize * nranks)
             meta = self._meta(per, nranks)
             send = recv = per * nranks  # nccl-tests' buffers: T elements
+            if self.pattern is not None:   # a hot rank receives more than T
+                recv = max(int(m["recv_counts"].sum()) for m in meta)
         else:
             meta, per = self.meta, None
             send, recv = _extent(meta, "send"), _extent(meta, "recv")
@@ -91,7 +103,8 @@ class AllToAllV(Collective):
 
     def golden(self, inputs, rank, nranks, op, root, dtype):
         meta = self._meta(len(inputs[0]) // nranks, nranks)
-        size = len(inputs[0]) if self.meta is None else _extent(meta, "recv")
+        size = len(inputs[0]) if self.meta is None and self.pattern is None \
+            else _extent(meta, "recv")
         out = np.zeros(size, dtype=inputs[0].dtype)
         me = meta[rank]
         for src in range(nranks):

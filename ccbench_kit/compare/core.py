@@ -44,7 +44,7 @@ def _check_pair(run, base):
     if not rd or not bd:
         notes.append(f"data type unknown on one side ({rd or '?'} vs {bd or '?'}): compared as is")
     ro, bo = str(ra.get("op", "none")), str(ba.get("op", "none"))
-    if ro != bo:
+    if ro != bo and ro and bo:          # "" = not recorded (NCCL Inspector)
         notes.append(f"reduction ops differ: {ro} vs {bo}")
     rn, bn = ra.get("nranks"), ba.get("nranks")
     if str(rn) != str(bn):
@@ -291,7 +291,9 @@ def compare_parts(run_parts, base_parts, **kw):
     """[(run name, baseline name, result)] for every collective both sides have.
 
     Pairs each run result set with the baseline's of the same collective
-    (preferring the same dtype and op).  Refuses (CompareError) when no pair
+    (preferring the same rank count, dtype and op).  A communicator of a
+    production job (NCCL Inspector) is compared only with a result set of
+    its rank count.  Refuses (CompareError) when no pair
     exists, naming what each side has.
     """
     out, refusals = [], []
@@ -303,8 +305,11 @@ def compare_parts(run_parts, base_parts, **kw):
 
         def rank(item):
             d = item[1].attrs
-            return (d.get("dtype") != rds.attrs.get("dtype"), d.get("op") != rds.attrs.get("op"))
+            return (str(d.get("nranks")) != str(rds.attrs.get("nranks")),
+                    d.get("dtype") != rds.attrs.get("dtype"), d.get("op") != rds.attrs.get("op"))
         bname, bds = sorted(same, key=rank)[0]
+        if _production(rds, bds) and str(bds.attrs.get("nranks")) != str(rds.attrs.get("nranks")):
+            continue      # a job's communicator against another rank count says nothing
         try:
             out.append((rname, bname, compare(rds, bds, **kw)))
         except CompareError as e:
@@ -317,6 +322,10 @@ def compare_parts(run_parts, base_parts, **kw):
         raise CompareError(f"nothing to compare: the run has {have(run_parts)}, the baseline "
                            f"{have(base_parts)} (comparisons need the same collective and dtype)")
     return out
+
+
+def _production(*datasets):
+    return any(d.attrs.get("comm_id") for d in datasets)
 
 
 def below(result, min_ratio):

@@ -57,8 +57,13 @@ class CCBAccessor:
         """Reported time (µs), dims (algorithm, placement, size).
 
         The max over ranks of each iteration (by default), then `stat`
-        (avg, min, max, std, median, pNN) over iterations.
+        (avg, min, max, std, median, pNN) over iterations.  With a
+        `rank_stat` of nccl-tests' -a (``rank0``, ``ranks-avg``,
+        ``ranks-min``, ``ranks-max``) the order turns: `stat` over each
+        rank's iterations, then rank 0's value or the mean, min or max.
         """
+        if rank_stat in _stats.AVERAGES.values():    # nccl-tests -a: ranks last
+            return _stats.per_rank_first(self._ds["latency"], stat, rank_stat)
         return _stats.over_iterations(self.iteration_time(rank_stat), stat)
 
     def algbw(self, stat="avg", rank_stat="max"):

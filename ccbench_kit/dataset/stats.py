@@ -9,6 +9,12 @@ import re
 from ..errors import ConfigError
 
 RANK_STATS = ("max", "min", "mean")
+# nccl-tests' -a (--average): each rank's time over the iterations first, then
+# rank 0's, or the mean, min or max of those across ranks (common.cu, Allreduce
+# of deltaSec with average 0/1/2/3)
+AVERAGES = {"0": "rank0", "1": "ranks-avg", "2": "ranks-min", "3": "ranks-max"}
+_AVERAGE_NAMES = {"rank0": "rank0", "avg": "ranks-avg", "mean": "ranks-avg",
+                  "min": "ranks-min", "max": "ranks-max"}
 _PCT = re.compile(r"^p(\d+(?:\.\d+)?)$")
 
 
@@ -48,6 +54,35 @@ def over_iterations(da, stat, dim="iteration"):
         return da.std(dim)
     q = 50.0 if s == "median" else float(s[1:])
     return da.quantile(q / 100.0, dim=dim).drop_vars("quantile")
+
+
+def check_average(value, flag="-a/--average"):
+    """nccl-tests' -a value (0-3, or rank0/avg/min/max) as a rank statistic."""
+    v = str(value).strip().lower()
+    if v in AVERAGES:
+        return AVERAGES[v]
+    if v in _AVERAGE_NAMES:
+        return _AVERAGE_NAMES[v]
+    if v in AVERAGES.values():
+        return v
+    raise ConfigError(f"unknown rank reduction {value!r}; use 0 (rank0), 1 (avg), 2 (min) "
+                      "or 3 (max), as nccl-tests' -a", flag)
+
+
+def per_rank_first(latency, stat, how):
+    """`stat` over each rank's iterations, then `how` (an AVERAGES value) across ranks."""
+    per = over_iterations(latency, stat)
+    if how == "rank0":
+        return per.sel(rank=0) if 0 in per["rank"].values else per.isel(rank=0)
+    return getattr(per, {"ranks-avg": "mean", "ranks-min": "min", "ranks-max": "max"}[how])("rank")
+
+
+def describe(stat, rank_stat):
+    """How a time was reduced, for tables and plots."""
+    if rank_stat in AVERAGES.values():
+        across = "rank 0's" if rank_stat == "rank0" else f"the {rank_stat[6:]} over ranks of each rank's"
+        return f"{across} {stat} over iterations (nccl-tests -a)"
+    return f"{stat} over iterations of the {rank_stat} over ranks"
 
 
 def over_ranks(da, how="max", dim="rank"):

@@ -11,6 +11,10 @@ nccom-test         ``nccom.read_text`` (table),    ``nccom.write_json``
                    ``nccom.read_json``             (``--report-to-json-file``)
 AllgatherP bench   ``allgatherp.read_text``        --
 CSV                --                              ``csv.write`` (``ccbench export``)
+NCCL Inspector     ``nccl_inspector.read_json``    --
+                   (per-rank dumps of a job)
+NCCL tuner         --                              ``nccl_tuner.write_csv``
+example                                            (``export --nccl-tuner-csv``)
 =================  ==============================  ===============================
 
 ``common`` holds what every reader shares: the `Source` text and its printed

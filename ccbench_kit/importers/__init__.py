@@ -22,7 +22,7 @@ from ..formats.common.source import Hints, Source
 from . import registry
 
 __all__ = ["Hints", "ImporterError", "ReportedMismatchWarning", "detect", "load", "open_any",
-           "read", "read_text", "unique_names"]
+           "read", "read_all", "read_text", "unique_names"]
 
 _HDF5 = b"\x89HDF\r\n\x1a\n"
 
@@ -64,6 +64,8 @@ def unique_names(datasets):
     for ds in datasets:
         a = ds.attrs
         name = a.get("collective") or "results"
+        if a.get("comm_id"):            # one communicator of a production job
+            name = f"{name}-{a['comm_id']}"
         if name in out:
             name = "-".join(str(x) for x in (name, a.get("dtype"), a.get("op"))
                             if x not in ("", None, "none"))
@@ -74,6 +76,50 @@ def unique_names(datasets):
             name, k = f"{base}-{k}", k + 1
         out[name] = ds
     return out
+
+
+def _inspector_files(folder):
+    """The Inspector's ``<host>-pid<pid>.log`` files (or ``.jsonl``) in `folder`."""
+    names = sorted(n for n in os.listdir(folder) if n.endswith((".log", ".jsonl")))
+    if not names:
+        raise ImporterError(folder, None, "NCCL Inspector files (*.log, *.jsonl) or NCCL "
+                            "microbenchmark recipe logs (N_M_LOG_*_iterK.txt) in the folder")
+    return [os.path.join(folder, n) for n in names]
+
+
+def read_all(paths, *, collective=None, nranks=None, partial=False):
+    """[Dataset] of every result set in `paths` (files or Inspector folders).
+
+    NCCL Inspector files are read together, since each holds the ranks of one
+    process and a communicator spans several; every other file on its own.
+    """
+    from ..formats.nccl_inspector import read_json as nccl_inspector
+
+    hints = _hints(collective, nranks, partial)
+    datasets, inspector = [], []
+    for path in paths:
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            from .recipe_dir import find_logs, open_dir
+            if find_logs(path):         # NVIDIA's NCCL microbenchmark recipe
+                datasets += list(open_dir(path, lambda p: read(
+                    p, collective=collective, nranks=nranks, partial=partial)).values())
+                continue
+            inspector += [Source.from_file(p) for p in _inspector_files(path)]
+            continue
+        if not os.path.exists(path):
+            raise ImporterError(path, None, "an existing file")
+        if is_netcdf(path):
+            datasets += list(open_any(path).values())
+            continue
+        src = Source.from_file(path)
+        if src.text.strip() and registry.detect(src) is nccl_inspector:
+            inspector.append(src)
+        else:
+            datasets += parse_source(src, hints)
+    if inspector:
+        datasets += nccl_inspector.parse_many(inspector, hints)
+    return datasets
 
 
 def read(path, *, collective=None, nranks=None, partial=False):
@@ -108,6 +154,8 @@ def is_netcdf(path):
 def open_any(path, **hints):
     """{name: Dataset} of a ccbench results file or any importable baseline."""
     path = os.fspath(path)
+    if os.path.isdir(path):             # an NCCL Inspector dump folder
+        return unique_names(read_all([path], **hints))
     if not os.path.exists(path):
         raise ImporterError(path, None, "an existing file")
     if is_netcdf(path):

@@ -23,7 +23,17 @@ SWEEP_DIR = re.compile(r"_sweep_N(\d+)$")
 
 
 def log_files(directory):
-    """{name: path} of the recipe's result logs under `directory`, in order."""
+    """{name: path} of the recipe's result logs under `directory`, in order;
+    ConfigError when there are none."""
+    found = find_logs(directory)
+    if not found:
+        raise ConfigError(f"{directory}: no NCCL microbenchmark recipe logs "
+                          "(N_M_LOG_<collective>_env<E>_args<A>_job<J>_iter<I>.txt) in it", "DIR")
+    return found
+
+
+def find_logs(directory):
+    """{name: path} of the recipe's result logs under `directory` ({} when none)."""
     found = {}
     for root, dirs, files in os.walk(directory):
         dirs.sort()
@@ -34,19 +44,15 @@ def log_files(directory):
             if LOG_NAME.match(name):
                 key = name[:-4] if not m else f"N{m.group(1)}/{name[:-4]}"
                 found[key] = os.path.join(root, name)
-    if not found:
-        raise ConfigError(f"{directory}: no NCCL microbenchmark recipe logs "
-                          "(N_M_LOG_<collective>_env<E>_args<A>_job<J>_iter<I>.txt) in it", "DIR")
     return found
 
 
-def open_dir(directory, **hints):
-    """{name: Dataset} of every recipe log under `directory`."""
-    from . import open_any
-
+def open_dir(directory, read):
+    """{name: Dataset} of every recipe log under `directory`; `read(path)`
+    gives a file's {name: Dataset} (``importers.read``)."""
     parts = {}
     for key, path in log_files(directory).items():
-        for sub, ds in open_any(path, **hints).items():
+        for ds in read(path).values():
             ds.attrs["recipe_log"] = os.path.relpath(path, directory)
             parts[key] = ds
     return parts

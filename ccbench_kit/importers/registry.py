@@ -8,7 +8,7 @@ file never reaches a text reader.
 """
 import importlib
 
-MODULES = ("nccl_tests.read_json", "nccom.read_json", "nccl_tests.read_text", "nccom.read_text",
+MODULES = ("nccl_inspector.read_json", "nccl_tests.read_json", "nccom.read_json", "nccl_tests.read_text", "nccom.read_text",
            "allgatherp.read_text")
 _HEAD = 1 << 20   # sniff the first MiB: a log may start with pages of NCCL INFO
 

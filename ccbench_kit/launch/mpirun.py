@@ -1,4 +1,5 @@
-"""Start a run under Open MPI's mpirun on this machine and collect it."""
+"""Start a run under the kit's MPI launcher on this machine and collect it
+(Open MPI's mpirun or Hydra's mpiexec: `mpi_impl`)."""
 import functools
 import os
 import shutil
@@ -24,17 +25,20 @@ def usable_cores():
 
 def mpirun_command(nranks, argv, hosts=None, mca=None, hostfile=None, ranks_per_node=None,
                    export=()):
-    """The mpirun command line for `nranks` ranks running `argv`.
+    """The launcher command line for `nranks` ranks running `argv`: Open
+    MPI's mpirun, or Hydra's mpiexec when the kit runs an MPICH-family MPI.
 
     With `hostfile`, `ranks_per_node` ranks run on each of its hosts in file
     order (``--map-by ppr:K:node``; a host without ``slots=`` counts its
     cores, so Open MPI itself sees oversubscription).  `export` names
     environment variables to pass to ranks on other hosts (``-x``).
     """
-    mpirun = shutil.which("mpirun")
-    if mpirun is None:
-        raise RunError("mpirun not found: install Open MPI (apt-get install openmpi-bin "
-                       "libopenmpi-dev) or run `make setup`")
+    from . import mpi_impl
+    fam = mpi_impl.family()
+    mpirun = mpi_impl.launcher_path(fam)
+    if fam == mpi_impl.MPICH:
+        return mpi_impl.hydra_command(mpirun, nranks, argv, hosts=hosts, hostfile=hostfile,
+                                      ranks_per_node=ranks_per_node, export=export, mca=mca)
     cmd = [mpirun, "-np", str(nranks)]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")

@@ -1,6 +1,8 @@
 """nccl-tests' table layout, with an algorithm column, from a Dataset."""
 import math
 
+from ...dataset.stats import describe
+
 
 def _num(v, width=7):
     if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -52,5 +54,5 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
             line += f" {('N/A' if wrong < 0 else str(wrong)):>{widths[-1]}}"
         lines.append(line)
     lines.append(f"# Avg bus bandwidth    : {ds.ccb.avg_busbw(stats[0], rank_stat):.6g} "
-                 f"(GB/s; time = {stats[0]} over iterations of the {rank_stat} over ranks)")
+                 f"(GB/s; time = {describe(stats[0], rank_stat)})")
     return lines

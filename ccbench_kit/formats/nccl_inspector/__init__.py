@@ -1,0 +1,1 @@
+"""NCCL Inspector (NVIDIA/nccl plugins/profiler/inspector): its JSON dumps, read."""

@@ -1,0 +1,2 @@
+"""NCCL's tuner example (NVIDIA/nccl plugins/tuner/example): the performance CSV its
+optimize_config.py reads, written."""

@@ -1,0 +1,130 @@
+"""``--until-stable TARGET``: repeat a size until its time is known well enough.
+
+After a sweep, each size's 95 % confidence interval of the mean iteration
+time (iteration time = the max over ranks; percentile bootstrap of the
+iterations, seeded) is compared with the target, a relative half-width
+(0.05 = the mean ± 5 %).  Sizes still wider run again, with the same
+iterations per round, until they are narrow enough or have `cap` iterations;
+every round's iterations are kept, one after another along `iteration`
+(NaN past a size's last).  Attr ``until_stable`` (JSON) says the target, the
+cap, and per size the iterations, the half-width reached and whether it met
+the target.  Each round is a run of its own.
+"""
+import json
+
+import numpy as np
+
+from ..dataset import save
+from ..errors import ConfigError
+
+CONFIDENCE = 0.95
+N_BOOT = 1000
+
+
+def check_target(target, cap, iters):
+    """(target, cap) validated; cap defaults to 10 rounds of `iters`."""
+    try:
+        target = float(target)
+    except (TypeError, ValueError):
+        raise ConfigError(f"expected a relative half-width such as 0.05, got {target!r}",
+                          "--until-stable") from None
+    if not 0 < target < 1e6:
+        raise ConfigError(f"must be > 0 (a relative half-width such as 0.05), got {target:g}",
+                          "--until-stable")
+    cap = 10 * iters if cap is None else int(cap)
+    if cap < iters:
+        raise ConfigError(f"must be at least the iterations of one round (-n {iters}), got {cap}",
+                          "--stable-cap")
+    return target, cap
+
+
+def half_width(times, seed=0):
+    """Relative half-width of the bootstrap CI of the mean of `times` (NaN dropped)."""
+    t = np.asarray(times, dtype=float)
+    t = t[np.isfinite(t)]
+    if len(t) < 2 or t.mean() <= 0:
+        return float("inf")
+    rng = np.random.default_rng(seed)
+    means = t[rng.integers(0, len(t), size=(N_BOOT, len(t)))].mean(axis=1)
+    lo, hi = np.percentile(means, [50 * (1 - CONFIDENCE), 100 - 50 * (1 - CONFIDENCE)])
+    return float((hi - lo) / 2 / t.mean())
+
+
+def widths(ds):
+    """{size: the widest half-width over the size's algorithms and placements}."""
+    it = ds.ccb.iteration_time("max")
+    out = {}
+    for size in ds["size"].values:
+        sel = it.sel(size=size)
+        rows = sel.transpose("algorithm", "placement", "iteration").values.reshape(
+            -1, sel.sizes["iteration"])
+        ws = [half_width(r) for r in rows if np.isfinite(r).any()]
+        out[int(size)] = max(ws) if ws else float("inf")
+    return out
+
+
+def run_until_stable(run_sizes, sizes, target, cap, iters, out):
+    """Run `run_sizes(sizes, out)` ({name: Dataset}) in rounds; {name: Dataset}."""
+    first = run_sizes(sizes, f"{out}.round0.part")
+    if first is None:
+        return None
+    first = {k: v.load() for k, v in first.items()}
+    collected = {k: [ds] for k, ds in first.items()}
+    rounds = 1
+    while True:
+        merged = {k: _merge(v) for k, v in collected.items()}
+        w = {k: widths(ds) for k, ds in merged.items()}
+        n = {k: _iterations(ds) for k, ds in merged.items()}
+        again = sorted({s for k in merged for s, x in w[k].items()
+                        if x > target and n[k][s] + iters <= cap})
+        if not again:
+            break
+        more = run_sizes(again, f"{out}.round{rounds}.part")
+        for k, ds in more.items():
+            collected[k].append(ds.load())
+        rounds += 1
+    for k, ds in merged.items():
+        ds.attrs["until_stable"] = json.dumps({
+            "target": target, "confidence": CONFIDENCE, "cap": cap, "rounds": rounds,
+            "iterations": {str(s): n[k][s] for s in n[k]},
+            "half_width": {str(s): round(x, 6) for s, x in w[k].items()},
+            "stable": {str(s): bool(x <= target) for s, x in w[k].items()}})
+        ds.attrs["iters"] = int(ds.sizes["iteration"])
+    save(merged, out)
+    import glob
+    import os
+    for part in glob.glob(f"{glob.escape(str(out))}.round*.part"):
+        os.unlink(part)
+    return merged
+
+
+def _iterations(ds):
+    it = ds.ccb.iteration_time("max")
+    n = np.isfinite(it).any(dim=["algorithm", "placement"]).sum("iteration")
+    return {int(s): int(n.sel(size=s)) for s in ds["size"].values}
+
+
+def _merge(rounds):
+    """Round 1's Dataset with later rounds' iterations appended per size."""
+    base = rounds[0]
+    if len(rounds) == 1:
+        return base.copy()
+    extra = {int(s): 0 for s in base["size"].values}
+    for ds in rounds[1:]:
+        for s in ds["size"].values:
+            extra[int(s)] += ds.sizes["iteration"]
+    total = base.sizes["iteration"] + max(extra.values())
+    out = base.reindex(iteration=np.arange(total))
+    filled = {int(s): base.sizes["iteration"] for s in base["size"].values}
+    for ds in rounds[1:]:
+        k = ds.sizes["iteration"]
+        for s in ds["size"].values:
+            at = filled[int(s)]
+            for var in ("latency", "start"):
+                if var in ds and var in out:
+                    out[var].loc[dict(size=s, iteration=slice(at, at + k - 1))] = \
+                        ds[var].sel(size=s).values
+            out["wrong"].loc[dict(size=s)] = np.maximum(out["wrong"].sel(size=s).values,
+                                                        ds["wrong"].sel(size=s).values)
+            filled[int(s)] += k
+    return out

@@ -1,0 +1,221 @@
+"""nccl-tests' and IMB's flags, with their meaning: each test runs the kit
+and checks the printed table or the Dataset against the same Dataset by hand.
+
+nccl-tests 2.19.6 (src/common.cu): -a reduces each rank's mean time over the
+iterations across ranks (0 rank 0, 1 avg, 2 min, 3 max); -N repeats the
+whole sweep; -u offsets send and receive buffers by N elements.  IMB:
+-msglen FILE (one length per line, K/M suffixes, # comments).
+"""
+import numpy as np
+import pytest
+
+from ccbench_kit import load
+
+
+def _table(stdout, after=None):
+    """{(size, algorithm): [numbers of the row]} of a printed table (the one
+    after the line `after`, when given)."""
+    rows = {}
+    lines = stdout.splitlines()
+    if after is not None:
+        lines = lines[lines.index(after) + 1:]
+        end = next((i for i, ln in enumerate(lines) if ln.startswith("# cycle ")
+                    or ln.startswith("# all ")), len(lines))
+        lines = lines[:end]
+    for line in lines:
+        words = line.split()
+        if words and words[0].isdigit() and len(words) > 6:
+            rows[(int(words[0]), words[5])] = [float(w) if w != "N/A" else np.nan
+                                              for w in words[6:]]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def three_ranks(tmp_path_factory):
+    """One 3-rank run of sizes from an IMB lengths file, -a 2 in the table,
+    the sweep run twice (--cycles 2)."""
+    from conftest import run_cli
+    tmp = tmp_path_factory.mktemp("parity")
+    lengths = tmp / "lengths.txt"
+    lengths.write_text("# IMB -msglen file\n1024\n\n3 K\n96\n")
+    out = tmp / "r.nc"
+    proc = run_cli("run", "all_reduce", "-r", 3, "--msglen", lengths, "-n", 6, "-w", 1,
+                   "--placement", "out_of_place", "-a", 2, "--cycles", 2, "--non-interactive",
+                   "--out", out, timeout=300, check=True)
+    return out, proc.stdout
+
+
+def test_msglen_file_gives_those_sizes_in_that_order(three_ranks):
+    out, _ = three_ranks
+    ds = load(out)
+    assert list(ds["size"].values) == [1024, 3072, 96]
+    assert ds.sizes["rank"] == 3 and ds.sizes["iteration"] == 12
+
+
+def test_cycles_keep_every_cycles_iterations_and_print_each(three_ranks):
+    out, stdout = three_ranks
+    ds = load(out)
+    assert ds["cycle"].values.tolist() == [0] * 6 + [1] * 6
+    assert ds.attrs["cycles"] == 2 and ds.attrs["complete"] == "true"
+    assert not list(out.parent.glob("*.part"))
+    lat = ds["latency"].sel(algorithm="mpi", placement="out_of_place")
+    for c, title in ((0, "# cycle 1 of 2"), (1, "# cycle 2 of 2")):
+        rows = _table(stdout, title)
+        want = lat.isel(iteration=slice(6 * c, 6 * c + 6)).mean("iteration").min("rank")
+        for size in (1024, 3072, 96):
+            assert rows[(size, "mpi")][0] == pytest.approx(float(want.sel(size=size)), abs=0.0051)
+    # the two cycles are separate measurements: their times differ
+    assert (lat.isel(iteration=slice(0, 6)).values != lat.isel(iteration=slice(6, 12)).values).any()
+
+
+def test_average_min_is_min_over_ranks_of_each_ranks_mean(three_ranks, cli):
+    out, stdout = three_ranks
+    ds = load(out)
+    want = ds["latency"].mean("iteration").min("rank").sel(algorithm="mpi",
+                                                           placement="out_of_place")
+    rows = _table(stdout, "# all 2 cycles")
+    for size in (1024, 3072, 96):
+        assert rows[(size, "mpi")][0] == pytest.approx(float(want.sel(size=size)), abs=0.0051)
+    assert "the min over ranks of each rank's avg over iterations (nccl-tests -a)" in stdout
+    # the file keeps every rank; show -a 3 / -a 0 of the same file
+    for flag, reduce in (("3", lambda x: x.max("rank")), ("0", lambda x: x.sel(rank=0))):
+        shown = _table(cli("show", out, "-a", flag, check=True).stdout)
+        per = reduce(ds["latency"].mean("iteration")).sel(algorithm="mpi",
+                                                          placement="out_of_place")
+        for size in (1024, 3072, 96):
+            assert shown[(size, "mpi")][0] == pytest.approx(float(per.sel(size=size)), abs=0.0051)
+    # rank 0's time is not the max's: the reduction is really applied
+    assert (ds["latency"].mean("iteration").max("rank") >
+            ds["latency"].mean("iteration").min("rank")).all()
+
+
+def test_flag_errors_are_one_line(capsys, tmp_path):
+    from ccbench_kit.cli import main
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1024\nlots\n")
+    cases = [(("-a", "5"), "-a/--average: unknown rank reduction '5'"),
+             (("--msglen", str(bad)), f"--msglen: {bad}:2: expected a message length"),
+             (("--sizes", "8,1K,8"), "--sizes: size 8 B is given twice"),
+             (("--sizes", "8", "-e", "1M"), "--sizes: replaces -b/-e/-f/-i"),
+             (("--cycles", "0"), "--cycles: must be at least 1, got 0"),
+             (("-u", "-1"), "-u/--unalign: must be a whole number of elements >= 0, got -1"),
+             (("--backend", "nccl", "--off-cache"),
+              "--backend: the nccl backend has no option 'off_cache'"),
+             (("--off-cache", "big"), "--off-cache: expected the last-level cache size in MB"),
+             (("--alltoallv-pattern", "zipf:1"), "--alltoallv-pattern: is for alltoallv"),
+             (("-r", "4", "--alltoallv-pattern", "hot:4"), "--alltoallv-pattern: hot rank 4 is not one of the ranks 0..3"),
+             (("--alltoallv-pattern", "zipf:x"), "--alltoallv-pattern: unknown pattern 'zipf:x'")]
+    for args, message in cases:
+        coll = "alltoallv" if any(str(a).startswith(("hot", "zipf:x")) for a in args) \
+            else "all_reduce"
+        assert main(["run", coll, *args]) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"ccbench: error: {message}"), err
+        assert len(err.splitlines()) == 1
+
+
+def test_skewed_alltoallv_generators():
+    from ccbench_kit.inputs.skew import parse_pattern, skewed_counts
+    T, p = 1000, 5
+    for spec in ("uniform", "zipf:1.2", "hot:3", "hot:3:10"):
+        c = skewed_counts(parse_pattern(spec, p), T, p, seed=7)
+        assert c.shape == (p, p) and (c >= 0).all()
+        assert (c.sum(axis=1) == T).all()                       # every rank sends T
+        np.testing.assert_array_equal(c, skewed_counts(parse_pattern(spec, p), T, p, seed=7))
+    # hot:3 -> rank 3 gets p = 5 times each other rank's share: 5/9 of T
+    hot = skewed_counts(parse_pattern("hot:3", p), T, p, 0)
+    assert (hot[:, 3] == 556).all() and (hot[:, [0, 1, 2, 4]] == 111).all()
+    assert list(skewed_counts(parse_pattern("hot:3:10", p), 14, p, 0)[0]) == [1, 1, 1, 10, 1]
+    # zipf:S -> the k-th most popular rank gets T / k^S / H(S), the order drawn with the seed
+    z = skewed_counts(parse_pattern("zipf:1.2", p), T, p, seed=7)
+    order = np.random.default_rng(7).permutation(p)
+    share = 1 / (order + 1.0) ** 1.2
+    np.testing.assert_allclose(z[0], T * share / share.sum(), atol=1)
+    assert (z == z[0]).all()                                   # one popularity for every sender
+    assert not np.array_equal(z, skewed_counts(parse_pattern("zipf:1.2", p), T, p, seed=8))
+    # uniform: i.i.d. weights per pair, so rows differ
+    u = skewed_counts(parse_pattern("uniform", p), T, p, seed=7)
+    assert len({tuple(r) for r in u}) == p
+
+
+def test_skewed_alltoallv_runs_and_checks(cli, tmp_path):
+    import json
+    out = tmp_path / "a2av.nc"
+    cli("run", "alltoallv", "-r", 5, "--sizes", "1K,40K", "--alltoallv-pattern", "zipf:1.2",
+        "--seed", 7, "--check", "-n", 2, "-w", 1, "--non-interactive", "--out", out,
+        timeout=300, check=True)
+    ds = load(out)
+    assert int(ds["wrong"].sel(placement="out_of_place").max()) == 0
+    from ccbench_kit.inputs.skew import parse_pattern, skewed_counts
+    # size = the most any rank receives: the most popular rank's column
+    for requested, size in zip((1024, 40960), ds["size"].values):
+        T = requested // 4 // 5 * 5
+        c = skewed_counts(parse_pattern("zipf:1.2", 5), T, 5, 7)
+        assert int(size) == c.sum(axis=0).max() * 4 > requested
+    assert json.loads(ds.attrs["config"])["alltoallv_pattern"] == "zipf:1.2"
+
+
+def test_unalign_offsets_buffers_by_whole_elements():
+    from ccbench_kit.backends.mpi import MPIBackend
+    from ccbench_kit.dtypes import get_dtype
+    for u, dtype in ((0, "fp32"), (1, "fp32"), (3, "bf16"), (5, "fp64")):
+        dt = get_dtype(dtype)
+        buf = MPIBackend(None, MPIBackend.make_options(unalign=u)).alloc(10, dt)
+        assert len(buf) == 10
+        # nccl-tests: sendbuff += unalign * wordSize(type), from the allocation's start
+        assert buf.ctypes.data - buf.base.ctypes.data == u * dt.itemsize
+
+
+def test_off_cache_sets_span_twice_the_cache():
+    from ccbench_kit.backends.offcache import buffer_sets, last_level_cache_bytes, off_cache_bytes
+    assert off_cache_bytes("16") == 16 << 20 and off_cache_bytes("2.5,128") == int(2.5 * (1 << 20))
+    llc = last_level_cache_bytes()
+    if llc:   # this machine's, from sysfs
+        assert off_cache_bytes("auto") == llc
+    # IMB: ceil(2 x cache / message) positions, at most one per repetition
+    assert buffer_sets(16 << 20, 1 << 20, 1000) == 32
+    assert buffer_sets(16 << 20, 3 << 20, 1000) == 11
+    assert buffer_sets(16 << 20, 1 << 20, 25) == 25
+    assert buffer_sets(1 << 20, 64 << 20, 25) == 2
+
+
+def test_unaligned_off_cache_run_is_right(cli, tmp_path):
+    out = tmp_path / "u.nc"
+    cli("run", "all_reduce", "-r", 3, "--sizes", "4K,1M", "-u", 1, "--off-cache", 1, "--check",
+        "-n", 3, "-w", 1, "--non-interactive", "--out", out, timeout=300, check=True)
+    ds = load(out)
+    assert int(ds["wrong"].max()) == 0 and int(ds["wrong"].min()) == 0
+    import json
+    opts = json.loads(ds.attrs["config"])["backend_options"]
+    assert (opts["off_cache"], opts["unalign"]) == (1 << 20, 1)
+
+
+def test_until_stable_repeats_wide_sizes_up_to_the_cap(cli, tmp_path):
+    import json
+
+    from ccbench_kit.launch.stable import half_width
+    out = tmp_path / "st.nc"
+    # a target no 2-core machine meets: every size runs until the cap (2 rounds of 3)
+    cli("run", "all_reduce", "-r", 2, "--sizes", "1K,4K", "-n", 3, "-w", 1, "--until-stable",
+        "0.0001", "--stable-cap", 6, "--placement", "out_of_place", "--non-interactive",
+        "--out", out, timeout=400, check=True)
+    ds = load(out)
+    info = json.loads(ds.attrs["until_stable"])
+    assert info["rounds"] == 2 and info["cap"] == 6 and info["target"] == 0.0001
+    assert info["iterations"] == {"1024": 6, "4096": 6} and ds.sizes["iteration"] == 6
+    assert bool(ds["latency"].notnull().all())
+    it = ds.ccb.iteration_time("max").sel(algorithm="mpi", placement="out_of_place")
+    for s in (1024, 4096):
+        w = half_width(it.sel(size=s).values)
+        assert info["half_width"][str(s)] == pytest.approx(w, abs=1e-6)
+        assert info["stable"][str(s)] is False and w > 0.0001
+    assert not list(tmp_path.glob("*.part"))
+
+
+def test_half_width_is_the_bootstrap_ci_of_the_mean():
+    from ccbench_kit.launch.stable import half_width
+    t = np.array([10.0, 10.5, 9.5, 10.2, 9.8] * 8)
+    w = half_width(t)
+    # the CI of a mean of 40 values: about 1.96 sd / sqrt(40) / mean
+    assert w == pytest.approx(1.96 * t.std() / np.sqrt(len(t)) / t.mean(), rel=0.15)
+    assert half_width([5.0]) == float("inf") and half_width([7.0, 7.0, 7.0]) == 0.0
