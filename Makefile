@@ -86,8 +86,12 @@ kernel: $(VENV)/share/jupyter/kernels/ccbench/kernel.json
 $(VENV)/share/jupyter/kernels/ccbench/kernel.json: | $(VENV)/.deps
 	$(PY) -m ipykernel install --sys-prefix --name ccbench --display-name "Python (ccbench)" >/dev/null
 
+# Ranks: no more than this machine's cores (at least 2): more ranks than cores
+# share them, and the times would measure the scheduler, not the collective.
+DEMO_RANKS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; [ $$n -lt 2 ] && n=2; echo $$n)
+
 demo: setup
-	$(VENV)/bin/ccbench run all_reduce,all_gather -r 4 -b 8 -e 64M -f 2 \
+	$(VENV)/bin/ccbench run all_reduce,all_gather -r $(DEMO_RANKS) -b 8 -e 64M -f 2 \
 	  --algorithms ring,mpi --check --out results/demo.nc
 	$(VENV)/bin/ccbench report results/demo.nc -o reports/demo.html --title "ccbench demo"
 	@echo; echo "results: $(CURDIR)/results/demo.nc"; echo "report:  $(CURDIR)/reports/demo.html"

@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-from . import __version__, checks, collectives
+from . import __version__, checks, collectives, hostinfo
 from .backends import get_backend
 from .clock import estimate_offsets
 from .inputs.coalesced import combined, split_layout
@@ -65,7 +65,7 @@ class Sweep:
         self.world_rank, self.world_size = comm.Get_rank(), comm.Get_size()
         self.group, self.group_comm = split_groups(comm, cfg.inputs.groups)
         self.rank, self.nranks = self.group_comm.Get_rank(), self.group_comm.Get_size()
-        self.emit = emit or (lambda event: None)
+        self.emit = emit or _warn_only
         self.checkpoint = checkpoint
         self.reporter = reporter or RankReporter(None, comm.Get_rank())
         self.skipped_oversize = []
@@ -85,6 +85,10 @@ class Sweep:
         cfg, comm = self.cfg, self.comm
         from mpi4py import MPI
 
+        # cores per host and memcpy peak: measured now, kept in the Dataset's attrs
+        self._facts, crowded = hostinfo.run_facts(comm, cfg.backend.name)
+        if crowded and self.world_rank == 0:
+            self.emit({"event": "warning", "message": crowded})
         clock = estimate_offsets(comm)
         epoch = comm.bcast(MPI.Wtime() if self.world_rank == 0 else None)
         self._start_ref = epoch
@@ -122,7 +126,8 @@ class Sweep:
                     continue
                 lat_all, start_all = np.stack(lat_all, axis=2), np.stack(start_all, axis=2)
                 blocks.append((layout, lat_all, start_all, wrong_all))
-                self.emit({"event": "size", "index": k, "total": len(layouts),
+                self.emit({"event": "size", "collective": cfg.collective, "index": k,
+                           "total": len(layouts),
                            "size": layout.size, "busbw": self._busbw(layout, lat_all)})
                 last = k == len(layouts) - 1
                 self.reporter.phase("saving")
@@ -342,6 +347,7 @@ class Sweep:
         }
         if not complete:
             attrs["incomplete_reason"] = "run still in progress or interrupted"
+        attrs.update(getattr(self, "_facts", {}))
         if cfg.inputs.groups:
             attrs["groups"] = list(cfg.inputs.groups)
         if cfg.inputs.coalesced_ratio:
@@ -358,6 +364,12 @@ class Sweep:
             ranks=range(self.world_size), hosts=[h for h, _ in ranks_info],
             devices=[d for _, d in ranks_info], attrs=attrs,
             extra_coords=group_coords(cfg.inputs.groups, self.world_size))
+
+
+def _warn_only(event):
+    """Events nobody listens to: warnings still reach the user."""
+    if event.get("event") == "warning":
+        warnings.warn(event["message"], RuntimeWarning, stacklevel=2)
 
 
 def split_groups(comm, groups):

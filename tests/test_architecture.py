@@ -160,8 +160,8 @@ LAYERS = [
     {"compare", "importers", "formats", "output", "theory"},  # files in, files out, models
     {"collectives", "inputs"},                     # collectives' facts; their parsed inputs
     {"dataset"},                                   # the schema; imports nothing above it
-    {"errors", "units", "dtypes", "_files", "_optional", "mpi_env", "progress_board", "joborigin",
-     "_engine", "_nccl"},                          # foundations and the compiled engine
+    {"errors", "units", "dtypes", "_files", "_optional", "mpi_env", "progress_board",
+     "hostinfo", "joborigin", "_engine", "_nccl"},  # foundations and the compiled engine
 ]
 # Modules that are plugins of another library and so face upward on purpose:
 # they import what they serve lazily, inside the function that needs it.

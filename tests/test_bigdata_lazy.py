@@ -74,7 +74,7 @@ def test_summary_and_busbw_stream_over_chunks(saved):
     # latency, or the iteration times once the ranks are reduced away
     assert 0 < watch.largest <= max(one_block, reduced) < lazy["latency"].nbytes / 2
     ref = eager.ccb.summary(stats=("avg", "p50", "p99"))
-    cols = [c for c in ref.columns if isinstance(c, tuple)]
+    cols = [c for c in ref.columns if c[0] in ("out_of_place", "in_place")]
     np.testing.assert_allclose(table[cols].to_numpy(float), ref[cols].to_numpy(float),
                                rtol=1e-12)
     np.testing.assert_allclose(bus, eager.ccb.busbw("p90").values, rtol=1e-12)

@@ -91,7 +91,9 @@ def test_report_is_self_contained(report):
     assert "<title>Synthetic sweep</title>" in text
     assert "α (µs/step)" in text and "1/β (GB/s)" in text and "γ (ns/B)" in text
     assert "% of ib-hdr" in text and "sizes fitted (down-weighted)" in text
-    assert "Crossovers: <strong>recursive_doubling → mpi</strong> at ≈ " in text
+    assert ("Crossovers (decided by 95 % bootstrap intervals, the winner clearly ahead on both "
+            "sides): <strong>recursive_doubling → mpi</strong> at ≈ ") in text
+    assert "R² (log)" in text and 'id="verdict"' in text and 'id="contents"' in text
     assert "rank 2" in text and "Stragglers by start skew" in text
     assert "injected-parameters" not in text and "ctx = rn.prepare" not in text  # code hidden
 
@@ -107,3 +109,29 @@ def test_report_opens_offline_with_every_plot_loaded(report):
     assert heading.strip().startswith("Synthetic sweep")
     assert seen == {"console": [], "page": [], "remote": []}
     shutil.copy(report, ARTIFACTS / "report.html")
+
+
+def test_verdict_block_comes_first_and_shows(report):
+    """An element screenshot of the verdict: at the top of the page, visible,
+    with its text, and an image that is not blank."""
+    import io
+
+    from PIL import Image
+    with browser_page(1200, 900) as (page, seen):
+        page.goto(report.as_uri())
+        page.wait_for_load_state("load")
+        block = page.locator("section.ccb-verdict")
+        visible = block.is_visible()
+        box = block.bounding_box()
+        text = block.inner_text()
+        png = block.screenshot(path=str(ARTIFACTS / "verdict.png"))
+        first_h2 = page.locator("h2").first.inner_text()
+    assert visible and box["y"] < 250 and box["height"] > 150, box
+    assert first_h2.startswith("Verdict")
+    assert "Best busbw" in text and "% of the ib-hdr peak" in text and "What to distrust" in text
+    assert ("Stragglers by start skew: rank 2 on synthetic (ring 13/13, recursive_doubling 13/13, "
+            "mpi 13/13 sizes)") in text
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    assert img.size[0] > 800 and img.size[1] == pytest.approx(box["height"], abs=2)
+    assert len(img.getcolors(1 << 20)) > 50   # text and colours, not a blank box
+    assert seen == {"console": [], "page": [], "remote": []}

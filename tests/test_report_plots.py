@@ -44,10 +44,13 @@ def test_busbw_plot_draws_measurement_band_fit_peak_and_efficiency(ar):
 
 def test_winners_and_crossovers_name_the_switch(ar):
     # p = 5: recursive doubling 4α + 4nβ, ring 8α + 1.6nβ, mpi 40 µs + 1.6nβ:
-    # doubling wins small sizes, the ring from n = 4α / 2.4β on; mpi never
-    # beats the ring by more than the 5 % tolerance
+    # doubling wins small sizes, the ring from n = 4α / 2.4β on; at the
+    # largest sizes the ring and mpi are the same model: a tie, whichever
+    # median is higher by noise
     w = analysis.winners(ar)
-    assert w["winner"].iloc[0] == "recursive_doubling" and w["winner"].iloc[-1] == "ring"
+    assert w["winner"].iloc[0] == "recursive_doubling" and not w["tie"].iloc[0]
+    assert w["winner"].iloc[-1] in ("ring", "mpi") and w["tie"].iloc[-1]
+    assert w["runner_up"].iloc[-1] in ("ring", "mpi")
     (c,) = analysis.crossovers(ar)
     assert (c["from"], c["to"]) == ("recursive_doubling", "ring")
     assert c["size_lo"] < c["at"] < c["size_hi"]

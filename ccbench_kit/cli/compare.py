@@ -8,7 +8,8 @@ acceptance).  Inputs are ccbench .nc files or any importable baseline.
 import sys
 import warnings
 
-from ..compare import below, compare_parts, format_comparison, plot_comparison, to_frame
+from ..compare import (CompareWarning, below, compare_parts, format_comparison, plot_comparison,
+                       to_frame)
 from ..errors import ConfigError
 from ..importers import ReportedMismatchWarning, open_any
 from ..units import parse_size
@@ -72,7 +73,12 @@ def main(args):
         print(f"ccbench: warning: {w.message}", file=sys.stderr)
     results = []
     for path, parts in runs:
-        pairs = compare_parts(parts, base, run_label=path, baseline_label=args.baseline, **opts)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", CompareWarning)
+            pairs = compare_parts(parts, base, run_label=path, baseline_label=args.baseline, **opts)
+        for w in caught:
+            if issubclass(w.category, CompareWarning):
+                print(f"ccbench: warning: {path}: {w.message}", file=sys.stderr)
         results += [(path, rname, bname, res) for rname, bname, res in pairs]
         for name in sorted(set(parts) - {rname for rname, _, _ in pairs}):
             print(f"# note: {path} [{name}] has no counterpart in {args.baseline}; not compared")

@@ -131,7 +131,6 @@ def main(args):
     if args.average is not None:
         from ..dataset.stats import check_average
         rank_stat = check_average(args.average)
-    progress = None if args.non_interactive else _progress
     cfg_kw = dict(
         minbytes=args.minbytes, maxbytes=args.maxbytes, stepfactor=args.stepfactor,
         stepbytes=args.stepbytes, algorithms=args.algorithms, dtype=args.dtype, op=args.op,
@@ -152,6 +151,8 @@ def main(args):
     seed = cfgs[0].inputs.seed
     cfg_kw["seed"] = seed
     cfgs += [api.make_config(name, nranks, sizes, **cfg_kw) for name in names[1:]]
+    progress = None if args.non_interactive else \
+        Progress({c.collective: len(c.sweep.sizes) for c in cfgs})
     if cfgs[0].inputs.check == "random" and _prints():  # every rank runs rank 0's seed (api)
         print(f"# check: random, seed {seed}", file=sys.stderr)
     launch = {"progress": progress, **launch_options(args)}
@@ -240,7 +241,29 @@ def _groups_note(ds):
     return f", {len(g)} concurrent groups of {len(g[0])} (busbw per group)"
 
 
-def _progress(ev):
-    if ev.get("event") == "size":
-        print(f"  [{ev['index'] + 1}/{ev['total']}] {format_size(ev['size'])} done, "
-              f"best busbw {ev['busbw']:.3g} GB/s", file=sys.stderr, flush=True)
+class Progress:
+    """Progress lines counted over the whole run: ``[all_gather 7/24]``.
+
+    `planned` maps each collective, in run order, to its number of sizes;
+    a sweep that merges sizes (equal after rounding) reports its own
+    total, which replaces the plan.
+    """
+
+    def __init__(self, planned):
+        self.totals = dict(planned)
+        self.done = {name: 0 for name in self.totals}
+
+    def line(self, ev):
+        name = ev.get("collective") or next(iter(self.totals))
+        self.totals[name] = int(ev["total"])
+        self.done[name] = int(ev["index"]) + 1
+        names = list(self.totals)
+        before = sum(self.totals[n] for n in names[:names.index(name)]) if name in names else 0
+        return (f"  [{name} {before + self.done[name]}/{sum(self.totals.values())}] "
+                f"{format_size(ev['size'])} done, best busbw {ev['busbw']:.3g} GB/s")
+
+    def __call__(self, ev):
+        if ev.get("event") == "size":
+            print(self.line(ev), file=sys.stderr, flush=True)
+        elif ev.get("event") == "warning":
+            print(f"ccbench: warning: {ev.get('message')}", file=sys.stderr, flush=True)

@@ -5,9 +5,9 @@
 >>> plot_comparison(res, min_ratio=0.9)       # a matplotlib Figure
 >>> below(res, 0.9)                           # sizes failing an acceptance ratio
 """
-from .core import CompareError, below, compare, compare_parts
+from .core import CompareError, CompareWarning, below, compare, compare_parts
 from .plot import plot_comparison
 from .text import format_comparison, to_frame
 
-__all__ = ["CompareError", "below", "compare", "compare_parts", "format_comparison",
+__all__ = ["CompareError", "CompareWarning", "below", "compare", "compare_parts", "format_comparison",
            "plot_comparison", "to_frame"]

@@ -23,6 +23,22 @@ class CompareError(CCBenchError):
     """Two result sets that cannot be compared (different collectives or dtypes)."""
 
 
+class CompareWarning(UserWarning):
+    """Two result sets that can be compared, but measured different things:
+    other backends, other hardware, other rank counts."""
+
+
+def _hardware(ds):
+    """The device models of `ds` ("NVIDIA H200", "cpu"), without ordinals
+    and bus ids, as a sorted tuple; () when unknown (imported logs)."""
+    import re
+    if "device" not in ds.coords:
+        return ()
+    names = {re.sub(r"\s*\(.*?\)", "", re.sub(r"^cuda:\d+\s*", "", str(d))).strip()
+             for d in np.atleast_1d(ds["device"].values)}
+    return tuple(sorted(n for n in names if n))
+
+
 def _label(ds):
     a = ds.attrs
     src = a.get("source") or ""
@@ -49,6 +65,13 @@ def _check_pair(run, base):
     rn, bn = ra.get("nranks"), ba.get("nranks")
     if str(rn) != str(bn):
         notes.append(f"rank counts differ: {rn} vs {bn} (busbw normalises by the bus factor)")
+    rb, bb = str(ra.get("backend") or ""), str(ba.get("backend") or "")
+    if rb and bb and rb != bb:
+        notes.append(f"backends differ: {rb} ({ra.get('library', '')}) vs {bb} "
+                     f"({ba.get('library', '')})")
+    rh, bh = _hardware(run), _hardware(base)
+    if rh and bh and rh != bh:
+        notes.append(f"hardware differs: {', '.join(rh)} vs {', '.join(bh)}")
     return notes
 
 
@@ -155,6 +178,9 @@ def compare(run, baseline, *, stat="avg", rank_stat="max", algorithms=None, plac
     if not 0 < confidence < 1:
         raise ConfigError(f"confidence must be between 0 and 1, got {confidence}", "--confidence")
     notes = _check_pair(run, baseline)
+    for note in notes:
+        if note.startswith(("rank counts differ", "backends differ", "hardware differs")):
+            warnings.warn(f"{run.attrs.get('collective')}: {note}", CompareWarning, stacklevel=2)
     run_algs = [str(a) for a in run["algorithm"].values]
     base_algs = [str(a) for a in baseline["algorithm"].values]
     pairs = _pairs(run_algs, base_algs, algorithms)
@@ -197,6 +223,10 @@ def compare(run, baseline, *, stat="avg", rank_stat="max", algorithms=None, plac
     method = np.full((A, P, S), "", dtype=object)
     verdict = np.full((A, P, S), "n/a", dtype=object)
     gb = sizes.astype(float) / 1e3      # bytes/µs -> GB/s
+    # batch and graph timing store one average in every iteration slot: no spread to resample
+    timed_together = [side for side, d in (("run", run), ("baseline", baseline))
+                      if str(d.attrs.get("timing", "")) in ("batch", "graph")]
+    aggregated = bool(timed_together)
     for ai, (_, ra, ba) in enumerate(pairs):
         for pi, pl in enumerate(pls):
             R = np.asarray(it_r.sel(algorithm=ra, placement=pl).transpose("size", "iteration")
@@ -216,7 +246,7 @@ def compare(run, baseline, *, stat="avg", rank_stat="max", algorithms=None, plac
                 if not np.isfinite(ratio) or not len(a) or not len(b):
                     method[ai, pi, si] = "missing"
                     continue
-                if len(a) >= min_samples and len(b) >= min_samples:
+                if len(a) >= min_samples and len(b) >= min_samples and not aggregated:
                     boots = _bootstrap(a, b, stat, n_boot, rng) * (fr / fb)
                     lo, hi = np.nanpercentile(boots, [100 * alpha, 100 * (1 - alpha)])
                     out["ratio_lo"][ai, pi, si], out["ratio_hi"][ai, pi, si] = lo, hi
@@ -244,7 +274,10 @@ def compare(run, baseline, *, stat="avg", rank_stat="max", algorithms=None, plac
                 "baseline_algorithm": ("algorithm", [p[2] for p in pairs])})
     plain = method == "plain ratio"
     why = []
-    if plain.any():
+    if plain.any() and timed_together:
+        why = [" and the ".join(timed_together) + " timed iterations together (batch or graph "
+               "timing: every iteration slot holds one average)"]
+    elif plain.any():
         short = [side for side, n in (("run", n_run), ("baseline", n_base))
                  if (n[plain] < min_samples).any()]
         why = [" and the ".join(short) + f" ha{'ve' if len(short) > 1 else 's'} fewer than "

@@ -22,6 +22,15 @@ class CCBAccessor:
 
     # -- basics ---------------------------------------------------------
     @property
+    def attrs(self):
+        """The attrs as Python values (ints, bools, decoded JSON); the raw
+        netCDF strings stay in ``ds.attrs``."""
+        from .attrs import TypedAttrs
+        return TypedAttrs(self._ds.attrs)
+
+    meta = attrs
+
+    @property
     def collective(self):
         from ..collectives import get
         return get(self._ds.attrs["collective"])
@@ -84,7 +93,9 @@ class CCBAccessor:
     # -- tables -----------------------------------------------------------
     def summary(self, stats=("avg",), rank_stat="max"):
         """A table like nccl-tests': one row per (size, algorithm), column
-        groups per placement. Returns a pandas DataFrame.
+        groups per placement. Returns a pandas DataFrame with two column
+        levels, (placement, quantity): ``df["out_of_place", "busbw"]``;
+        the row keys are ``("size", "")`` etc., so ``df["size"]`` works.
 
         Bandwidths use the first statistic in `stats`.  On a lazily opened
         (dask) Dataset every statistic comes from one pass over the data.
@@ -101,10 +112,10 @@ class CCBAccessor:
         rows, counts = [], ds["count"].values
         for si, size in enumerate(ds["size"].values):
             for a in ds["algorithm"].values:
-                row = {"size": int(size), "count": int(counts[si]),
-                       "type": ds.attrs.get("dtype", ""),
-                       "redop": ds.attrs.get("op", "") or "none",
-                       "root": int(ds.attrs.get("root", -1)), "algorithm": str(a)}
+                row = {("size", ""): int(size), ("count", ""): int(counts[si]),
+                       ("type", ""): ds.attrs.get("dtype", ""),
+                       ("redop", ""): ds.attrs.get("op", "") or "none",
+                       ("root", ""): int(ds.attrs.get("root", -1)), ("algorithm", ""): str(a)}
                 for p in ds["placement"].values:
                     sel = dict(algorithm=a, placement=p, size=size)
                     for s in stats:
@@ -113,7 +124,11 @@ class CCBAccessor:
                     row[(p, "busbw")] = float(bus.sel(sel))
                     row[(p, "#wrong")] = int(wrong.sel(sel))
                 rows.append(row)
-        return pd.DataFrame(rows)
+        # two column levels: (placement, quantity), and ("size", "") for the
+        # row's keys, so that df["size"] and df["out_of_place", "busbw"] both work
+        columns = pd.MultiIndex.from_tuples(list(rows[0]) if rows else [],
+                                            names=["placement", "quantity"])
+        return pd.DataFrame([list(r.values()) for r in rows], columns=columns)
 
     def avg_busbw(self, stat="avg", rank_stat="max"):
         """Mean busbw over every row, as nccl-tests' "Avg bus bandwidth"."""

@@ -125,6 +125,17 @@ HISTORY = (
                 Added("topology", "attr", "NCCL runs: JSON, the GPUs' links"),
                 Added("fresh_buffers", "attr", "NCCL runs: buffers allocated anew per size"),
                 Added("nccl_ran_note", "attr", "NCCL runs: how nccl_ran was found"),
+                Added("ranks_per_host", "attr", "JSON {host: ranks placed there}; " + _RUN
+                      + "; absent in older files"),
+                Added("cpus_available", "attr", "JSON {host: CPUs in the union of its ranks' "
+                      "affinity masks}; absent: not measured"),
+                Added("oversubscribed", "attr", '"true" when a host had more ranks than '
+                      "cpus_available; absent: not checked"),
+                Added("load_average", "attr", "rank 0's host's 1-minute load average at the "
+                      "start; absent: not measured"),
+                Added("memcpy_gbps", "attr", "host-buffer runs: the memcpy rate (GB/s) the run "
+                      "measured, the cpu preset's peak; absent: peak not recorded"),
+                Added("memcpy_method", "attr", "how memcpy_gbps was measured"),
                 Added("launcher", "attr", '"dask-mpi" for runs on a Dask-MPI cluster; absent: '
                       "mpirun or in-process"),
                 Added("suite", "attr", "suite runs: the suite's name"),

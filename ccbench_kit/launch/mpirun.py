@@ -195,6 +195,8 @@ class _Output:
                     sys.stdout.write(line)
             elif ev.get("event") == "error":
                 self.errors.append(ev)
+            elif ev.get("event") == "warning":  # shown even without a progress callback
+                print(f"ccbench: warning: {ev.get('message')}", file=sys.stderr, flush=True)
             elif self.on_event:
                 self.on_event(ev)
 

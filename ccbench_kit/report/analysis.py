@@ -12,87 +12,186 @@ def sized(ds):
     return ds
 
 
-def _busbw(ds, stat, rank_stat, placement):
+CONFIDENCE = 0.95
+N_BOOT = 1000
+MIN_ITERATIONS = 5      # fewer measured iterations give no meaningful interval
+SEED = 0                # the bootstrap's: two renders of one file give the same intervals
+AGGREGATED_TIMING = ("batch", "graph")
+
+
+def per_iteration_data(ds):
+    """Whether each iteration slot of `ds` holds its own measurement.
+
+    Batch and CUDA-graph timing time many iterations back to back and store
+    their average in every slot; imported aggregates hold one number.
+    Neither has a spread to take percentiles or an interval from.
+    """
+    if str(ds.attrs.get("timing", "")) in AGGREGATED_TIMING:
+        return False
+    return ds.sizes.get("iteration", 1) >= MIN_ITERATIONS
+
+
+def timing_note(ds):
+    """Why `ds` has no per-iteration data, or "" when it has."""
+    timing = str(ds.attrs.get("timing", ""))
+    if timing in AGGREGATED_TIMING:
+        return (f"Timing `{timing}`: the iterations ran back to back and were timed together, "
+                "so every iteration slot holds their average. Per-iteration data doesn't exist "
+                "for this run: there is no per-iteration trace, no percentiles and no "
+                "confidence interval; per-size times only.")
+    n = ds.sizes.get("iteration", 1)
+    if n < MIN_ITERATIONS:
+        return (f"{n} iteration{'s' if n != 1 else ''} per size (aggregated numbers): no "
+                "per-iteration trace, percentiles or confidence intervals.")
+    return ""
+
+
+def _stat_of(x, stat, axis=-1):
+    if stat in ("avg", "mean"):
+        return np.mean(x, axis=axis)
+    if stat in ("min", "max"):
+        return getattr(np, stat)(x, axis=axis)
+    return np.percentile(x, 50.0 if stat == "median" else float(stat[1:]), axis=axis)
+
+
+def robust_busbw(ds, stat="median", rank_stat="max", placement="out_of_place",
+                 confidence=CONFIDENCE, n_boot=N_BOOT, seed=SEED):
+    """busbw per (algorithm, size) with a bootstrap confidence interval.
+
+    Each iteration's time is the `rank_stat` (max) over ranks; busbw is
+    taken from `stat` (the median: one slow iteration does not move it)
+    over iterations.  The interval resamples the iterations `n_boot` times
+    (percentile method, seeded: reproducible).  Without per-iteration data
+    (`per_iteration_data`) lo and hi are NaN.
+
+    Returns
+    -------
+    dict
+        ``algorithms`` (list), ``sizes`` (bytes), ``busbw``, ``lo``, ``hi``
+        (GB/s, arrays (algorithm, size)), ``n`` (iterations used),
+        ``interval`` (bool: whether lo/hi exist).
+    """
     ds = sized(ds)
-    bw = ds.ccb.busbw(stat, rank_stat).sel(placement=placement).compute()
-    return [str(a) for a in bw["algorithm"].values], np.asarray(
-        bw.transpose("algorithm", "size").values, dtype=float)
-
-
-def _quartiles(ds, rank_stat, placement):
-    """p25 and p75 of the iteration times, each (algorithm, size)."""
-    it = sized(ds).ccb.iteration_time(rank_stat).sel(placement=placement)
+    it = ds.ccb.iteration_time(rank_stat).sel(placement=placement)
     v = np.asarray(it.transpose("algorithm", "size", "iteration").values, dtype=float)
-    with np.errstate(all="ignore"):
-        import warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            q25, q75 = np.nanpercentile(v, [25, 75], axis=-1)
-    return q25, q75
+    sizes = ds["size"].values.astype(float)
+    gb = sizes * ds.ccb.bus_factor / 1e3          # bytes·F / µs -> GB/s
+    A, S = v.shape[:2]
+    t = np.full((A, S), np.nan)
+    lo, hi = np.full((A, S), np.nan), np.full((A, S), np.nan)
+    n = np.zeros((A, S), dtype=int)
+    interval = per_iteration_data(ds)
+    rng = np.random.default_rng(seed)
+    q = 100 * (1 - confidence) / 2
+    for a in range(A):
+        for j in range(S):
+            x = v[a, j][np.isfinite(v[a, j]) & (v[a, j] > 0)]
+            n[a, j] = x.size
+            if not x.size:
+                continue
+            t[a, j] = _stat_of(x, stat)
+            if interval and x.size >= MIN_ITERATIONS:
+                boots = _stat_of(x[rng.integers(0, x.size, size=(n_boot, x.size))], stat, axis=1)
+                t_lo, t_hi = np.percentile(boots, [q, 100 - q])
+                lo[a, j], hi[a, j] = gb[j] / t_hi, gb[j] / t_lo
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bw = gb / t
+    return {"algorithms": [str(x) for x in it["algorithm"].values], "sizes": sizes,
+            "busbw": bw, "lo": lo, "hi": hi, "n": n, "interval": interval}
 
 
-def winners(ds, stat="avg", rank_stat="max", placement="out_of_place", tolerance=0.05):
-    """The best algorithm per size, as a DataFrame.
+def winners(ds, stat="median", rank_stat="max", placement="out_of_place", tolerance=0.05,
+            confidence=CONFIDENCE):
+    """The best algorithm per size, and whether it is really ahead.
 
-    A new algorithm takes over only when it is clearly better than the
-    current winner: its busbw higher by more than `tolerance`, and its
-    iteration times' interquartile range entirely below the current
-    winner's (so noise between near-equal algorithms, or one slow
-    iteration in an average, does not flicker).  Sizes where the winner is
-    not clearly ahead of the runner-up in that sense are marked ``tie``.
+    The best is the highest busbw by `stat` (the median over iterations of
+    the max over ranks).  It is ahead of the runner-up when their bootstrap
+    intervals (`robust_busbw`) do not overlap; without per-iteration data,
+    when it leads by more than `tolerance`.  Otherwise the size is a ``tie``.
 
-    Columns: size, winner, busbw (GB/s), runner_up, margin (winner / runner-up
-    − 1), tie.
+    Returns
+    -------
+    pandas.DataFrame
+        size, winner, busbw, lo, hi, runner_up, runner_busbw, margin
+        (winner / runner-up − 1), margin_lo, margin_hi (from the intervals:
+        the least and most the winner leads by), tie, decided_by.
     """
     import pandas as pd
-    ds = sized(ds)
-    names, bw = _busbw(ds, stat, rank_stat, placement)
-    q25, q75 = _quartiles(ds, rank_stat, placement)
-    sizes = ds["size"].values
-    rows, cur = [], None
+    r = robust_busbw(ds, stat, rank_stat, placement, confidence)
+    names, bw, lo, hi = r["algorithms"], r["busbw"], r["lo"], r["hi"]
     filled = np.where(np.isfinite(bw), bw, -np.inf)
-
-    def clearly(a, b, j):  # a clearly beats b at size j
-        return filled[a, j] > filled[b, j] * (1 + tolerance) and not q75[a, j] >= q25[b, j]
-
-    for j in range(sizes.size):
-        col = filled[:, j]
-        best = int(np.argmax(col))
-        if cur is None or not np.isfinite(col[cur]) or clearly(best, cur, j):
-            cur = best
-        others = np.delete(col, cur)
-        runner = int(np.argmax(others)) if others.size else None
-        runner_i = None if runner is None else (runner if runner < cur else runner + 1)
-        second = col[runner_i] if runner_i is not None else np.nan
-        margin = col[cur] / second - 1 if runner_i is not None and second > 0 else np.nan
-        rows.append({"size": int(sizes[j]), "winner": names[cur], "busbw": col[cur],
-                     "runner_up": names[runner_i] if runner_i is not None else "",
-                     "margin": margin,
-                     "tie": bool(runner_i is not None and not clearly(cur, runner_i, j))})
+    how = (f"{100 * confidence:.0f} % bootstrap intervals" if r["interval"]
+           else f"±{100 * tolerance:.0f} % (no per-iteration data)")
+    rows = []
+    for j, size in enumerate(r["sizes"]):
+        order = np.argsort(-filled[:, j], kind="stable")
+        best = int(order[0])
+        second = int(order[1]) if len(order) > 1 and np.isfinite(filled[order[1], j]) else None
+        row = {"size": int(size), "winner": names[best], "busbw": bw[best, j],
+               "lo": lo[best, j], "hi": hi[best, j], "runner_up": "",
+               "runner_busbw": np.nan, "margin": np.nan, "margin_lo": np.nan,
+               "margin_hi": np.nan, "tie": False, "decided_by": how}
+        if second is not None:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                row.update(runner_up=names[second], runner_busbw=bw[second, j],
+                           margin=bw[best, j] / bw[second, j] - 1,
+                           margin_lo=lo[best, j] / hi[second, j] - 1,
+                           margin_hi=hi[best, j] / lo[second, j] - 1)
+            if r["interval"] and np.isfinite(lo[best, j]) and np.isfinite(hi[second, j]):
+                row["tie"] = bool(lo[best, j] <= hi[second, j])
+            else:
+                row["tie"] = bool(not bw[best, j] > bw[second, j] * (1 + tolerance))
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def crossovers(ds, stat="avg", rank_stat="max", placement="out_of_place", tolerance=0.05):
-    """Where the winner changes: a list of dicts with ``from``, ``to``,
-    ``size_lo``, ``size_hi`` (the measured sizes either side) and ``at``
-    (bytes, where the two busbw curves cross, interpolated in log-log)."""
-    w = winners(ds, stat, rank_stat, placement, tolerance)
-    names, bw = _busbw(ds, stat, rank_stat, placement)
+def crossovers(ds, stat="median", rank_stat="max", placement="out_of_place", tolerance=0.05,
+               confidence=CONFIDENCE):
+    """Where the winner changes, counting only sizes where it is really
+    ahead (`winners`, ``tie`` False): a list of dicts with ``from``,
+    ``to``, ``size_lo``, ``size_hi`` (the decided sizes either side) and
+    ``at`` (bytes, where the two busbw curves cross, interpolated in
+    log-log between them)."""
+    return winner_changes(ds, stat, rank_stat, placement, tolerance, confidence)["crossovers"]
+
+
+def winner_changes(ds, stat="median", rank_stat="max", placement="out_of_place", tolerance=0.05,
+                   confidence=CONFIDENCE):
+    """Crossovers and the noise around them.
+
+    Returns
+    -------
+    dict
+        ``winners`` (`winners`' DataFrame), ``crossovers`` (as `crossovers`),
+        ``changes`` (how often the best-by-`stat` changes from one size to
+        the next), ``noisy`` (changes not backed by a crossover), ``ties``
+        (sizes where no algorithm is ahead).
+    """
+    w = winners(ds, stat, rank_stat, placement, tolerance, confidence)
+    r = robust_busbw(ds, stat, rank_stat, placement, confidence)
+    names, bw = r["algorithms"], r["busbw"]
+    decided = [j for j in range(len(w)) if not w["tie"].iloc[j]]
     out = []
-    for j in range(1, len(w)):
-        a, b = w["winner"][j - 1], w["winner"][j]
+    for i, j in zip(decided, decided[1:]):
+        a, b = w["winner"].iloc[i], w["winner"].iloc[j]
         if a == b:
             continue
-        s0, s1 = float(w["size"][j - 1]), float(w["size"][j])
         ia, ib = names.index(a), names.index(b)
-        r0, r1 = bw[ib, j - 1] / bw[ia, j - 1], bw[ib, j] / bw[ia, j]
-        at = np.sqrt(s0 * s1)
-        if r0 > 0 and r1 > 0 and np.log(r1) != np.log(r0):
-            f = -np.log(r0) / (np.log(r1) - np.log(r0))
-            if 0 <= f <= 1:
-                at = float(np.exp(np.log(s0) + f * (np.log(s1) - np.log(s0))))
-        out.append({"from": a, "to": b, "size_lo": int(s0), "size_hi": int(s1), "at": float(at)})
-    return out
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.log(bw[ib, i:j + 1] / bw[ia, i:j + 1])
+        sizes = r["sizes"][i:j + 1]
+        at = float(np.sqrt(sizes[0] * sizes[-1]))
+        for k in range(len(ratio) - 1):   # the first place where b overtakes a
+            r0, r1 = ratio[k], ratio[k + 1]
+            if np.isfinite(r0) and np.isfinite(r1) and r0 <= 0 < r1:
+                f = -r0 / (r1 - r0)
+                at = float(np.exp(np.log(sizes[k]) + f * (np.log(sizes[k + 1]) - np.log(sizes[k]))))
+                break
+        out.append({"from": a, "to": b, "size_lo": int(sizes[0]), "size_hi": int(sizes[-1]),
+                    "at": at})
+    changes = int(sum(w["winner"].iloc[j] != w["winner"].iloc[j - 1] for j in range(1, len(w))))
+    return {"winners": w, "crossovers": out, "changes": changes,
+            "noisy": max(0, changes - len(out)), "ties": int(w["tie"].sum())}
 
 
 def robust_z(values, axis=0):
@@ -166,8 +265,13 @@ def compare(ds, baseline, stat="avg", rank_stat="max", placement="out_of_place")
         return _plain_ratio(ds, baseline, stat, rank_stat, placement)
     pl = placement if placement in ds["placement"].values else str(ds["placement"].values[0])
     placements = [pl] if pl in baseline["placement"].values else None
-    res = _compare(ds, baseline, stat=stat, rank_stat=rank_stat, placements=placements)
+    import json
+    import warnings
+    with warnings.catch_warnings():  # the differences are in res.attrs["notes"], said by the report
+        warnings.simplefilter("ignore")
+        res = _compare(ds, baseline, stat=stat, rank_stat=rank_stat, placements=placements)
     level = float(res.attrs.get("confidence", 0.95))
+    notes = json.loads(res.attrs.get("notes") or "[]")
     out = {}
     for i, label in enumerate(str(a) for a in res["algorithm"].values):
         sel = res.isel(algorithm=i, placement=0)
@@ -178,7 +282,7 @@ def compare(ds, baseline, stat="avg", rank_stat="max", placement="out_of_place")
                       "hi": hi if np.isfinite(hi).any() else None,
                       "against": str(sel["baseline_algorithm"].values),
                       "ci_label": f"{100 * level:.0f} % bootstrap CI",
-                      "verdict": [str(v) for v in sel["verdict"].values]}
+                      "verdict": [str(v) for v in sel["verdict"].values], "notes": notes}
     return out
 
 
@@ -203,3 +307,253 @@ def _plain_ratio(ds, baseline, stat, rank_stat, placement):
             out[alg] = {"size": common.astype(float), "ratio": mine / theirs, "lo": None,
                         "hi": None, "against": against, "ci_label": "", "verdict": []}
     return out
+
+
+# -- how far to trust the fits and the verdict -----------------------------------
+
+def fit_models(ds, fits):
+    """Which α-β model to draw for each algorithm, and why.
+
+    Returns {algorithm: dict(kind, pieces, text)}: kind ``holds`` (pieces =
+    [the fit]), ``piecewise`` (two fits that hold on either side of the
+    size where the protocol changes) or ``none`` (pieces = [], text says
+    why: the quality figure that failed).
+    """
+    from ..theory import fit_piecewise
+    from ..units import format_size
+    out = {}
+    for alg, f in fits.items():
+        if f.holds:
+            out[alg] = {"kind": "holds", "pieces": [f], "text": f"holds ({f.quality})"}
+            continue
+        pieces = None
+        try:
+            pieces = fit_piecewise(ds, alg, stat=f.stat, placement=None)
+        except Exception:  # a fit that cannot be split is no fit
+            pieces = None
+        if pieces:
+            lo, hi = pieces
+            out[alg] = {"kind": "piecewise", "pieces": pieces, "text": (
+                f"one α-β line does not fit ({f.why_not}); two do, split at "
+                f"{format_size(lo.size_range[1])} | {format_size(hi.size_range[0])} "
+                f"(a protocol change): {lo.quality}; {hi.quality}")}
+        else:
+            out[alg] = {"kind": "none", "pieces": [], "text": f"no fit: {f.why_not}"}
+    return out
+
+
+def _fmt_bw(x):
+    return f"{x:.3g}"
+
+
+def _ci(lo, hi):
+    return f" (95 % CI {_fmt_bw(lo)}–{_fmt_bw(hi)})" if np.isfinite(lo) and np.isfinite(hi) else ""
+
+
+def distrust(ds):
+    """Markdown lines about what in `ds` itself makes its numbers suspect:
+    oversubscription, aggregated timing, an incomplete run, algorithms the
+    backend refused, too few iterations."""
+    from ..dataset.attrs import TypedAttrs
+    a = TypedAttrs(ds.attrs)
+    out = []
+    if a.get("oversubscribed") is True:
+        per = a.get("ranks_per_host") or {}
+        cpus = a.get("cpus_available") or {}
+        where = "; ".join(f"{per[h]} ranks on {cpus.get(h, '?')} CPUs" + (f" ({h})" if len(per) > 1 else "")
+                          for h in per if per[h] > cpus.get(h, per[h]))
+        out.append(f"**Oversubscribed**: {where}. Ranks took turns on the cores, so these times "
+                   "measure the scheduler as much as the collective; compare nothing with them.")
+    load, cpus = a.get("load_average"), a.get("cpus_available")
+    if isinstance(load, (int, float)) and isinstance(cpus, dict) and cpus:
+        n = min(cpus.values())
+        if load > n:
+            out.append(f"**Busy machine**: load average {load:g} on {n} CPUs when the run "
+                       "started; other work shared the cores, so the times"
+                       + (" and the memcpy peak" if a.get("memcpy_gbps") else "")
+                       + " include it.")
+    note = timing_note(ds)
+    if note:
+        out.append(note)
+    if a.get("complete") is False:
+        out.append(f"**Incomplete run** ({a.get('incomplete_reason') or 'interrupted'}): "
+                   "sizes it did not reach are missing.")
+    na = not_available(ds)
+    if na:
+        out.append("Not measured (the backend refused): " + "; ".join(
+            f"`{alg}`: {why}" for alg, why in na.items()) + ".")
+    return out
+
+
+def not_available(ds):
+    """{algorithm: reason} for algorithms the backend refused (attr
+    ``not_available``: {algorithm: {size: reason}}), reasons merged over sizes."""
+    from ..dataset.schema import attr_json
+    raw = attr_json(ds, "not_available", {}) or {}
+    out = {}
+    if not isinstance(raw, dict):
+        return out
+    for alg, by_size in sorted(raw.items()):
+        if isinstance(by_size, dict) and by_size:
+            reasons = sorted({str(v) for v in by_size.values()})
+            n = len(by_size)
+            out[str(alg)] = "; ".join(reasons) + f" ({n} size{'s' if n != 1 else ''})"
+        elif by_size:
+            out[str(alg)] = str(by_size)
+    return out
+
+
+def verdict(ds, preset=None, models=None, baseline=None, placement="out_of_place"):
+    """What a reader came for, as Markdown sentences backed by numbers.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        One collective.
+    preset : theory.Preset, optional
+        The peak to judge against (a memcpy preset without a recorded rate
+        says "peak not recorded").
+    models : dict, optional
+        `fit_models`' result: which fits hold.
+    baseline : xarray.Dataset, optional
+        Gives the ratio to the baseline with its interval.
+
+    Returns
+    -------
+    (findings, cautions) : two lists of Markdown strings
+        Deterministic: the intervals come from a seeded bootstrap.
+    """
+    from ..theory.presets import busbw_bound
+    from ..units import format_size
+    from .style import approx_size
+    ds = sized(ds)
+    placements = [str(p) for p in ds["placement"].values]
+    placement = placement if placement in placements else placements[0]
+    coll = str(ds.attrs.get("collective"))
+    p = ds.ccb.nranks
+    findings, cautions = [], list(distrust(ds))
+    r = robust_busbw(ds, "median", "max", placement)
+    bw = np.where(np.isfinite(r["busbw"]), r["busbw"], -np.inf)
+    if not np.isfinite(bw).any():
+        return [f"No {coll} size has a finite time."], cautions
+    a, j = np.unravel_index(int(np.argmax(bw)), bw.shape)
+    best, alg, size = float(bw[a, j]), r["algorithms"][a], int(r["sizes"][j])
+    how = ("median over iterations of the max over" if r["interval"]
+           else "one time per size, max over")
+    line = (f"Best busbw **{_fmt_bw(best)} GB/s**{_ci(r['lo'][a, j], r['hi'][a, j])} with "
+            f"`{alg}` at {format_size(size)} ({placement.replace('_', '-')}, {how} "
+            f"{ds.sizes.get('rank', p)} ranks)")
+    if preset is None:
+        line += "; no theory preset, so no efficiency."
+    elif not preset.has_peak:
+        line += f"; `{preset.name}` peak not recorded by this run, so no efficiency."
+    else:
+        line += (f" = **{100 * best / preset.peak_gbps:.0f} %** of the `{preset.name}` peak "
+                 f"{preset.peak_gbps:.4g} GB/s" + (f" ({preset.measured})" if preset.measured else "")
+                 + ".")
+    findings.append(line)
+    if preset is not None and preset.has_peak and best > preset.peak_gbps:
+        bound, why = busbw_bound(preset, coll, p)
+        nvls_off = str(_env(ds).get("NCCL_NVLS_ENABLE", "")) == "0"
+        if preset.switch_reduction and best <= bound * 1.02 and not nvls_off:
+            findings.append(f"busbw above the per-direction link rate ({preset.peak_gbps:.4g} GB/s) "
+                            f"is expected here: {why}.")
+        else:
+            cautions.append(f"busbw {_fmt_bw(best)} GB/s is above what `{preset.name}` allows "
+                            f"({bound:.4g} GB/s: {why}"
+                            + ("; NCCL_NVLS_ENABLE=0 in this run" if nvls_off else "")
+                            + "): check the preset, the timing or the bus factor.")
+    if len(r["algorithms"]) > 1:
+        ch = winner_changes(ds, "median", "max", placement)
+        cross = ch["crossovers"]
+        if cross:
+            backed = ("95 % intervals separate on both sides" if r["interval"]
+                      else "a lead over 5 % on both sides; no intervals without per-iteration data")
+            findings.append(f"Crossovers ({backed}): " + "; ".join(
+                f"`{c['from']}` → `{c['to']}` at ≈ {approx_size(c['at'])}" for c in cross) + ".")
+        else:
+            w = ch["winners"]
+            lead = w.loc[~w["tie"], "winner"].unique().tolist()
+            findings.append(("No crossover: " + (f"`{lead[0]}` is ahead wherever one is" if len(lead) == 1
+                             else "no algorithm is clearly ahead at any size")) + ".")
+        n = len(ch["winners"])
+        said = []
+        if ch["noisy"]:
+            said.append(f"the best algorithm by median changes {ch['changes']} times over {n} "
+                        f"sizes, {ch['noisy']} of them within the noise (not crossovers)")
+        if ch["ties"]:
+            said.append(f"{ch['ties']} of {n} sizes are ties ("
+                        + ("intervals overlap" if r["interval"] else "a lead under 5 %") + ")")
+        if cross and not r["interval"]:
+            said.append("crossovers decided without intervals (a lead over 5 % may still be noise)")
+        if said:
+            cautions.append("Noisy ranking: " + "; ".join(said) + ".")
+    if models:
+        good = [f"`{k}` ({m['pieces'][0].quality})" for k, m in models.items() if m["kind"] == "holds"]
+        piece = [f"`{k}`" for k, m in models.items() if m["kind"] == "piecewise"]
+        bad = [f"`{k}` ({m['text'][len('no fit: '):]})" for k, m in models.items() if m["kind"] == "none"]
+        parts = []
+        if good:
+            parts.append("α-β fits hold for " + ", ".join(good))
+        if piece:
+            parts.append("fit piecewise (a protocol change) for " + ", ".join(piece))
+        if parts:
+            findings.append("; ".join(parts) + ".")
+        if bad:
+            cautions.append("Poor fit, drawn as data only: " + "; ".join(bad) + ".")
+    findings.append(_straggler_sentence(ds, placement))
+    if baseline is not None:
+        said, notes = _baseline_sentences(ds, baseline, placement)
+        findings.extend(said)
+        cautions.extend(f"Against the baseline: {n}." for n in notes
+                        if n.startswith(("rank counts", "backends", "hardware")))
+    return findings, cautions
+
+
+def _env(ds):
+    from ..dataset.schema import attr_json
+    env = attr_json(ds, "env", {}) or {}
+    return env if isinstance(env, dict) else {}
+
+
+def _straggler_sentence(ds, placement):
+    if ds.sizes.get("rank", 1) < 3 or not (ds["rank"].values >= 0).all():
+        return (f"Stragglers: not judged ({ds.sizes.get('rank', 1)} rank"
+                f"{'s' if ds.sizes.get('rank', 1) != 1 else ''} of data; a robust z-score "
+                "needs 3 or more).")
+    by_rank = {}
+    for a in [str(x) for x in ds["algorithm"].values]:
+        for row in stragglers(ds, a, placement).itertuples():
+            key = f"rank {row.rank}" + (f" on {row.host}" if row.host else "")
+            by_rank.setdefault(key, []).append(f"`{a}` {row.flagged}/{ds.sizes['size']}")
+    found = [f"{who} ({', '.join(where)} sizes)" for who, where in by_rank.items()]
+    metric = "start skew" if "start" in ds else "median latency"
+    if not found:
+        return (f"No straggler: no rank's {metric} stands out (robust z > 3.5 at ≥ ¼ of the "
+                "sizes) in any algorithm.")
+    return f"Stragglers by {metric}: " + "; ".join(found) + "."
+
+
+def _baseline_sentences(ds, baseline, placement):
+    from ..units import format_size
+    try:
+        res = compare(ds, baseline, "median", "max", placement)
+    except Exception as e:  # different collectives, no common size: say so
+        return [f"Against the baseline: not comparable ({e})."], []
+    out, notes = [], []
+    for label, d in res.items():
+        notes = d.get("notes", [])
+        ok = np.isfinite(d["ratio"])
+        if not ok.any():
+            continue
+        k = int(np.flatnonzero(ok)[-1])
+        verdict = d["verdict"][k] if len(d["verdict"]) > k else ""
+        if d["lo"] is not None and np.isfinite(d["lo"][k]):
+            ci = f" (95 % CI {d['lo'][k]:.3f}–{d['hi'][k]:.3f}, {verdict})"
+        else:
+            ci = f" (plain ratio, no interval: a side has no per-iteration data; {verdict or 'n/a'})"
+        gm = float(np.exp(np.mean(np.log(d["ratio"][ok]))))
+        out.append(f"Against the baseline (`{label}` vs `{d['against']}`): busbw ratio "
+                   f"**{d['ratio'][k]:.3f}**{ci} at {format_size(int(d['size'][k]))}; geometric "
+                   f"mean over {int(ok.sum())} sizes {gm:.3f}.")
+    return out or ["Against the baseline: no size in common."], notes

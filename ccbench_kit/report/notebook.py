@@ -30,6 +30,7 @@ class ReportContext:
     baseline: dict = field(default_factory=dict)  # collective -> Dataset
     baseline_path: str = ""
     fits: dict = field(default_factory=dict)      # part name -> FitResult (filled lazily)
+    models: dict = field(default_factory=dict)    # part name -> analysis.fit_models (lazily)
 
     @property
     def stat(self):
@@ -180,21 +181,30 @@ def _html(text):
 
 
 def show_header(ctx):
-    """The title, what was run, and the statistics every number uses."""
-    lines = [f"# {ctx.title}", ""]
+    """The title, the verdict, the contents, what was run and the
+    statistics every number uses."""
+    from . import page
+    _md(f"# {ctx.title}")
+    show_verdict(ctx)
+    _html(page.toc([(name, _sections(ctx, name)) for name in ctx.parts]))
+    lines = []
     for name, ds in ctx.parts.items():
-        a = ds.attrs
+        a = ds.ccb.attrs
         lines.append(f"- **{name}**: {a.get('nranks')} ranks on {_hosts(ds)}, {a.get('dtype')}"
                      + (f", op {a.get('op')}" if a.get("op") else "")
-                     + f", backend {a.get('backend')} ({library_name(a)}), timing "
+                     + f", backend {a.get('backend')} ({library_name(ds.attrs)}), timing "
                      f"{a.get('timing')}, {a.get('warmup')} warm-up + {a.get('iters')} measured "
                      f"iterations, algorithms {', '.join(str(x) for x in ds['algorithm'].values)}"
                      + (f", check {a.get('check')}" if a.get("check") else "")
                      + (f", created {a.get('created')}" if a.get("created") else "")
-                     + ("" if a.get("complete", "true") == "true" else " — **incomplete run**"))
-    lines += ["", f"Time = **{ctx.stat}** over iterations of the **max over ranks** of each "
-              "iteration (the collective is done when its slowest rank is). GB = 10⁹ B. "
-              "busbw = algbw × the collective's bus factor (nccl-tests)."]
+                     + _cores(a)
+                     + ("" if a.get("complete", True) is not False else " — **incomplete run**"))
+    lines += ["", f"Plots and tables: time = **{ctx.stat}** over iterations of the **max over "
+              "ranks** of each iteration (the collective is done when its slowest rank is). "
+              "The verdict, winners and crossovers use the **median** over iterations (one slow "
+              "iteration does not move it) with 95 % bootstrap intervals (seeded: every render "
+              "gives the same numbers). GB = 10⁹ B. busbw = algbw × the collective's bus factor "
+              "(nccl-tests)."]
     theory = {str(p.name) if p else "none" for p in ctx.presets.values()}
     if ctx.presets and any(ctx.presets.values()):
         lines.append("")
@@ -203,16 +213,72 @@ def show_header(ctx):
             if p:
                 uses.setdefault(id(p), (p, []))[1].append(name)
         for p, names in uses.values():
-            extra = f"; {p.measured}" if p.measured else ""
             which = "" if len(names) == len(ctx.parts) else f" for {', '.join(names)}"
+            if not p.has_peak:
+                lines.append(f"- Theory preset{which}: `{p.name}`: {p.measured}, so no peak "
+                             "and no efficiency (the report never measures this machine).")
+                continue
+            extra = f"; {p.measured}" if p.measured else ""
             lines.append(f"- Theory preset{which}: `{p.name}`, peak **{p.peak_gbps:.4g} GB/s** "
                          f"({p.scope}{extra}), α {p.alpha_us:g} µs. Source: {p.source}.")
     elif ctx.theory.lower() not in NO_THEORY:
         lines.append(f"\nNo theory preset matches this hardware ({', '.join(theory)}); pass "
                      "`--theory NAME` for a peak line.")
     if ctx.baseline_path:
-        lines.append(f"\nBaseline: `{ctx.baseline_path}`.")
+        from .page import shown_path
+        lines.append(f"\nBaseline: `{shown_path(ctx.baseline_path)}`.")
+    from .page import heading
+    _html(heading(2, "The run", "run"))
     _md("\n".join(lines))
+
+
+def _cores(a):
+    cpus, per = a.get("cpus_available"), a.get("ranks_per_host")
+    if not isinstance(cpus, dict) or not isinstance(per, dict):
+        return ""
+    over = " — **oversubscribed**" if a.get("oversubscribed") is True else ""
+    return ", " + "; ".join(f"{per[h]} ranks on {cpus.get(h, '?')} CPUs" for h in per) + over
+
+
+def _sections(ctx, name):
+    from . import analysis, page
+    ds = ctx.parts[name]
+    base = bool(ctx.baseline_path)
+    return page.sections_of(base, analysis.per_iteration_data(ds), ds.sizes["algorithm"])
+
+
+def models_of(ctx, name):
+    """`analysis.fit_models` of one part (computed once per report)."""
+    from . import analysis
+    if name not in ctx.models:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            ctx.models[name] = analysis.fit_models(analysis.sized(ctx.parts[name]),
+                                                   fits_of(ctx, name))
+    return ctx.models[name]
+
+
+def verdicts(ctx):
+    """[(part, findings, cautions)] and the alerts for the top of the page."""
+    from . import analysis
+    out, alerts = [], []
+    for name, ds in ctx.parts.items():
+        base = ctx.baseline.get(ds.attrs.get("collective"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            findings, cautions = analysis.verdict(ds, ctx.presets.get(name), models_of(ctx, name),
+                                                  base)
+        out.append((name, findings, cautions))
+        if ds.ccb.attrs.get("oversubscribed") is True:
+            alerts.append(f"**{name}** ran oversubscribed (more ranks than CPUs on a host): "
+                          "its times are noise from sharing cores.")
+    return out, alerts
+
+
+def show_verdict(ctx):
+    from . import page
+    found, alerts = verdicts(ctx)
+    _html(page.verdict_block(found, alerts))
 
 
 def _hosts(ds):
@@ -234,19 +300,31 @@ def fits_of(ctx, name):
     return ctx.fits[name]
 
 
-def fit_table_html(fits, preset=None):
-    """The fitted α, β, γ per algorithm as an HTML table, units in the headers."""
+def fit_table_html(fits, preset=None, models=None):
+    """The fitted α, β, γ per algorithm as an HTML table, units in the
+    headers, with each fit's quality; piecewise fits (`models`) add a row
+    per piece."""
     from ..units import format_size
     from .style import approx_size
-    with_gamma = any(f.gamma > 0 for f in fits.values())
+    if preset is not None and not preset.has_peak:
+        preset = None
+    rows_of = []
+    for alg, f in fits.items():
+        m = (models or {}).get(alg)
+        rows_of.append((f.algorithm, f, "" if m is None else m["kind"]))
+        if m is not None and m["kind"] == "piecewise":
+            for x in m["pieces"]:
+                rows_of.append((f"  {alg} {format_size(x.size_range[0])}–"
+                                f"{format_size(x.size_range[1])}", x, "piece"))
+    with_gamma = any(f.gamma > 0 for _, f, _ in rows_of)
     head = ["algorithm", "α (µs/step)", "1/β (GB/s)"] + (["γ (ns/B)"] if with_gamma else [])
     head += ["A (µs)", "busbw → (GB/s)"]
     head += [f"% of {preset.name}"] if preset is not None else []
-    head += ["S½", "sizes fitted (down-weighted)", "rms resid."]
+    head += ["S½", "sizes fitted (down-weighted)", "rms resid.", "R² (log)", "drawn"]
     rows = []
-    for f in fits.values():
+    for label, f, kind in rows_of:
         generic = f.model.startswith("generic")
-        cells = [f"{f.algorithm} (A + F·S/B)" if generic else f.algorithm,
+        cells = [f"{label} (A + F·S/B)" if generic and kind != "piece" else label,
                  "—" if generic else f"{f.alpha * 1e6:.3g}",
                  "—" if generic or f.beta <= 0 else f"{1 / f.beta / 1e9:.3g}"]
         if with_gamma:
@@ -254,17 +332,23 @@ def fit_table_html(fits, preset=None):
         cells += [f"{f.latency * 1e6:.3g}", f"{f.peak_busbw:.3g}"]
         if preset is not None:
             cells.append(f"{100 * f.peak_busbw / preset.peak_gbps:.0f} %")
+        verdict = {"holds": "yes", "piecewise": "in pieces", "none": "no fit",
+                   "piece": "yes" if f.holds else "no fit", "": "yes" if f.holds else "no fit"}[kind]
         cells += [approx_size(f.half_size) if f.half_size < 1e18 else "∞",
                   f"{format_size(f.size_range[0])} – {format_size(f.size_range[1])} "
-                  f"({f.outliers})", f"{100 * f.rms:.1f} %"]
+                  f"({f.outliers})", f"{100 * f.rms_inliers:.1f} %", f"{f.r2_log:.3f}", verdict]
         rows.append(cells)
     return _table(head, rows)
 
 
-def fit_notes(fits):
-    """Markdown lines where the fit's cross-checks (docs/theory.md) disagree with it by
-    more than 15 %: the sweep is not one α-β line (a protocol change)."""
+def fit_notes(fits, models=None):
+    """Markdown: why a fit is not drawn, and where the fit's cross-checks
+    (docs/theory.md) disagree with it by more than 15 % (the sweep is not one
+    α-β line: a protocol change)."""
     notes = []
+    for alg, m in (models or {}).items():
+        if m["kind"] != "holds":
+            notes.append(f"- **{alg}**: {m['text']}.")
     for f in fits.values():
         top = f.checks.get("busbw_top")
         if top and np.isfinite(f.peak_busbw) and abs(top / f.peak_busbw - 1) > 0.15:
@@ -279,41 +363,54 @@ def fit_notes(fits):
     if any(f.gamma_source.startswith("not separable") for f in fits.values()):
         notes.append("- γ (reduction time) cannot be told from β with these algorithms; 1/β "
                      "includes it.")
-    return ("Cross-checks of the fit (docs/theory.md):\n" + "\n".join(notes)) if notes else ""
+    return ("Notes on the fits (cross-checks: docs/theory.md):\n" + "\n".join(notes)) if notes else ""
 
 
 def _table(head, rows, cls="ccb-table"):
-    out = [f'<table class="{cls}"><thead><tr>']
+    out = [f'<div class="ccb-scroll"><table class="{cls}"><thead><tr>']
     out += [f"<th>{html.escape(str(h))}</th>" for h in head]
     out.append("</tr></thead><tbody>")
     for r in rows:
         out.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>")
-    out.append("</tbody></table>")
+    out.append("</tbody></table></div>")
     return "".join(out)
 
 
-def show_summary(ctx):
-    """One line per collective: the best busbw and how it compares."""
+def summary_rows(ctx):
+    """The summary table's rows (text): one per collective, robust numbers."""
     from ..units import format_size
     from . import analysis
-    head = ["collective", "ranks", "largest size", "best algorithm there", "its busbw (GB/s)",
-            "efficiency", "smallest-size latency"]
     rows = []
     for name, ds in ctx.parts.items():
         ds = analysis.sized(ds)
         place = "out_of_place" if "out_of_place" in ds["placement"].values \
             else str(ds["placement"].values[0])
-        bw = ds.ccb.busbw(ctx.stat).sel(placement=place).isel(size=-1)
-        t0 = ds.ccb.time(ctx.stat).sel(placement=place).isel(size=0)
-        best = str(bw["algorithm"].values[int(bw.argmax("algorithm"))])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            r = analysis.robust_busbw(ds, "median", "max", place)
+            t0 = ds.ccb.time("median").sel(placement=place).isel(size=0)
+        bw = np.where(np.isfinite(r["busbw"]), r["busbw"], -np.inf)
+        a, j = np.unravel_index(int(np.argmax(bw)), bw.shape)
+        best = float(bw[a, j])
+        ci = (f"{r['lo'][a, j]:.3g}–{r['hi'][a, j]:.3g}" if np.isfinite(r["lo"][a, j]) else "n/a")
         fastest = str(t0["algorithm"].values[int(t0.argmin("algorithm"))])
         p = ctx.presets.get(name)
-        rows.append([name, ds.ccb.nranks, format_size(int(ds["size"].values[-1])), best,
-                     f"{float(bw.max()):.3g}",
-                     f"{100 * float(bw.max()) / p.peak_gbps:.0f} % of {p.name}" if p else "—",
+        rows.append([name, ds.ccb.nranks, str(ds.attrs.get("timing", "")),
+                     f"{best:.3g}", ci,
+                     f"{r['algorithms'][a]}, {format_size(int(r['sizes'][j]))}",
+                     (f"{100 * best / p.peak_gbps:.0f} % of {p.name}" if p is not None and p.has_peak
+                      else "peak not recorded" if p is not None else "—"),
                      f"{float(t0.min()):.3g} µs ({fastest}, {format_size(int(ds['size'].values[0]))})"])
-    _md("## Summary")
-    _html(_table(head, rows))
+    return rows
+
+
+def show_summary(ctx):
+    """One line per collective: the best busbw (median), its interval, where."""
+    from .page import heading
+    head = ["collective", "ranks", "timing", "best busbw (GB/s)", "95 % CI", "where",
+            "efficiency", "smallest size: latency (median)"]
+    _html(heading(2, "Summary", "summary"))
+    _html(_table(head, summary_rows(ctx)))
 
 
 # -- one collective ------------------------------------------------------------
@@ -324,65 +421,121 @@ def show_collective(ctx, name):
     import matplotlib.pyplot as plt
 
     from ..units import format_size
-    from . import analysis, plots
+    from . import analysis, page, plots
     from .style import approx_size
     ds = ctx.parts[name]
     preset = ctx.presets.get(name)
+    if preset is not None and not preset.has_peak:
+        preset = None
+    keys = _sections(ctx, name)
+    titles = dict(page.SECTIONS)
+
+    def section(key):
+        _html(page.heading(3, titles[key], page.anchor(name, key)))
+
+    per_iteration = analysis.per_iteration_data(ds)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         fits = fits_of(ctx, name)
-        _md(f"## {name}")
-        _md("### Bus bandwidth and theory\n"
-            f"Solid: measured busbw ({ctx.stat} over iterations), shaded p10–p90 of the "
-            "iterations. Dashed: each algorithm's α-β model with α and β fitted to this sweep "
-            "(weighted least squares on relative error, median time per size)"
+        models = models_of(ctx, name)
+        drawn = {a: (m["pieces"] if m["kind"] == "piecewise" else
+                     m["pieces"][0] if m["pieces"] else None) for a, m in models.items()}
+        _html(page.heading(2, name, page.anchor(name)))
+        note = analysis.timing_note(ds)
+        if note:
+            _md(f"> {note}")
+        section("busbw")
+        band = (10, 90) if per_iteration else None
+        _md(("Solid: measured busbw " + (f"({ctx.stat} over iterations), shaded p10–p90 of the "
+             "iterations. " if band else f"({ctx.stat} per iteration of the batch). "))
+            + "Dashed: each algorithm's α-β model with α and β fitted to this sweep "
+            "(weighted least squares on relative error, median time per size), drawn only "
+            "where the fit holds (piecewise where the protocol changes; \"no fit\" otherwise)"
             + (f". Dotted: the lower bound at the `{preset.name}` preset's α and peak; dash-dot: "
                "the peak, with the right axis in % of it." if preset else "."))
-        _show(plots.busbw_vs_size(ds, stat=ctx.stat, preset=preset, fits=fits), plt)
-        _md("**Fitted α-β parameters** (α: latency per message step; 1/β: link bandwidth; "
-            "A: latency of the whole collective at the smallest size; busbw →: the "
-            "asymptote; S½: size at half of it; in brackets, sizes the robust fit "
-            "down-weighted as disturbed; rms resid.: of the relative residuals):")
-        _html(fit_table_html(fits, preset))
-        notes = fit_notes(fits)
+        placements = [str(p) for p in ds["placement"].values]
+        first = "out_of_place" if "out_of_place" in placements else placements[0]
+        measured = _measured_algorithms(ds)
+        _show(plots.busbw_vs_size(ds, stat=ctx.stat, placement=first, preset=preset,
+                                  fits=drawn, band=band, algorithms=measured), plt)
+        refused = analysis.not_available(ds)
+        missing = [a for a in map(str, ds["algorithm"].values) if a not in measured]
+        if missing:
+            _md("Not in the plot (no size measured): " + "; ".join(
+                f"`{a}`" + (f" — refused by the backend: {refused[a]}" if a in refused else "")
+                for a in missing) + ".")
+        for other in (p for p in placements if p != first):
+            _html(page.details_png(_png(plots.busbw_vs_size(
+                ds, stat=ctx.stat, placement=other, preset=preset, band=band,
+                algorithms=measured), plt),
+                f"{other.replace('_', '-')} (click to show)"))
+        section("fit")
+        _md("α: latency per message step; 1/β: link bandwidth; A: latency of the whole "
+            "collective at the smallest size; busbw →: the asymptote; S½: size at half of it; "
+            "in brackets, sizes the robust fit down-weighted as disturbed; rms resid.: of the "
+            "relative residuals of the sizes kept; R² (log): of log time. A fit is drawn when "
+            "rms ≤ 20 %, R² (log) ≥ 0.98 and at most a fifth of the sizes are down-weighted.")
+        _html(fit_table_html(fits, preset, models))
+        notes = fit_notes(fits, models)
         if notes:
             _md(notes)
-        _md("### Winner per size")
-        cross = analysis.crossovers(ds, ctx.stat)
-        if ds.sizes["algorithm"] < 2:
-            _md(f"One algorithm ({ds['algorithm'].values[0]}): nothing to choose between.")
-        else:
-            _show(plots.winner_per_size(ds, stat=ctx.stat), plt)
-        if ds.sizes["algorithm"] < 2:
-            pass
-        elif cross:
-            _md("Crossovers: " + "; ".join(
-                f"**{c['from']} → {c['to']}** at ≈ {approx_size(c['at'])} (between "
-                f"{format_size(c['size_lo'])} and {format_size(c['size_hi'])})" for c in cross) + ".")
-        else:
-            w = analysis.winners(ds, ctx.stat)
-            _md(f"No crossover: **{w['winner'].iloc[0]}** wins at every size." if len(w) else "")
-        _md("### Latency percentiles")
-        _show(plots.latency_percentiles(ds), plt)
-        _md("### Ranks")
+        if "winner" in keys:
+            section("winner")
+            _show(plots.winner_per_size(ds, stat="median", placement=first), plt)
+            ch = analysis.winner_changes(ds, "median", "max", first)
+            lines = []
+            if ch["crossovers"]:
+                how = ch["winners"]["decided_by"].iloc[0]
+                lines.append(f"Crossovers (decided by {how}, the winner clearly ahead on "
+                             "both sides): " + "; ".join(
+                    f"**{c['from']} → {c['to']}** at ≈ {approx_size(c['at'])} (between "
+                    f"{format_size(c['size_lo'])} and {format_size(c['size_hi'])})"
+                    for c in ch["crossovers"]) + ".")
+            else:
+                lines.append(f"No crossover where the winner is clearly ahead on both sides "
+                             f"({ch['winners']['decided_by'].iloc[0]}).")
+            if ch["noisy"]:
+                lines.append(f"{ch['noisy']} more change{'s' if ch['noisy'] != 1 else ''} of the "
+                             "best-by-median algorithm fall within the noise: not crossovers.")
+            if ch["ties"]:
+                lines.append(f"Ties (no algorithm clearly ahead) at {ch['ties']} of "
+                             f"{len(ch['winners'])} sizes.")
+            _md(" ".join(lines))
+        if "latency" in keys:
+            section("latency")
+            _show(plots.latency_percentiles(ds, placement=first), plt)
+        section("ranks")
         alg, table = _straggler_summary(ds)
-        _show(plots.rank_heatmap(ds, algorithm=alg), plt)
+        _show(plots.rank_heatmap(ds, algorithm=alg, placement=first), plt)
         _md(table)
-        _md("### Per-iteration trace")
-        _show(plots.iteration_trace(ds), plt)
-        base = ctx.baseline.get(ds.attrs.get("collective"))
-        if ctx.baseline_path:
-            _md("### Against the baseline")
+        if "trace" in keys:
+            section("trace")
+            _md("y: log when the times span more than 10×, else cut at 1.5 × p95 (the points "
+                "above are counted in the corner).")
+            _show(plots.iteration_trace(ds, placement=first), plt)
+        if "baseline" in keys:
+            section("baseline")
+            base = ctx.baseline.get(ds.attrs.get("collective"))
             if base is None:
                 _md(f"The baseline has no {ds.attrs.get('collective')} results.")
             else:
                 _show(plots.compare_baseline(ds, base, stat=ctx.stat), plt)
 
 
+def _measured_algorithms(ds):
+    """Algorithms with at least one finite time (a refused one has none)."""
+    t = ds["latency"].notnull().any([d for d in ds["latency"].dims if d != "algorithm"])
+    return [str(a) for a, ok in zip(ds["algorithm"].values, t.values) if ok]
+
+
 def _straggler_summary(ds):
     """(algorithm to show in the heat map, Markdown about stragglers)."""
     from . import analysis
     metric = "start skew" if "start" in ds else "median latency"
+    if ds.sizes.get("rank", 1) < 3:
+        return str(ds["algorithm"].values[0]), (
+            f"{ds.sizes.get('rank', 1)} ranks of data: a robust z-score needs 3 or more, so no "
+            "rank is called a straggler.")
     found = {}
     for a in [str(x) for x in ds["algorithm"].values]:
         s = analysis.stragglers(ds, a)
@@ -401,16 +554,19 @@ def _straggler_summary(ds):
     return worst, "\n".join(lines)
 
 
+def _png(fig, plt):
+    import io
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
 def _show(fig, plt):
     """Display `fig` as a PNG whatever matplotlib's backend (MPLBACKEND=Agg
     in a cron job would otherwise print "<Figure ...>")."""
-    import io
-
     from IPython.display import Image, display
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    display(Image(data=buf.getvalue(), format="png"))
+    display(Image(data=_png(fig, plt), format="png"))
 
 
 def show_collectives(ctx):
@@ -419,11 +575,17 @@ def show_collectives(ctx):
 
 
 def show_tables(ctx):
-    """nccl-tests' table per collective, with every statistic asked for."""
+    """nccl-tests' table per collective, with every statistic asked for
+    (the average alone where there is no per-iteration data: percentiles of
+    copies of one average would only look like data)."""
     from ..formats.nccl_tests.write_table import format_table
-    _md("## Tables")
+    from . import analysis
+    from .page import heading, slug
+    _html(heading(2, "Tables", "tables"))
     for name, ds in ctx.parts.items():
-        _md(f"### {name}\n```\n" + "\n".join(format_table(ds, stats=ctx.stats)) + "\n```")
+        stats = ctx.stats if analysis.per_iteration_data(ds) else ["avg"]
+        _html(heading(3, name, f"tables-{slug(name)}"))
+        _md("```\n" + "\n".join(format_table(ds, stats=stats)) + "\n```")
 
 
 # kept for notebooks written against the first version
@@ -489,7 +651,7 @@ def show_compare(ctx):
         lines.append(f"- **{label}**{' (reference)' if label == ctx.reference else ''}: "
                      f"{', '.join(parts)}; {ds.attrs.get('nranks')} ranks, backend "
                      f"{ds.attrs.get('backend')} ({library_name(ds.attrs)}), "
-                     f"{ds.attrs.get('created') or ds.attrs.get('source') or ''}")
+                     f"{ds.attrs.get('created') or os.path.basename(str(ds.attrs.get('source') or ''))}")
     lines += ["", f"Ratios are busbw / the reference's busbw ({ctx.stats[0]} over iterations "
               "of the max over ranks), at the sizes both have; > 1 is faster."]
     _md("\n".join(lines))

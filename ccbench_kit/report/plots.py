@@ -4,12 +4,14 @@ matplotlib Figure, so notebooks, the Explorer and reports share them.
 Every plot says its statistics in its labels: the iteration time is the
 `rank_stat` (max) over ranks, then `stat` over iterations; GB = 1e9 B.
 """
+import os
+
 import numpy as np
 
 from ..units import format_size
 from . import analysis
-from .style import (algorithm_colors, approx_size, figure, finish, log2_sizes, pyplot,
-                    style_legend, styled, time_axis)
+from .style import (algorithm_colors, approx_size, figure, finish, format_time_us, log2_sizes,
+                    pyplot, style_legend, styled, time_axis)
 
 __all__ = ["busbw_vs_size", "winner_per_size", "latency_percentiles", "rank_heatmap",
            "iteration_trace", "compare_baseline", "size_distribution", "busbw_runs"]
@@ -43,8 +45,11 @@ def busbw_vs_size(ds, stat="avg", rank_stat="max", placement=None, preset=None, 
     preset : str or `theory.Preset`, optional
         Draws the link peak, the lower-bound curve at the preset's α and
         peak, and a right axis in % of the peak (efficiency).
-    fits : `theory.FitResult`, optional
+    fits : `theory.FitResult` or dict, optional
         Fitted α-β curves (dashed), α and B in the legend; ``True`` fits here.
+        A value may be a list of fits (pieces, each drawn over its own size
+        range) or None (an algorithm with no fit that holds: drawn as data
+        only, "no fit" in the legend).
     band : (lo, hi) percentiles or None
         Shaded busbw band from per-iteration times.
     peak : float, optional
@@ -77,13 +82,24 @@ def busbw_vs_size(ds, stat="avg", rank_stat="max", placement=None, preset=None, 
                 ax.fill_between(sizes, factor * sizes / (q[1, i] * 1e3), factor * sizes / (q[0, i] * 1e3),
                                 color=c, alpha=0.15, lw=0)
         f = (fits or {}).get(alg)
-        ax.plot(sizes, y, color=c, marker="o", ms=3.5, lw=1.6,
-                label=alg + (f" — {_fit_label(f)}" if f is not None else ""))
-        if f is not None:
-            ax.plot(dense, f.busbw(dense), color=c, ls="--", lw=1.1, alpha=0.9)
-    if fits:
+        pieces = f if isinstance(f, (list, tuple)) else ([f] if f is not None else [])
+        label = alg
+        if len(pieces) == 1:
+            label += f" — {_fit_label(pieces[0])}"
+        elif pieces:
+            label += " — piecewise: " + " | ".join(_fit_label(x) for x in pieces)
+        elif fits and alg in fits:
+            label += " — no fit"
+        ax.plot(sizes, y, color=c, marker="o", ms=3.5, lw=1.6, label=label)
+        for x in pieces:
+            lo, hi = (x.size_range if len(pieces) > 1 else (dense[0], dense[-1]))
+            d = dense[(dense >= lo) & (dense <= hi)]
+            ax.plot(d, x.busbw(d), color=c, ls="--", lw=1.1, alpha=0.9)
+    if fits and any(v is not None and v != [] for v in fits.values()):
         ax.plot([], [], color="0.4", ls="--", lw=1.1, label="α-β fit (dashed)")
     p = theory.preset(preset, ds=ds) if preset is not None and preset != "" else None
+    if p is not None and not p.has_peak:  # a memcpy preset the run did not measure
+        p = None
     if p is not None:
         peak = p.peak_gbps
         lb = theory.curve(ds.attrs["collective"], "lower bound", dense.astype(np.int64),
@@ -137,42 +153,50 @@ def _fit_label(f):
 
 
 @styled
-def winner_per_size(ds, stat="avg", rank_stat="max", placement=None, tolerance=0.05, ax=None):
-    """The best algorithm at each size, its margin over the runner-up, and
-    the crossover sizes (`analysis.crossovers`) marked and named."""
+def winner_per_size(ds, stat="median", rank_stat="max", placement=None, tolerance=0.05, ax=None):
+    """The best algorithm at each size (by the median over iterations), its
+    margin over the runner-up with the interval the bootstraps allow, ties
+    in grey, and the crossovers (`analysis.crossovers`: only where the
+    intervals separate) marked and named."""
     plt = pyplot()
     ds = analysis.sized(ds)
     placement = _placement(ds, placement)
-    w = analysis.winners(ds, stat, rank_stat, placement, tolerance)
-    cross = analysis.crossovers(ds, stat, rank_stat, placement, tolerance)
+    ch = analysis.winner_changes(ds, stat, rank_stat, placement, tolerance)
+    w, cross = ch["winners"], ch["crossovers"]
     colors = algorithm_colors(ds)
     fig, (top, bot) = plt.subplots(2, 1, figsize=(9, 4.6), sharex=True, layout="constrained",
                                    gridspec_kw={"height_ratios": [1, 4]})
     sizes = w["size"].values.astype(float)
     edges = _log_edges(sizes)
     margins = 100 * w["margin"].to_numpy(dtype=float)
+    lo_m = 100 * w["margin_lo"].to_numpy(dtype=float)
+    hi_m = 100 * w["margin_hi"].to_numpy(dtype=float)
     finite = margins[np.isfinite(margins)]
     # one noisy size (a 100× slower average) must not flatten the others
     cap = max(20.0, min(float(finite.max()) if finite.size else 20.0,
                         3 * float(np.percentile(finite, 75)) if finite.size else 20.0))
+    tie_color = "0.75"
     for i, row in w.iterrows():
-        top.axvspan(edges[i], edges[i + 1], color=colors[row["winner"]], alpha=0.85, lw=0)
+        col = tie_color if row["tie"] else colors[row["winner"]]
+        top.axvspan(edges[i], edges[i + 1], color=col, alpha=0.85, lw=0)
         m = margins[i]
+        mid = np.sqrt(edges[i] * edges[i + 1])
         bot.bar(edges[i], min(m, cap) if np.isfinite(m) else 0, width=edges[i + 1] - edges[i],
-                align="edge", color=colors[row["winner"]], alpha=0.85 if not row["tie"] else 0.35,
+                align="edge", color=colors[row["winner"]], alpha=0.85 if not row["tie"] else 0.3,
                 hatch="//" if row["tie"] else None, edgecolor="white", lw=0.5)
+        if np.isfinite(lo_m[i]) and np.isfinite(hi_m[i]):
+            bot.plot([mid, mid], [max(lo_m[i], -cap), min(hi_m[i], cap)], color="0.2", lw=0.9)
         if np.isfinite(m) and m > cap:
-            bot.text(np.sqrt(edges[i] * edges[i + 1]), cap, f"↑{m:.0f} %", ha="center",
-                     va="bottom", fontsize=7, color="0.3", rotation=90)
-    bot.set_ylim(top=cap * 1.25)
-    runs = _runs(w["winner"].tolist())
-    ties = w["tie"].to_numpy()
-    for start, end, alg in runs:
+            bot.text(mid, cap, f"↑{m:.0f} %", ha="center", va="bottom", fontsize=7, color="0.3",
+                     rotation=90)
+    low = float(np.min(lo_m[np.isfinite(lo_m)], initial=0.0))
+    bot.set_ylim(bottom=1.1 * max(-cap, min(0.0, low)), top=cap * 1.25)
+    labels = ["tie" if t else a for a, t in zip(w["winner"], w["tie"])]
+    for start, end, alg in _runs(labels):
         mid = np.sqrt(edges[start] * edges[end + 1])
-        # mostly within the tolerance of the runner-up: say so
-        label = alg + (" (≈ tie)" if ties[start:end + 1].mean() > 0.5 else "")
-        top.text(mid, 0.5, label, ha="center", va="center", fontsize=8.5, color="white",
-                 fontweight="bold", transform=top.get_xaxis_transform(), clip_on=True)
+        top.text(mid, 0.5, alg, ha="center", va="center", fontsize=8.5,
+                 color="0.25" if alg == "tie" else "white", fontweight="bold",
+                 transform=top.get_xaxis_transform(), clip_on=True)
     for k, c in enumerate(cross):
         for a in (top, bot):
             a.axvline(c["at"], color="0.15", ls="--", lw=1)
@@ -188,15 +212,17 @@ def winner_per_size(ds, stat="avg", rank_stat="max", placement=None, tolerance=0
     bot.set_xlim(edges[0], edges[-1])
     bot.set_xlabel("size")
     bot.set_ylabel("margin over runner-up (%)")
-    bot.axhline(100 * tolerance, color="0.5", lw=0.8, ls=":")
+    bot.axhline(0, color="0.5", lw=0.8)
     names = "; ".join(f"{c['from']} → {c['to']} at ≈ {approx_size(c['at'])}"
                       for c in cross[:3]) or "no crossover"
     if len(cross) > 3:
         names += f"; and {len(cross) - 3} more"
+    noise = (f" · {ch['noisy']} winner changes within the noise" if ch["noisy"] else "")
     top.set_title(f"{ds.attrs.get('collective')} — best algorithm per size ({stat} busbw)\n"
-                  f"{names}", loc="left")
-    bot.text(1.0, 1.0, f"hatched: not clearly ahead (< {100 * tolerance:.0f} % or overlapping "
-             "interquartile ranges): a tie, the winner is kept",
+                  f"{names}{noise}", loc="left")
+    how = w["decided_by"].iloc[0] if len(w) else ""
+    bot.text(1.0, 1.0, f"bars: margin, whiskers: its range from the {how}; grey / hatched: "
+             "tie (the winner is not clearly ahead)",
              transform=bot.transAxes, ha="right", va="bottom", fontsize=7.5, color="0.4")
     return fig
 
@@ -308,12 +334,15 @@ def iteration_trace(ds, sizes=None, algorithms=None, placement=None, rank_stat="
     for ax, s in zip(axes[0], sizes):
         block = lat.sel(size=s)
         x = block["iteration"].values
+        shown = []
         for alg in algs:
             v = np.asarray(block.sel(algorithm=alg).values, dtype=float)  # (rank, iteration)
             ax.fill_between(x, np.nanmin(v, axis=0), np.nanmax(v, axis=0),
                             color=colors[alg], alpha=0.15, lw=0, step="mid")
-            ax.plot(x, reduce_ranks(v, axis=0), color=colors[alg], lw=1.1, label=alg,
-                    drawstyle="steps-mid")
+            line = reduce_ranks(v, axis=0)
+            shown.append(line)
+            ax.plot(x, line, color=colors[alg], lw=1.1, label=alg, drawstyle="steps-mid")
+        _robust_time_limits(ax, np.concatenate(shown) if shown else np.array([]))
         ax.set_title(format_size(s), fontsize=10, loc="center")
         ax.set_xlabel("iteration")
         time_axis(ax)
@@ -327,6 +356,27 @@ def iteration_trace(ds, sizes=None, algorithms=None, placement=None, rank_stat="
                  f"band: min–max over ranks · {warm_txt}", x=0.01, ha="left", fontsize=11,
                  fontweight="bold")
     return fig
+
+
+def _robust_time_limits(ax, values):
+    """One slow iteration must not flatten the rest: a log axis when the
+    times span more than 10×, else linear up to 1.5 × p95 with the points
+    above it counted in the corner."""
+    v = values[np.isfinite(values) & (values > 0)]
+    if not v.size:
+        return
+    lo, hi = float(v.min()), float(v.max())
+    if hi > 10 * lo:
+        from matplotlib.ticker import NullFormatter
+        ax.set_yscale("log")
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        return
+    top = 1.5 * float(np.percentile(v, 95))
+    if hi > top:
+        ax.set_ylim(max(0.0, 0.9 * lo - 0.1 * (top - lo)), top)
+        n = int(np.sum(v > top))
+        ax.text(0.99, 0.99, f"{n} above ↑ (max {format_time_us(hi)})", transform=ax.transAxes,
+                ha="right", va="top", fontsize=7, color="0.35")
 
 
 @styled
@@ -353,7 +403,9 @@ def compare_baseline(ds, baseline, stat="avg", rank_stat="max", placement=None, 
     log2_sizes(ax)
     ax.set_xlabel("size")
     ax.set_ylabel(f"busbw ratio to baseline ({stat})")
-    src = baseline.attrs.get("source") or baseline.attrs.get("library") or "baseline"
+    # a file name, never the path it had on the machine that imported it
+    src = os.path.basename(str(baseline.attrs.get("source") or "")) \
+        or baseline.attrs.get("library") or "baseline"
     return finish(fig, ax, f"{ds.attrs.get('collective')} vs baseline",
                   f"baseline: {src} · > 1 is faster · grey: ±5 %", ncol=2)
 

@@ -7,12 +7,12 @@ bounds, fitted α/β/γ, theory curves and hardware presets (docs/theory.md).
 >>> theory.curve("all_reduce", "ring", sizes, 8, preset="h100-nvlink4")
 """
 from .curve import curve, efficiency
-from .fit import AlgorithmFit, FitResult, fit
+from .fit import AlgorithmFit, FitResult, fit, fit_piecewise
 from .models import (Cost, algorithms, bus_factor, cost, has_model, lower_bound,
                      lower_bound_cost, predict_time)
 from .presets import Preset
 from .presets import get as preset
 
 __all__ = ["AlgorithmFit", "Cost", "FitResult", "Preset", "algorithms", "bus_factor", "cost",
-           "curve", "efficiency", "fit", "has_model", "lower_bound", "lower_bound_cost",
+           "curve", "efficiency", "fit", "fit_piecewise", "has_model", "lower_bound", "lower_bound_cost",
            "predict_time", "preset"]

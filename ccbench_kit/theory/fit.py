@@ -28,6 +28,14 @@ from . import models
 
 GENERIC = "generic: A + F·S/B"
 
+# When a fit "holds", i.e. may be drawn as a model of the sweep: the sizes it
+# did not down-weight sit within 20 % of it (rms of relative residuals), at
+# most a fifth of the sizes were down-weighted, and in log space (where a
+# sweep over 8 B..64 MiB is judged) it explains 98 % of the variance.
+HOLDS_RMS = 0.20
+HOLDS_OUTLIERS = 0.20
+HOLDS_R2_LOG = 0.98
+
 
 @dataclass
 class AlgorithmFit:
@@ -67,6 +75,54 @@ class AlgorithmFit:
     def outliers(self):
         """Sizes the robust fit down-weighted to under half (disturbed sizes)."""
         return int(np.sum(self.weights < 0.5)) if self.weights is not None else 0
+
+    @property
+    def rms_inliers(self):
+        """rms of the relative residuals of the sizes kept at weight ≥ ½."""
+        if not self.residuals.size:
+            return float("nan")
+        keep = self.weights >= 0.5 if self.weights is not None else np.ones(self.residuals.size, bool)
+        r = self.residuals[keep] if keep.any() else self.residuals
+        return float(np.sqrt(np.mean(r ** 2)))
+
+    @property
+    def r2_log(self):
+        """R² of log(time) against log(fitted time): 1 − SS_res / SS_tot."""
+        if self.sizes.size < 2:
+            return float("nan")
+        y = np.log(self.times)
+        with np.errstate(all="ignore"):
+            yhat = np.log(self.predict(self.sizes))
+        tot = float(np.sum((y - y.mean()) ** 2))
+        if not np.all(np.isfinite(yhat)) or tot <= 0:
+            return float("nan")
+        return 1.0 - float(np.sum((y - yhat) ** 2)) / tot
+
+    @property
+    def why_not(self):
+        """Why the fit may not be drawn as a model ("" when it holds)."""
+        if self.sizes.size < 3:
+            return f"{self.sizes.size} sizes: too few to judge a two-parameter fit"
+        reasons = []
+        if not self.rms_inliers <= HOLDS_RMS:
+            rms = f"{100 * self.rms_inliers:.0f} %" if self.rms_inliers < 10 else "> 1000 %"
+            reasons.append(f"rms residual {rms} > {100 * HOLDS_RMS:.0f} %")
+        if self.outliers > HOLDS_OUTLIERS * self.sizes.size:
+            reasons.append(f"{self.outliers} of {self.sizes.size} sizes down-weighted")
+        if not self.r2_log >= HOLDS_R2_LOG:
+            reasons.append(f"R² (log) {self.r2_log:.3f} < {HOLDS_R2_LOG}")
+        return "; ".join(reasons)
+
+    @property
+    def holds(self):
+        """Whether the α-β line describes the sweep (`why_not` is empty)."""
+        return not self.why_not
+
+    @property
+    def quality(self):
+        """The quality figure as one short text: rms, R² (log), verdict."""
+        return (f"rms {100 * self.rms_inliers:.1f} %, R² (log) {self.r2_log:.3f}"
+                + ("" if self.holds else f" — no fit: {self.why_not}"))
 
     @property
     def max_residual(self):
@@ -129,6 +185,9 @@ class AlgorithmFit:
             "size_max_B": hi,
             "points": int(self.sizes.size),
             "rms_residual_pct": 100 * self.rms,
+            "rms_inliers_pct": 100 * self.rms_inliers,
+            "r2_log": self.r2_log,
+            "holds": self.holds,
             "outliers": self.outliers,
             "max_residual_pct": 100 * self.max_residual,
             "A_small_us": self.checks.get("A_small", float("nan")) * 1e6,
@@ -338,3 +397,34 @@ def fit(ds, stat="median", rank_stat="max", placement=None, algorithms=None,
         af.checks = _cross_checks(af, s, y, nranks)
         out[a] = af
     return out
+
+
+def fit_piecewise(ds, algorithm, stat="median", rank_stat="max", placement=None, min_points=4,
+                  gamma=None):
+    """Two α-β fits of one algorithm, below and above the size where the
+    protocol changes, or None when no split gives two fits that hold.
+
+    The split is the size boundary that minimises the summed squared
+    relative residuals of the two pieces, each with ≥ `min_points` sizes
+    (docs/theory.md: "fit piecewise where the protocol changes").
+
+    Returns
+    -------
+    list of AlgorithmFit or None
+        [below, above], each with its own `size_range`.
+    """
+    t, sizes, keep, placement = _measured(ds, stat, rank_stat, placement, None, None)
+    s, _ = _series(t, algorithm, sizes, keep)
+    best, best_cost = None, float("inf")
+    for k in range(min_points, s.size - min_points + 1):
+        lo = fit(ds, stat, rank_stat, placement, [algorithm], max_size=s[k - 1], gamma=gamma)
+        hi = fit(ds, stat, rank_stat, placement, [algorithm], min_size=s[k], gamma=gamma)
+        if algorithm not in lo or algorithm not in hi:
+            continue
+        pieces = [lo[algorithm], hi[algorithm]]
+        cost = sum(float(np.sum(p.residuals ** 2)) for p in pieces)
+        if cost < best_cost:
+            best, best_cost = pieces, cost
+    if best is None or not all(p.holds for p in best):
+        return None
+    return best

@@ -12,17 +12,16 @@ files override earlier names):
 Files are parsed with ``tomllib`` or ``yaml.safe_load``: data only, never code.
 """
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from ..errors import ConfigError
 
 BUILTIN = Path(__file__).with_name("presets.toml")
 ENV = "CCBENCH_PRESETS"
-_FIELDS = ("peak_gbps", "alpha_us", "scope", "description", "source", "aliases", "kind")
+_FIELDS = ("peak_gbps", "alpha_us", "scope", "description", "source", "aliases", "kind",
+           "switch_reduction")
 
 
 @dataclass(frozen=True)
@@ -37,6 +36,7 @@ class Preset:
     source: str = ""
     aliases: tuple = ()
     kind: str = "fixed"      # "memcpy": peak measured at run time
+    switch_reduction: str = ""  # "NVLS", "SHARP": the switch reduces (see `busbw_bound`)
     origin: str = ""         # the file it came from
     measured: str = ""       # how and where a run-time peak was measured
     extra: dict = field(default_factory=dict, compare=False)
@@ -50,6 +50,11 @@ class Preset:
     def beta(self):
         """Seconds per byte, 1 / peak."""
         return 1.0 / (self.peak_gbps * 1e9)
+
+    @property
+    def has_peak(self):
+        """False for a ``memcpy`` preset whose run recorded no rate."""
+        return self.peak_gbps > 0
 
     def label(self):
         return f"{self.name} peak {self.peak_gbps:.4g} GB/s"
@@ -107,7 +112,7 @@ def _make(name, entry, origin):
                   scope=str(entry.get("scope", "")), description=str(entry.get("description", "")),
                   source=str(entry.get("source", "")),
                   aliases=tuple(str(a) for a in entry.get("aliases", ())), kind=kind,
-                  origin=str(origin))
+                  switch_reduction=str(entry.get("switch_reduction", "")), origin=str(origin))
 
 
 def load_file(path):
@@ -131,8 +136,8 @@ def get(name, paths=(), ds=None, flag="theory"):
     """The preset called `name` (or an alias; ``"FILE#NAME"`` reads FILE too).
 
     A ``memcpy`` preset ("cpu") takes the rate the run recorded in the
-    Dataset's ``memcpy_gbps`` attr when `ds` has one; else it measures this
-    host's memcpy now.
+    Dataset's ``memcpy_gbps`` attr; a Dataset without one gets no peak
+    (``has_peak`` False); with no Dataset, this host's memcpy is measured.
 
     Raises
     ------
@@ -190,28 +195,56 @@ def auto_name(ds):
     return None
 
 
+NOT_RECORDED = "peak not recorded: the run that wrote this file did not measure memcpy"
+
+
 def _with_memcpy(preset, ds):
+    """The run's recorded memcpy rate as the peak.  A Dataset without one
+    (files from before runs recorded it) gets no peak (`peak_gbps` 0 and
+    `measured` saying so): measuring now would make the report depend on
+    where and when it is rendered.  Without a Dataset, this host is
+    measured now, and `measured` says so."""
     from dataclasses import replace
-    recorded = ds.attrs.get("memcpy_gbps") if ds is not None else None
-    if recorded:
-        return replace(preset, peak_gbps=float(recorded),
-                       measured=f"memcpy recorded by the run on {ds.attrs.get('hosts', 'its host')}")
-    rate = measure_memcpy_gbps()
+    if ds is not None:
+        recorded = ds.attrs.get("memcpy_gbps")
+        if recorded:
+            how = ds.attrs.get("memcpy_method") or "memcpy recorded by the run"
+            return replace(preset, peak_gbps=float(recorded), measured=str(how))
+        return replace(preset, peak_gbps=0.0, measured=NOT_RECORDED)
     import socket
+    rate = measure_memcpy_gbps()
     return replace(preset, peak_gbps=rate,
-                   measured=f"memcpy measured now on {socket.gethostname()} (not recorded by the run)")
+                   measured=f"memcpy measured now on {socket.gethostname()} (no run given)")
 
 
-def measure_memcpy_gbps(nbytes=64 << 20, repeats=5):
-    """This host's memcpy rate in GB/s (1e9 B/s): bytes copied / best time."""
-    src = np.ones(nbytes, dtype=np.uint8)
-    dst = np.empty_like(src)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        np.copyto(dst, src)
-        best = min(best, time.perf_counter() - t0)
-    return nbytes / best / 1e9
+def measure_memcpy_gbps(nbytes=None, repeats=None):
+    """This host's memcpy rate in GB/s (1e9 B/s): `hostinfo.measure_memcpy_gbps`."""
+    from .. import hostinfo
+    return hostinfo.measure_memcpy_gbps(nbytes or hostinfo.MEMCPY_BYTES,
+                                        repeats or hostinfo.MEMCPY_REPEATS)
+
+
+def busbw_bound(preset, collective, nranks):
+    """The busbw (GB/s) no algorithm can pass on `preset`'s links, and why.
+
+    Built from point-to-point messages, every algorithm's busbw is at most
+    the per-direction link rate B (the lower bounds in docs/theory.md).  With in-switch
+    reduction (NVLink SHARP, "NVLS", on NVSwitch; SHARP on InfiniBand) an
+    all_reduce sends each byte up once and receives the result once, so
+    its time approaches S/B and busbw = algbw·2(p−1)/p approaches
+    2(p−1)/p·B: busbw above B is then expected, not an error.
+
+    Returns (bound in GB/s, one-line reason).
+    """
+    from ..collectives import get as collective_of
+    name = collective_of(collective).name
+    if preset.switch_reduction and name == "all_reduce" and nranks > 1:
+        factor = 2 * (nranks - 1) / nranks
+        return preset.peak_gbps * factor, (
+            f"with {preset.switch_reduction} the switch reduces: each GPU sends its buffer once "
+            f"and receives the sum once, so all_reduce busbw can reach 2(p−1)/p × B = "
+            f"{factor:.3g} × {preset.peak_gbps:.4g} = {preset.peak_gbps * factor:.4g} GB/s")
+    return preset.peak_gbps, "point-to-point algorithms cannot pass the per-direction link rate B"
 
 
 def efficiency(busbw, preset):

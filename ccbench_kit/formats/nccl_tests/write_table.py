@@ -44,9 +44,10 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
         units += "".join(f" {u:>{w}}" for u, w in zip(group_units, widths))
     lines = [title.rstrip(), head, units]
     for _, row in df.iterrows():
-        io = "".join(f" {b:>12}" for b in io_bytes[row["size"]]) if show_io else ""
-        line = (f" {row['size']:>11} {row['count']:>13}{io} {row['type']:>9} {row['redop']:>7} "
-                f"{row['root']:>7} {row['algorithm']:>{algw}}")
+        io = "".join(f" {b:>12}" for b in io_bytes[row[("size", "")]]) if show_io else ""
+        key = {k: row[(k, "")] for k in ("size", "count", "type", "redop", "root", "algorithm")}
+        line = (f" {key['size']:>11} {key['count']:>13}{io} {key['type']:>9} {key['redop']:>7} "
+                f"{key['root']:>7} {key['algorithm']:>{algw}}")
         for p in placements:
             vals = [row[(p, f"time:{s}")] for s in stats] + [row[(p, "algbw")], row[(p, "busbw")]]
             line += "".join(f" {_num(v, w)}" for v, w in zip(vals, widths))

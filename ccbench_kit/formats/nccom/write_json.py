@@ -28,16 +28,16 @@ def nccom_test_json(ds, stats=("avg",), rank_stat="max", show_algorithm=False, s
     with_alg = show_algorithm or ds.sizes["algorithm"] > 1
     rows = []
     for _, r in df.iterrows():
-        row = {"size(B)": int(r["size"]), "count(elems)": int(r["count"])}
+        row = {"size(B)": int(r[("size", "")]), "count(elems)": int(r[("count", "")])}
         if show_io:
-            row["total_input_size(B)"], row["total_output_size(B)"] = io[int(r["size"])]
-        row["type"] = str(r["type"])
+            row["total_input_size(B)"], row["total_output_size(B)"] = io[int(r[("size", "")])]
+        row["type"] = str(r[("type", "")])
         row["algbw(GB/s)"] = float(r[(placement, "algbw")])
         row["busbw(GB/s)"] = float(r[(placement, "busbw")])
         for s in stat_names:
             row[f"time:{s}(us)"] = float(r[(placement, f"time:{s}")])
         if with_alg:
-            row["algorithm"] = str(r["algorithm"])
+            row["algorithm"] = str(r[("algorithm", "")])
         rows.append(row)
     a = ds.attrs
     config = {
