@@ -48,7 +48,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup apt venv build kernel demo test test-fast bench clean cluster-doctor
+.PHONY: setup apt venv build kernel demo cluster-demo cluster-doctor test test-fast bench clean
 
 setup: apt $(VENV)/.deps $(LIBMPI_SHIM) build kernel
 
@@ -102,6 +102,11 @@ demo: setup
 FAULT ?=
 cluster-doctor: setup
 	@$(PY) bench/cluster_doctor.py --fault "$(FAULT)"
+
+# a 4-node Slurm cluster on this machine (testbed/, needs root): a suite of
+# sbatch jobs, the topology comparison and a report; torn down at the end
+cluster-demo: setup
+	$(PY) testbed/demo.py
 
 test: setup
 	$(VENV)/bin/pytest -q -ra $(TESTS)

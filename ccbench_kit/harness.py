@@ -17,6 +17,7 @@ from .inputs.coalesced import combined, split_layout
 from .dataset.schema import make_dataset
 from .dtypes import OPS, get_dtype
 from .errors import RunError
+from .joborigin import job_attrs
 from .progress_board import RankReporter
 
 INPUT_BLOCK = 1 << 20  # elements drawn at random when not checking; the rest repeats them
@@ -345,6 +346,7 @@ class Sweep:
             "group_size": self.nranks, "unique_buff": cfg.inputs.unique_buff,
             "complete": complete, "skipped_sizes": list(sw.skipped_sizes),
             "skipped_oversize": self.skipped_oversize,
+            **job_attrs(),          # launcher, Slurm job id, step, node list
         }
         if not complete:
             attrs["incomplete_reason"] = "run still in progress or interrupted"

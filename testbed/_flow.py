@@ -36,10 +36,20 @@ def serve(port):
         threading.Thread(target=_pump, args=(conn, mode == b"d"), daemon=True).start()
 
 
+def _connect(addr, port, attempts=20):
+    for k in range(attempts):
+        try:
+            return socket.create_connection((addr, port), timeout=2)
+        except OSError:
+            if k == attempts - 1:
+                raise
+            time.sleep(0.25)
+
+
 def connect(addr, port, flows, seconds):
     for _ in range(flows):
         for mode in (b"u", b"d"):
-            s = socket.create_connection((addr, port), timeout=10)
+            s = _connect(addr, port)
             s.settimeout(None)
             s.sendall(mode)
             threading.Thread(target=_pump, args=(s, mode == b"u"), daemon=True).start()

@@ -58,6 +58,20 @@ def tbf(ns, dev, rate_mbit):
         "rate", f"{rate_mbit}mbit", "burst", burst, "latency", "50ms"])
 
 
+def node_sysctls(ns):
+    """TCP socket buffers of 4 MiB by default in a node's namespace (these
+    sysctls are per namespace; the root namespace keeps its own).
+
+    The nodes share this machine's cores with whatever else runs: an MPI
+    rank may wait milliseconds for a core, and with the default 16 KiB send
+    buffer the link then idles.  Measured at 200 Mbit/s, 8 MiB sendrecv
+    between two nodes on a loaded machine: 12.3 MB/s before, 24.8 after.
+    """
+    sh(["nsenter", f"--net=/run/netns/{ns}", "sysctl", "-qw",
+        "net.ipv4.tcp_rmem=4096 4194304 16777216",
+        "net.ipv4.tcp_wmem=4096 4194304 16777216"])
+
+
 def veth(ns_a, name_a, ns_b, name_b):
     sh(["ip", "link", "add", name_a, "netns", ns_a, "type", "veth", "peer", "name", name_b,
         "netns", ns_b])

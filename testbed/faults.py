@@ -19,6 +19,7 @@ lossy-link      random drops on the node's link, both            percent (2)
                 directions (nftables numgen)
 =============== ================================================ =============
 """
+import json
 import os
 import signal
 import subprocess
@@ -97,6 +98,14 @@ def _congest_apply(cluster, node, value):
     # the sink has an unshaped port on the node's own leaf: the flows share
     # only the node's link, not the spine
     cluster._attach(sink, f"s{k}", c.leaf_of(node), addr, None)
+    # static neighbour entries both ways: an ARP exchange with a namespace
+    # made a moment ago was seen to fail on this kernel, leaving the flow's
+    # SYN unanswered
+    for ns, peer, peer_ns in ((c.netns(node), addr, sink), (sink, c.address(node), c.netns(node))):
+        mac = sh(["ip", "-n", peer_ns, "-j", "link", "show", "eth0"]).stdout
+        mac = json.loads(mac)[0]["address"]
+        sh(["ip", "-n", ns, "neigh", "replace", peer, "lladdr", mac, "dev", "eth0",
+            "nud", "permanent"])
     flow = os.path.join(HERE, "_flow.py")
     server = subprocess.Popen(in_netns(sink, [sys.executable, flow, "serve", SINK_PORT]),
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -112,12 +121,14 @@ def _congest_apply(cluster, node, value):
         _kill([server.pid])
         fabric.del_netns(sink)
         raise FabricError(f"congested-link: the competing flow did not start: {err}")
-    return {"pids": [server.pid, client.pid], "sink": sink, "flows": flows}
+    return {"pids": [server.pid, client.pid], "sink": sink, "flows": flows, "address": addr}
 
 
 def _congest_remove(cluster, node, info):
     _kill(info.get("pids", []))
     fabric.del_netns(info["sink"])
+    sh(["ip", "-n", cluster.config.netns(node), "neigh", "del", info["address"], "dev", "eth0"],
+       check=False)
 
 
 # -- cpu-contended ----------------------------------------------------------------

@@ -202,9 +202,9 @@ def test_cluster_command_line(tmp_path):
     assert cmd[-4:] == ["--interface", "ib0", "--dashboard-address", "127.0.0.1:8787"]
 
 
-@pytest.mark.skipif(__import__("shutil").which("srun") is not None, reason="Slurm installed")
-def test_cluster_in_slurm_mode_without_slurm(tmp_path):
+def test_cluster_in_slurm_mode_without_slurm(tmp_path, monkeypatch):
     from ccbench_kit.errors import RunError
+    monkeypatch.setenv("PATH", str(tmp_path))      # a machine without Slurm
     with pytest.raises(RunError, match=r"^-S/--slurm-mode: srun not found on PATH"):
         cluster.start(4, slurm={"job_id": "42"}, interface="ib0",
                       scheduler_file=str(tmp_path / "s.json"))

@@ -1,7 +1,6 @@
 """Slurm mode: the srun/salloc/sbatch commands we build, and the errors we
 give when Slurm isn't there (it isn't on this machine: nothing here pretends
 to run ranks)."""
-import shutil
 
 import pytest
 
@@ -30,15 +29,17 @@ def test_salloc_for_a_new_allocation_with_setup_script(tmp_path):
     setup = tmp_path / "setup node.sh"
     setup.write_text("#!/bin/sh\necho ready\n")
     opts = {"setup_script": str(setup), "partition": "p5", "time_limit": "00:10:00"}
-    cmd = S.srun_command(16, ARGV, opts, nnodes=2, hosts=["n1", "n2"], environ={})
-    assert cmd[:12] == ["salloc", "--nodes", "2", "--partition", "p5", "--time", "00:10:00",
-                        "--ntasks-per-node", "8", "--job-name", "ccbench", "sh"]
-    assert cmd[12] == "-c"
-    assert cmd[13] == (
-        f"srun --nodes 2 --ntasks 2 --ntasks-per-node 1 --nodelist n1,n2 '{setup}' && "
-        "exec srun --nodes 2 --ntasks 16 --ntasks-per-node 8 --kill-on-bad-exit=1 "
-        "--nodelist n1,n2 /venv/bin/python -m ccbench_kit.launch.worker json64:abc")
-    assert len(cmd) == 14
+    # hosts in rank order, n2 first: Slurm would sort a plain --nodelist
+    cmd = S.srun_command(4, ARGV, opts, nnodes=2, hosts=["n2", "n1"], environ={})
+    assert cmd[:14] == ["salloc", "--nodes", "2", "--nodelist", "n2,n1", "--partition", "p5",
+                        "--time", "00:10:00", "--ntasks-per-node", "2", "--job-name", "ccbench",
+                        "sh"]
+    assert cmd[14] == "-c"
+    assert cmd[15] == (
+        f"srun --nodes 2 --ntasks 2 --ntasks-per-node 1 --nodelist n2,n1 '{setup}' && "
+        "exec srun --nodes 2 --ntasks 4 --distribution=arbitrary --nodelist n2,n2,n1,n1 "
+        "--kill-on-bad-exit=1 /venv/bin/python -m ccbench_kit.launch.worker json64:abc")
+    assert len(cmd) == 16
     assert S.tools_needed(opts, environ={}) == ("salloc", "srun")
     assert S.tools_needed({"job_id": "3"}, environ={}) == ("srun",)
 
@@ -70,6 +71,7 @@ def test_sbatch_script_text(tmp_path):
         "#SBATCH --nodes=2\n"
         "#SBATCH --ntasks-per-node=8\n"
         "#SBATCH --exclusive\n"
+        "#SBATCH --no-requeue\n"
         "#SBATCH --partition=gpu\n"
         "#SBATCH --output=/fsx/logs/%j.out\n"
         "set -euo pipefail\n"
@@ -82,8 +84,8 @@ def test_sbatch_script_text(tmp_path):
         S.sbatch_script(ARGV, True, nranks=2, env={"BAD-NAME": "1"})
 
 
-@pytest.mark.skipif(shutil.which("sbatch") or shutil.which("srun"), reason="Slurm is installed")
-def test_missing_slurm_is_a_clear_error(tmp_path):
+def test_missing_slurm_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))      # a machine without Slurm
     with pytest.raises(RunError) as e:
         launcher(4, slurm={"job_id": "9"})
     assert str(e.value) == ("-S/--slurm-mode: srun not found on PATH; run on a Slurm login "
@@ -94,9 +96,12 @@ def test_missing_slurm_is_a_clear_error(tmp_path):
         S.job_states(["1"])
 
 
-@pytest.mark.skipif(shutil.which("srun") is not None, reason="Slurm is installed")
 def test_cli_slurm_errors(cli, tmp_path):
-    r = cli("run", "all_reduce", "-r", "4", "-S", "-N", "2", timeout=60)
+    import os
+    import sys
+    # a machine without Slurm: only the venv's own commands on PATH
+    no_slurm = {**os.environ, "PATH": os.path.dirname(sys.executable)}
+    r = cli("run", "all_reduce", "-r", "4", "-S", "-N", "2", timeout=60, env=no_slurm)
     assert (r.returncode, r.stderr.strip()) == (3, (
         "ccbench: error: -S/--slurm-mode: salloc not found on PATH; run on a Slurm login node "
         "(or inside an allocation), or drop -S to launch with mpirun"))

@@ -4,7 +4,6 @@ Slurm mode's batch scripts, status and collect (Slurm isn't installed here:
 nothing pretends to be sbatch or srun)."""
 import json
 import os
-import shutil
 import textwrap
 
 import numpy as np
@@ -113,9 +112,10 @@ def test_slurm_dry_run_scripts_status_collect(tmp_path, cli):
     assert [(c["key"], c["state"]) for c in manifest["combinations"]] == [
         ("all_gather/n1", "written"), ("all_gather/n2", "written")]
     script = (work / "jobs" / "all_gather--n2.sbatch").read_text().splitlines()
-    assert script[:6] == ["#!/bin/bash", "#SBATCH --job-name=ccb-p5-all_gather--n2",
+    assert script[:7] == ["#!/bin/bash", "#SBATCH --job-name=ccb-p5-all_gather--n2",
                           "#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=2",
-                          "#SBATCH --exclusive", "#SBATCH --partition=p5en"]
+                          "#SBATCH --exclusive", "#SBATCH --no-requeue",
+                          "#SBATCH --partition=p5en"]
     assert "#SBATCH --time=00:20:00" in script
     assert f"#SBATCH --output={work / 'logs'}/all_gather--n2.%j.out" in script
     assert "export NCCL_ALGO=Ring" in script
@@ -142,17 +142,20 @@ def test_slurm_dry_run_scripts_status_collect(tmp_path, cli):
     assert json.loads(ds.attrs["suite_axes"])["nnodes"] == 1
 
 
-@pytest.mark.skipif(shutil.which("sbatch") is not None, reason="Slurm is installed")
 def test_slurm_suite_without_slurm(tmp_path, cli):
+    import os
+    import sys
     path = _slurm_suite(tmp_path)
-    r = cli("suite", path, timeout=60)
+    # a machine without Slurm: only the venv's own commands on PATH
+    no_slurm = {**os.environ, "PATH": os.path.dirname(sys.executable)}
+    r = cli("suite", path, timeout=60, env=no_slurm)
     assert r.returncode == 3 and r.stderr.strip() == (
         "ccbench: error: -S/--slurm-mode: sbatch not found on PATH; run on a Slurm login node "
         "(or inside an allocation), or drop -S to launch with mpirun")
-    r = cli("suite", path, "--dry-run", timeout=60)
+    r = cli("suite", path, "--dry-run", timeout=60, env=no_slurm)
     assert r.returncode == 0
     # pretend nothing: the manifest has no job ids, so status reports the file states
-    r = cli("suite", "status", path, timeout=60)
+    r = cli("suite", "status", path, timeout=60, env=no_slurm)
     assert r.returncode == 0
     assert [ln.split()[:3] for ln in r.stdout.splitlines()[1:]] == [
         ["all_gather/n1", "written", "missing"], ["all_gather/n2", "written", "missing"]]

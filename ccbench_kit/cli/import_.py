@@ -19,7 +19,9 @@ def add_parser(sub):
                        "NCCL Inspector outputs",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="+", metavar="FILE", help="logs or JSON files to import "
-                   "(an NCCL Inspector dump folder, or its files, are read together)")
+                   "(an NCCL Inspector dump folder, or its files, are read together; a log "
+                   "directory of NVIDIA's NCCL microbenchmark recipe, LOG_*_sweep_N*/ or "
+                   "the folder above, as a whole)")
     p.add_argument("-o", "--out", help="write every imported result set to this .nc file")
     p.add_argument("--collective", help="collective of files that do not name it "
                    "(nccom-test output, old nccl-tests logs)")

@@ -82,7 +82,8 @@ def _inspector_files(folder):
     """The Inspector's ``<host>-pid<pid>.log`` files (or ``.jsonl``) in `folder`."""
     names = sorted(n for n in os.listdir(folder) if n.endswith((".log", ".jsonl")))
     if not names:
-        raise ImporterError(folder, None, "NCCL Inspector files (*.log, *.jsonl) in the folder")
+        raise ImporterError(folder, None, "NCCL Inspector files (*.log, *.jsonl) or NCCL "
+                            "microbenchmark recipe logs (N_M_LOG_*_iterK.txt) in the folder")
     return [os.path.join(folder, n) for n in names]
 
 
@@ -99,6 +100,11 @@ def read_all(paths, *, collective=None, nranks=None, partial=False):
     for path in paths:
         path = os.fspath(path)
         if os.path.isdir(path):
+            from .recipe_dir import find_logs, open_dir
+            if find_logs(path):         # NVIDIA's NCCL microbenchmark recipe
+                datasets += list(open_dir(path, lambda p: read(
+                    p, collective=collective, nranks=nranks, partial=partial)).values())
+                continue
             inspector += [Source.from_file(p) for p in _inspector_files(path)]
             continue
         if not os.path.exists(path):

@@ -1,6 +1,5 @@
 """Which launcher starts the ranks: mpirun here, mpirun across hosts, or srun."""
 import os
-import re
 import tempfile
 import weakref
 
@@ -48,14 +47,13 @@ def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node
                                        hosts=names[:nnodes] if names else None)
         srun([])  # raise bad options now, not at launch
         _slurm.require_tools(*_slurm.tools_needed(opts))
+        _slurm.preflight(opts, nnodes)
         if names and nranks % nnodes == 0:
-            # where Slurm's block distribution puts each rank, so that the
-            # watchdog can name the host of a rank it never heard from:
-            # nodes in Slurm's order (its configuration's, in practice the
-            # natural order of the names), not the order given
+            # where each rank runs, so that the watchdog can name the host of a
+            # rank it never heard from: srun lays the ranks out in the given
+            # host order (arbitrary distribution, launch/slurm.py)
             srun.placement = _hosts.Placement(
-                tuple(_hosts.Host(n) for n in sorted(names[:nnodes], key=_natural)),
-                nranks // nnodes)
+                tuple(_hosts.Host(n) for n in names[:nnodes]), nranks // nnodes)
         return srun
     placement = _hosts.place(nranks, hosts, hosts_file, nnodes, ranks_per_node)
     if placement is None:
@@ -73,11 +71,6 @@ def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node
     weakref.finalize(mpirun, _unlink, hostfile)
     mpirun.placement = placement
     return mpirun
-
-
-def _natural(name):
-    """node2 before node10."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 def _unlink(path):

@@ -104,8 +104,10 @@ def _split(nranks, nnodes):
     return nranks // nnodes
 
 
-def _alloc_args(opts, nnodes):
+def _alloc_args(opts, nnodes, hosts=None):
     args = ["--nodes", str(nnodes)]
+    if hosts:
+        args += ["--nodelist", ",".join(dict.fromkeys(hosts))]
     for flag, value in (("--partition", opts.partition), ("--time", opts.time_limit),
                         ("--account", opts.account)):
         if value:
@@ -113,13 +115,26 @@ def _alloc_args(opts, nnodes):
     return args
 
 
+def _placement(per_node, hosts):
+    """srun options that lay the ranks out: in the given host order (Slurm
+    sorts a plain ``--nodelist`` by name, which would undo a topology-sorted
+    host file), or ``per_node`` ranks on each node in Slurm's order."""
+    if not hosts:
+        return ["--ntasks-per-node", str(per_node)]
+    hosts = list(dict.fromkeys(hosts))
+    # arbitrary distribution: the node list names the node of each task
+    return ["--distribution=arbitrary", "--nodelist",
+            ",".join(h for h in hosts for _ in range(per_node))]
+
+
 def srun_command(nranks, argv, opts, nnodes=1, hosts=None, environ=None):
     """The command that runs `argv` as `nranks` ranks on `nnodes` nodes.
 
     Inside an allocation: ``srun --jobid J ...``.  Without one: ``salloc ...``
     around the steps.  A setup script makes it ``sh -c 'srun setup && exec
-    srun ranks'`` so that both steps share the allocation.  Commands are
-    found on PATH when run (see `require_tools`).
+    srun ranks'`` so that both steps share the allocation.  With `hosts`,
+    rank r runs on ``hosts[r // ranks per node]``.  Commands are found on
+    PATH when run (see `require_tools`).
     """
     opts = as_options(opts)
     per_node = _split(nranks, nnodes)
@@ -128,10 +143,8 @@ def srun_command(nranks, argv, opts, nnodes=1, hosts=None, environ=None):
     step = [srun]
     if job:
         step += ["--jobid", job]
-    step += ["--nodes", str(nnodes), "--ntasks", str(nranks),
-             "--ntasks-per-node", str(per_node), "--kill-on-bad-exit=1"]
-    if hosts:
-        step += ["--nodelist", ",".join(hosts)]
+    step += ["--nodes", str(nnodes), "--ntasks", str(nranks)] + \
+        _placement(per_node, hosts) + ["--kill-on-bad-exit=1"]
     if opts.mpi:
         step.append(f"--mpi={opts.mpi}")
     step += list(opts.srun_args)
@@ -139,34 +152,40 @@ def srun_command(nranks, argv, opts, nnodes=1, hosts=None, environ=None):
     if opts.setup_script:
         setup = [srun] + (["--jobid", job] if job else []) + [
             "--nodes", str(nnodes), "--ntasks", str(nnodes), "--ntasks-per-node", "1"] \
-            + (["--nodelist", ",".join(hosts)] if hosts else []) + [opts.setup_script]
+            + (["--nodelist", ",".join(dict.fromkeys(hosts))] if hosts else []) \
+            + [opts.setup_script]
         inner = ["sh", "-c", f"{shlex.join(setup)} && exec {shlex.join(ranks)}"]
     else:
         inner = ranks
     if job:
         return inner
-    return ["salloc"] + _alloc_args(opts, nnodes) + \
+    return ["salloc"] + _alloc_args(opts, nnodes, hosts) + \
         ["--ntasks-per-node", str(per_node), "--job-name", "ccbench"] + inner
 
 
 # -- batch jobs (suites) ---------------------------------------------------
 
 def sbatch_script(argv, opts, nranks, nnodes=1, job_name="ccbench", output=None,
-                  env=None, workdir=None):
+                  env=None, workdir=None, hosts=None):
     """The text of an sbatch script that runs `argv` on `nranks` ranks.
 
     `env` is exported before the ranks start (a suite's environment
-    variant); `output` is Slurm's log file (``%j`` = job id).
+    variant); `output` is Slurm's log file (``%j`` = job id); `hosts`
+    (e.g. topology-sorted) are the nodes, in rank order.
     """
     opts = as_options(opts)
     per_node = _split(nranks, nnodes)
     if not re.match(r"^[\w.\-]+$", job_name):
         raise ConfigError(f"job name {job_name!r}: use letters, digits, . _ -", "name")
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nnodes}",
-             f"#SBATCH --ntasks-per-node={per_node}", "#SBATCH --exclusive"]
+             f"#SBATCH --ntasks-per-node={per_node}", "#SBATCH --exclusive",
+             # a combination that loses a node fails and says so; Slurm's
+             # default would rerun it on other nodes under the same name
+             "#SBATCH --no-requeue"]
     for flag, value in (("partition", opts.partition), ("time", opts.time_limit),
                         ("account", opts.account), ("output", output),
-                        ("chdir", workdir)):
+                        ("chdir", workdir),
+                        ("nodelist", ",".join(dict.fromkeys(hosts or [])))):
         if value:
             lines.append(f"#SBATCH --{flag}={value}")
     lines += ["set -euo pipefail"]
@@ -174,8 +193,8 @@ def sbatch_script(argv, opts, nranks, nnodes=1, job_name="ccbench", output=None,
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
             raise ConfigError(f"{k!r} is not an environment variable name", "env")
         lines.append(f"export {k}={shlex.quote(str(v))}")
-    srun = ["srun", "--nodes", str(nnodes), "--ntasks", str(nranks),
-            "--ntasks-per-node", str(per_node), "--kill-on-bad-exit=1"]
+    srun = ["srun", "--nodes", str(nnodes), "--ntasks", str(nranks)] + \
+        _placement(per_node, hosts) + ["--kill-on-bad-exit=1"]
     if opts.mpi:
         srun.append(f"--mpi={opts.mpi}")
     srun += list(opts.srun_args)
@@ -200,34 +219,153 @@ def submit(script_path):
 
 
 def job_states(job_ids):
-    """{job id: state} from squeue (pending, running) and sacct (finished).
+    """{job id: state} from squeue (pending, running, and finished jobs
+    slurmctld still holds) and sacct (older ones, where accounting runs).
 
     Jobs neither knows are left out.
     """
+    return {j: d["state"] for j, d in job_details(job_ids).items()}
+
+
+def job_details(job_ids):
+    """{job id: {"state", "nodes", "reason"}} as `job_states`; ``nodes`` is
+    Slurm's node list of the job ("node[1-2]"), ``reason`` its pending or
+    failure reason ("" when none)."""
     job_ids = [str(j) for j in job_ids]
     if not job_ids:
         return {}
-    states = {}
+    out = {}
     require_tools("squeue")
-    proc = subprocess.run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)],
-                          capture_output=True, text=True, timeout=60)
+    # -t all: finished jobs too, for as long as slurmctld keeps them (MinJobAge)
+    proc = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%N|%r", "-j",
+                           ",".join(job_ids)], capture_output=True, text=True, timeout=60)
     # squeue fails for an id that left the queue; sacct still knows it
     if proc.returncode == 0:
-        states.update(_two_columns(proc.stdout))
-    missing = [j for j in job_ids if j not in states]
+        out.update(_rows(proc.stdout))
+    missing = [j for j in job_ids if j not in out]
     sacct = shutil.which("sacct")
     if missing and sacct:
-        proc = subprocess.run([sacct, "-n", "-X", "-P", "-o", "JobID,State", "-j",
-                               ",".join(missing)], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([sacct, "-n", "-X", "-P", "-o", "JobID,State,NodeList,Reason",
+                               "-j", ",".join(missing)], capture_output=True, text=True,
+                              timeout=60)
         if proc.returncode == 0:
-            states.update(_two_columns(proc.stdout.replace("|", " ")))
-    return {j: states[j] for j in job_ids if j in states}
+            out.update(_rows(proc.stdout))
+    return {j: out[j] for j in job_ids if j in out}
 
 
-def _two_columns(text):
+def _rows(text):
     out = {}
     for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 2:
-            out[parts[0]] = parts[1].split()[0]
+        parts = [p.strip() for p in line.split("|")]
+        if len(parts) >= 2 and parts[0]:
+            nodes = parts[2] if len(parts) > 2 and parts[2] not in ("", "None assigned") else ""
+            reason = parts[3] if len(parts) > 3 and parts[3] not in ("", "None") else ""
+            # sacct writes "CANCELLED by 0": the state is the first word
+            out[parts[0]] = {"state": parts[1].split()[0], "nodes": nodes, "reason": reason}
     return out
+
+
+def node_problems(nodes):
+    """{node: "down* (Not responding)"} for the nodes of Slurm node list
+    `nodes` that are down, drained or failing (sinfo); {} when none."""
+    if not nodes or shutil.which("sinfo") is None:
+        return {}
+    proc = subprocess.run(["sinfo", "-h", "-N", "-n", nodes, "-o", "%N|%t|%E"],
+                          capture_output=True, text=True, timeout=60)
+    bad = {}
+    if proc.returncode == 0:
+        for line in proc.stdout.splitlines():
+            parts = line.split("|")
+            if len(parts) == 3 and parts[1].rstrip("*~#$@+") in (
+                    "down", "drain", "drng", "fail", "failg", "unk") or \
+                    len(parts) == 3 and parts[1].endswith("*"):
+                reason = parts[2].strip()
+                bad[parts[0]] = parts[1] + (f" ({reason})" if reason and reason != "none" else "")
+    return bad
+
+
+# -- checks before anything runs --------------------------------------------
+
+_DEFAULT_CONFS = ("/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf",
+                  "/run/slurm/conf/slurm.conf")
+
+
+def _client_error(tool, stderr):
+    """One line from a Slurm client's stderr: the munge failure when there
+    is one (Slurm buries it among retries), else the first error."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    munge = next((ln for ln in lines if "Munge encode failed" in ln or "munge" in ln.lower()
+                  and "error" in ln.lower() and "restart with" not in ln), None)
+    if munge:
+        return ("cannot authenticate to Slurm (is munged running?): "
+                + munge.split("error: ", 1)[-1])
+    err = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "failed")
+    return f"{tool}: {err.split('error: ', 1)[-1]}"
+
+
+def _client(argv, environ):
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, env=environ)
+    except subprocess.TimeoutExpired:
+        raise RunError(f"-S/--slurm-mode: {argv[0]} did not answer in 30 s; is slurmctld "
+                       "reachable from here?") from None
+    if proc.returncode != 0:
+        raise RunError(f"-S/--slurm-mode: {_client_error(argv[0], proc.stderr)}")
+    return proc.stdout
+
+
+def preflight(opts, nnodes=1, environ=None):
+    """Check, before any rank or file exists, what Slurm would only refuse
+    after a wait: a slurm.conf, munge, the partition, the node count, and
+    that a given job is ours and running.  Raises ConfigError/RunError."""
+    import getpass
+
+    opts = as_options(opts)
+    env = dict(os.environ if environ is None else environ)
+    conf = env.get("SLURM_CONF")
+    if conf and not os.path.isfile(conf):
+        raise ConfigError(f"SLURM_CONF={conf}: no such file; point it at the cluster's "
+                          "slurm.conf", "-S/--slurm-mode")
+    if not conf and not any(os.path.isfile(p) for p in _DEFAULT_CONFS):
+        raise ConfigError(f"no slurm.conf: {_DEFAULT_CONFS[0]} is missing and SLURM_CONF is "
+                          "not set", "-S/--slurm-mode")
+    job = opts.allocation(env)
+    if job:
+        out = _client(["squeue", "-h", "-t", "all", "-j", job, "-o", "%i|%u|%T|%D"], env) \
+            if _job_known(job, env) else ""
+        row = next((ln.split("|") for ln in out.splitlines() if ln.split("|")[0] == job), None)
+        if row is None:
+            raise ConfigError(f"no job {job} in this cluster (squeue does not know it)",
+                              "--slurm-job-id")
+        me = getpass.getuser()
+        if row[1] != me:
+            raise ConfigError(f"job {job} belongs to {row[1]}, not to {me}", "--slurm-job-id")
+        if row[2] != "RUNNING":
+            raise ConfigError(f"job {job} is {row[2]}, not running", "--slurm-job-id")
+        if nnodes > int(row[3]):
+            raise ConfigError(f"{nnodes} nodes asked for but job {job} has {row[3]}",
+                              "-N/--nnodes")
+        return
+    parts = {}
+    default = None
+    for line in _client(["sinfo", "-h", "-o", "%P|%D"], env).splitlines():
+        name, count = line.split("|")
+        if name.endswith("*"):
+            name = default = name[:-1]
+        parts[name] = parts.get(name, 0) + int(count)
+    partition = opts.partition or default
+    if opts.partition and opts.partition not in parts:
+        raise ConfigError(f"no partition {opts.partition!r}; this cluster has "
+                          + ", ".join(sorted(parts)), "--slurm-partition")
+    if partition in parts and nnodes > parts[partition]:
+        raise ConfigError(f"{nnodes} nodes asked for but partition {partition} has "
+                          f"{parts[partition]}", "-N/--nnodes")
+
+
+def _job_known(job, env):
+    """squeue -j fails outright ("Invalid job id") for a job it never had."""
+    proc = subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%i"],
+                          capture_output=True, text=True, timeout=30, env=env)
+    if proc.returncode != 0 and "Invalid job id" not in proc.stderr:
+        raise RunError(f"-S/--slurm-mode: {_client_error('squeue', proc.stderr)}")
+    return proc.returncode == 0

@@ -149,6 +149,7 @@ def _submit_all(suite, entries, dry_run, progress):
     for combo, entry in zip(suite.combinations, entries):
         try:
             nnodes = combo.nnodes or 1
+            hosts = _slurm_hosts(suite, nnodes)
             cfg = make_config(combo.collective, combo.nranks, out=entry.part,
                               command=f"ccbench suite {suite.path}  # {combo.key}",
                               **combo.options)
@@ -157,7 +158,7 @@ def _submit_all(suite, entries, dry_run, progress):
                 argv, dict(suite.slurm), combo.nranks, nnodes,
                 job_name=f"ccb-{suite.name}-{combo.flat}"[:120],
                 output=os.path.join(paths["logs"], f"{combo.flat}.%j.out"), env=combo.env,
-                workdir=os.path.dirname(suite.path))
+                workdir=os.path.dirname(suite.path), hosts=hosts)
             entry.script = os.path.join(paths["jobs"], f"{combo.flat}.sbatch")
             with open(entry.script, "w") as f:
                 f.write(text)
@@ -175,6 +176,21 @@ def _submit_all(suite, entries, dry_run, progress):
     return SuiteResult(entries, failed=[(e.key, e.error) for e in entries if e.state == "failed"])
 
 
+def _slurm_hosts(suite, nnodes):
+    """The first `nnodes` of the suite's hosts (e.g. a topology-sorted host
+    file), in rank order, or None to let Slurm choose."""
+    if not (suite.hosts or suite.hosts_file):
+        return None
+    from ..launch import hosts as _hosts
+    found = _hosts.read_hostfile(suite.hosts_file) if suite.hosts_file else \
+        _hosts.parse_hosts(suite.hosts)
+    names = list(dict.fromkeys(h.name for h in found))
+    if nnodes > len(names):
+        raise ConfigError(f"{nnodes} nodes asked for but the suite names only {len(names)} "
+                          "hosts", "matrix.nnodes")
+    return names[:nnodes]
+
+
 def _part_state(entry):
     """("done" | "partial" | "missing" | "unreadable", detail) of a results file."""
     from ..dataset import open_parts
@@ -190,27 +206,76 @@ def _part_state(entry):
     return "done", ""
 
 
+# Slurm job states that end a job without its results
+_FAILED_STATES = ("FAILED", "NODE_FAIL", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY",
+                  "BOOT_FAIL", "DEADLINE", "PREEMPTED")
+
+
+def _job_info(entries):
+    """({job id: squeue/sacct details}, note when Slurm could not be asked)."""
+    from ..launch import slurm as _slurm
+
+    ids = [e.job_id for e in entries if e.job_id]
+    if not ids:
+        return {}, ""
+    try:
+        return _slurm.job_details(ids), ""
+    except RunError as e:
+        return {}, str(e).split(";")[0]
+
+
+def _log_nodes(suite, entry):
+    """Nodes the job's log blames ("srun: error: node3: task 2: Killed",
+    "Node failure on node3", "*** JOB 12 ON node3 CANCELLED")."""
+    import re
+    path = os.path.join(_paths(suite)["logs"], f"{entry.key.replace('/', '--')}.{entry.job_id}.out")
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()[-200000:]
+    except OSError:
+        return []
+    found = re.findall(r"srun: error: ([\w.\-]+): tasks? [\d\-,]+: (?!Exited with exit code)",
+                       text)
+    found += re.findall(r"[Nn]ode failure on ([\w.\-]+)", text)
+    found += re.findall(r"\*\*\* (?:JOB|STEP) [\d.]+ ON ([\w.\-]+) CANCELLED", text)
+    return list(dict.fromkeys(found))
+
+
+def _failure(suite, entry, info):
+    """One line naming why job `entry` failed and on which node, or ""."""
+    from ..launch import slurm as _slurm
+
+    if not info or info["state"] not in _FAILED_STATES:
+        return ""
+    text = f"job {entry.job_id} {info['state']}"
+    if info["nodes"]:
+        text += f" on {info['nodes']}"
+    problems = _slurm.node_problems(info["nodes"])
+    blamed = _log_nodes(suite, entry)
+    if problems:
+        text += ": " + ", ".join(f"{n} {p}" for n, p in problems.items())
+    elif blamed:
+        text += ": failed on " + ", ".join(blamed)
+    if info["reason"] and info["reason"] not in text:
+        text += f" [{info['reason']}]"
+    return text
+
+
 def status(suite):
     """[(key, job state or run state, results state, detail)] per combination.
 
     Slurm job states come from squeue/sacct; without them the state says so.
+    A failed job's detail names its nodes and the ones Slurm saw go down.
     """
-    from ..launch import slurm as _slurm
-
     mode, entries = read_manifest(suite)
-    jobs, note = {}, ""
-    ids = [e.job_id for e in entries if e.job_id]
-    if ids:
-        try:
-            jobs = _slurm.job_states(ids)
-        except RunError as e:
-            note = str(e)
+    jobs, note = _job_info(entries)
     rows = []
     for e in entries:
         result, detail = _part_state(e)
-        state = jobs.get(e.job_id, "unknown (" + note.split(";")[0] + ")" if note else "unknown") \
+        info = jobs.get(e.job_id)
+        state = (info["state"] if info else f"unknown ({note})" if note else "unknown") \
             if e.job_id else e.state
-        rows.append((e.key, state, result, e.error or detail))
+        rows.append((e.key, state, result, e.error or _failure(suite, e, info) or detail))
     return rows
 
 
@@ -222,9 +287,11 @@ def collect(suite, report=True, progress=None):
     from ..dataset import open_parts, save
 
     _, entries = read_manifest(suite)
+    jobs, _note = _job_info(entries)
     parts, failed = {}, []
     for e in entries:
         state, detail = _part_state(e)
+        detail = _failure(suite, e, jobs.get(e.job_id)) or detail
         if state in ("done", "partial"):
             ds = next(iter(open_parts(e.part).values())).load()
             ds.attrs["suite"] = suite.name

@@ -1,0 +1,387 @@
+"""The kit on a real Slurm cluster: the repository's testbed (real slurmctld,
+slurmd and munge, one network namespace per node, two leaves and a spine
+shaped with tc).  One testbed for the whole module; everything it made is
+removed at the end, also when a test fails.  Skipped only where this
+machine cannot run it (no root, no namespaces, no Slurm), saying why."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from testbed import Cluster, Config, check_host, lossy_unavailable  # noqa: E402
+from testbed import TestbedError as _TestbedError  # noqa: E402  (not a test class)
+
+BIN = Path(sys.executable).parent
+CCBENCH = str(BIN / "ccbench")
+
+
+def _unusable():
+    try:
+        check_host()
+    except _TestbedError as e:
+        return str(e)
+    return None
+
+
+pytestmark = pytest.mark.skipif(_unusable() is not None, reason=f"testbed: {_unusable()}")
+
+
+@pytest.fixture(scope="module")
+def tb():
+    c = Cluster(Config(name=f"pt{os.getpid() % 100000}", nodes=4, rate_mbit=200))
+    c.up()
+    try:
+        yield c
+    finally:
+        c.down()
+    assert not [ns for ns in _netns() if ns.startswith(c.config.prefix + "-")]
+    assert not os.path.exists(c.config.statedir)
+
+
+def _netns():
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.strip()]
+
+
+def _ccbench(tb, *args, timeout=300):
+    return tb.login([CCBENCH, *map(str, args)], timeout=timeout)
+
+
+def _wait_jobs_done(tb, timeout=240):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not tb.login(["squeue", "-h", "-o", "%i"]).stdout.strip():
+            return
+        time.sleep(1)
+    raise AssertionError("jobs still queued: " + tb.login(["squeue"]).stdout)
+
+
+# -- the testbed itself ------------------------------------------------------
+
+_RATE_PY = textwrap.dedent("""\
+    import socket, sys, time
+    if sys.argv[1] == "recv":
+        s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", 5999)); s.listen(1); print("ready", flush=True)
+        c, _ = s.accept(); n = 0; t0 = None
+        while True:
+            b = c.recv(1 << 20)
+            if not b: break
+            t0 = t0 or time.time(); n += len(b)
+        print(n * 8 / (time.time() - t0) / 1e6)
+    else:
+        c = socket.create_connection((sys.argv[2], 5999)); t = time.time(); buf = b"x" * (1 << 20)
+        while time.time() - t < 1.5: c.sendall(buf)
+""")
+
+
+def _mbit(tb, src, dst, tmp_path):
+    """Mbit/s of a 1.5 s TCP stream from node `src` to node `dst`."""
+    script = tmp_path / "rate.py"
+    script.write_text(_RATE_PY)
+    ns = tb.config.netns
+    rx = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns(dst)}", sys.executable, script,
+                           "recv"], stdout=subprocess.PIPE, text=True)
+    assert rx.stdout.readline().strip() == "ready"
+    subprocess.run(["nsenter", f"--net=/run/netns/{ns(src)}", sys.executable, script, "send",
+                    tb.config.address(dst)], check=True, timeout=30)
+    return float(rx.communicate(timeout=30)[0])
+
+
+def test_fabric_topology_and_faults(tb, tmp_path):
+    # every node idle in a real Slurm, under its own host name
+    assert tb.node_states() == {f"node{k}": "idle" for k in range(1, 5)}
+    out = tb.login(["srun", "-N", "4", "-n", "4", "hostname"], timeout=60)
+    assert sorted(out.stdout.split()) == ["node1", "node2", "node3", "node4"], out.stderr
+    # the topology file is EC2's, and the kit sorts by it: leaves together
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("node3\nnode1\nnode4\nnode2\n")
+    r = subprocess.run([CCBENCH, "cluster", "hostfile", "-i", hosts, "--topology",
+                        tb.topology_file, "-o", tmp_path / "sorted.txt"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "sorted.txt").read_text().split() == ["node3", "node4", "node1", "node2"]
+    # the link is shaped to 200 Mbit/s; slow-link halves it, and only there
+    assert 150 < _mbit(tb, "node1", "node2", tmp_path) < 210
+    key = tb.fault("slow-link", "node2")
+    assert 70 < _mbit(tb, "node1", "node2", tmp_path) < 105
+    assert 150 < _mbit(tb, "node3", "node4", tmp_path) < 210
+    tb.clear(key)
+    assert 150 < _mbit(tb, "node1", "node2", tmp_path) < 210
+    # congested-link: competing flows share node2's link
+    tb.fault("congested-link", "node2", 4)
+    assert _mbit(tb, "node1", "node2", tmp_path) < 150
+    tb.clear("congested-link:node2")
+    assert not [ns for ns in _netns() if ns.endswith("-sink2")]
+    # cpu-contended: busy loops in node3's cgroup, capped at one core
+    tb.fault("cpu-contended", "node3")
+    cg = tb.faults["cpu-contended:node3"]["cgroup"]
+    quota = Path(cg, "cpu.cfs_quota_us")
+    assert (quota.read_text().strip() if quota.exists()
+            else Path(cg, "cpu.max").read_text().split()[0]) == "100000"
+    hogs = tb.faults["cpu-contended:node3"]["pids"]
+    assert all(os.path.exists(f"/proc/{p}") for p in hogs)
+    tb.clear()
+    assert not any(os.path.exists(f"/proc/{p}") and
+                   open(f"/proc/{p}/stat").read().split()[2] != "Z" for p in hogs)
+    # stopped: a job step's processes stop, and run on once cleared
+    step = subprocess.Popen(tb.login_command(["srun", "-w", "node4", "-N", "1", "-n", "1",
+                                              "sleep", "30"]), env=tb.env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not _comm_pids(tb, "node4", "sleep"):
+            assert time.monotonic() < deadline, "the job step did not start"
+            time.sleep(0.2)
+        tb.fault("stopped", "node4")
+        assert {_state(p) for p in _comm_pids(tb, "node4", "sleep")} == {"T"}
+        assert {_state(p) for p in _comm_pids(tb, "node4", "slurmd")} != {"T"}
+        tb.clear("stopped:node4")
+        assert "T" not in {_state(p) for p in _comm_pids(tb, "node4", "sleep")}
+    finally:
+        step.kill()
+        tb.login(["scancel", "-u", "root"])
+    # lossy-link where the kernel makes random drops; else skip, saying why
+    reason = lossy_unavailable()
+    if reason is None:
+        tb.fault("lossy-link", "node1", 5)
+        tables = subprocess.run(["ip", "netns", "exec", tb.config.netns("node1"), "nft", "list",
+                                 "ruleset"], capture_output=True, text=True).stdout
+        assert "numgen random mod 10000 < 500 drop" in tables
+        tb.clear()
+    with pytest.raises(_TestbedError, match="^unknown fault 'melted'"):
+        tb.fault("melted", "node1")
+    with pytest.raises(_TestbedError, match="^no node 'node9'"):
+        tb.fault("slow-link", "node9")
+    if reason:
+        pytest.skip(reason)
+
+
+def _comm_pids(tb, node, comm):
+    out = []
+    for pid in tb.node_pids(node):
+        try:
+            if open(f"/proc/{pid}/comm").read().strip() == comm:
+                out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def _state(pid):
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+
+
+# -- ccbench run -S ----------------------------------------------------------
+
+def test_run_in_an_allocation_and_from_outside(tb, tmp_path):
+    import ccbench_kit as ccb
+
+    alloc = tb.login(["salloc", "--no-shell", "-N", "3", "--ntasks-per-node", "1"], timeout=120)
+    job = re.search(r"Granted job allocation (\d+)", alloc.stderr).group(1)
+    try:
+        out = tmp_path / "in_job.nc"
+        # ranks in the order given (a topology-sorted host file), not Slurm's
+        r = _ccbench(tb, "run", "all_reduce", "-r", "3", "-S", "--slurm-job-id", job, "--hosts",
+                     "node3", "node1", "node2", "-b", "8", "-e", "4K", "-f", "8", "-n", "3",
+                     "-w", "1", "--check", "--out", out)
+        assert r.returncode == 0, r.stderr
+        ds = ccb.load(out)
+        assert list(ds.host.values) == ["node3", "node1", "node2"]
+        assert (ds.attrs["slurm_job_id"], ds.attrs["launcher"]) == (job, "srun")
+        assert int(ds.wrong.sum()) == 0
+    finally:
+        tb.login(["scancel", job])
+    # outside any allocation: salloc makes one
+    out = tmp_path / "salloc.nc"
+    r = _ccbench(tb, "run", "sendrecv", "-r", "4", "-N", "4", "-S", "-b", "8", "-e", "64",
+                 "-n", "3", "-w", "1", "--out", out)
+    assert r.returncode == 0, r.stderr
+    ds = ccb.load(out)
+    assert sorted(ds.host.values) == ["node1", "node2", "node3", "node4"]
+    assert ds.attrs["launcher"] == "srun" and int(ds.attrs["slurm_job_id"]) > int(job)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-N", "2", "--slurm-partition", "gpu"],
+     "--slurm-partition: no partition 'gpu'; this cluster has compute"),
+    (["-N", "5"], "-N/--nnodes: 5 nodes asked for but partition compute has 4"),
+    (["-N", "2", "--slurm-job-id", "987654"],
+     "--slurm-job-id: no job 987654 in this cluster (squeue does not know it)"),
+])
+def test_bad_slurm_input(tb, tmp_path, args, message):
+    out = tmp_path / "x.nc"
+    nranks = args[args.index("-N") + 1]
+    r = _ccbench(tb, "run", "all_reduce", "-r", nranks, "-S", *args, "-b", "8", "-e", "8",
+                 "--out", out, timeout=120)
+    assert (r.returncode, r.stderr.strip()) == (2, f"ccbench: error: {message}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_slurm_setup(tb, tmp_path):
+    args = ["run", "all_reduce", "-r", "2", "-N", "2", "-S", "-b", "8", "-e", "8", "--out",
+            tmp_path / "x.nc"]
+    r = tb.login([CCBENCH, *map(str, args)], env={"SLURM_CONF": "/nonexistent/slurm.conf"},
+                 timeout=60)
+    assert (r.returncode, r.stderr.strip()) == (2, (
+        "ccbench: error: -S/--slurm-mode: SLURM_CONF=/nonexistent/slurm.conf: no such file; "
+        "point it at the cluster's slurm.conf"))
+    # no munge: a slurm.conf whose munge socket is not there
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(re.sub(r"AuthInfo=socket=\S+", f"AuthInfo=socket={tmp_path}/none.sock",
+                           Path(tb.slurm_conf).read_text()))
+    r = tb.login([CCBENCH, *map(str, args)], env={"SLURM_CONF": str(conf)}, timeout=60)
+    assert r.returncode == 3
+    assert r.stderr.strip() == (
+        "ccbench: error: -S/--slurm-mode: cannot authenticate to Slurm (is munged running?): "
+        f"Munge encode failed: Failed to access \"{tmp_path}/none.sock\": No such file or "
+        "directory (Did you start munged?)")
+    # a job that is not ours
+    sub = tb.login(["runuser", "-u", "nobody", "--", "sbatch", "--parsable", "--begin=now+300",
+                    "-N", "1", "--chdir", "/tmp", "--output", "/dev/null", "--wrap", "true"])
+    job = sub.stdout.strip()
+    assert sub.returncode == 0 and job.isdigit(), sub.stderr
+    try:
+        r = tb.login([CCBENCH, *map(str, args[:-2]), "--slurm-job-id", job, "--out",
+                      str(tmp_path / "x.nc")], timeout=60)
+        assert r.returncode == 2
+        assert r.stderr.strip() == (f"ccbench: error: --slurm-job-id: job {job} belongs to "
+                                    "nobody, not to root")
+    finally:
+        tb.login(["scancel", job])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["slurm.conf"]
+
+
+# -- suites as sbatch jobs -----------------------------------------------------
+
+def _suite(tmp_path, name, maxbytes, collectives=("all_reduce", "all_gather", "sendrecv")):
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: {name}
+        launcher: slurm
+        ranks_per_node: 1
+        run: {{minbytes: 8, maxbytes: {maxbytes}, stepfactor: 4, iters: 4, warmup: 1}}
+        matrix:
+          collectives: [{", ".join(collectives)}]
+          nnodes: [2]
+        """))
+    return path
+
+
+def _status(tb, suite):
+    r = _ccbench(tb, "suite", "status", suite, timeout=120)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split(None, 3) for line in r.stdout.splitlines()[1:]]
+    return {row[0]: row[1:] for row in rows}
+
+
+def test_suite_of_sbatch_jobs_status_and_collect(tb, tmp_path):
+    import ccbench_kit as ccb
+    from ccbench_kit.dataset import open_parts
+
+    suite = _suite(tmp_path, "three", "4K")
+    r = _ccbench(tb, "suite", suite, "--no-report")
+    assert r.returncode == 0, r.stderr
+    ids = re.findall(r"submitted as job (\d+)", r.stderr)
+    assert len(ids) == 3
+    states = _status(tb, suite)
+    assert {s[0] for s in states.values()} <= {"PENDING", "RUNNING", "COMPLETING", "COMPLETED"}
+    _wait_jobs_done(tb)
+    states = _status(tb, suite)
+    assert {k: v[:2] for k, v in states.items()} == {
+        k: ["COMPLETED", "done"] for k in ("all_reduce", "all_gather", "sendrecv")}
+    r = _ccbench(tb, "suite", "collect", suite, "--no-report")
+    assert r.returncode == 0, r.stderr
+    parts = open_parts(tmp_path / "results" / "three.nc")
+    assert sorted(parts) == ["all_gather", "all_reduce", "sendrecv"]
+    jobs = {k: ds.attrs["slurm_job_id"] for k, ds in parts.items()}
+    assert sorted(jobs.values()) == sorted(ids)
+    assert all(len(set(ds.host.values)) == 2 for ds in parts.values())
+    del ccb
+
+
+def test_a_node_dies_mid_suite(tb, tmp_path):
+    from ccbench_kit.dataset import open_parts
+
+    suite = _suite(tmp_path, "die", "8M")
+    r = _ccbench(tb, "suite", suite, "--no-report")
+    assert r.returncode == 0, r.stderr
+    # the two 2-node jobs run side by side; kill a node of the second
+    deadline = time.monotonic() + 120
+    while True:
+        running = tb.login(["squeue", "-h", "-t", "running", "-o", "%i %N"]).stdout
+        victim = next((line.split()[0] for line in running.splitlines()
+                       if line.split()[1:] == ["node[3-4]"]), None)
+        if victim:
+            break
+        assert time.monotonic() < deadline, running
+        time.sleep(0.5)
+    time.sleep(2)
+    tb.kill_node("node4")
+    try:
+        _wait_jobs_done(tb)
+        states = _status(tb, suite)
+        failed = [k for k, v in states.items() if v[0] != "COMPLETED"]
+        assert len(failed) == 1, states
+        state, result, detail = states[failed[0]]
+        assert state == "NODE_FAIL" and result in ("missing", "partial")
+        assert f"job {victim} NODE_FAIL on node[3-4]: node4 down*" in detail
+        for k, v in states.items():
+            if k != failed[0]:
+                assert v[:2] == ["COMPLETED", "done"]
+        r = _ccbench(tb, "suite", "collect", suite, "--no-report")
+        assert r.returncode == 3
+        assert f"ccbench: failed: {failed[0]}: " in r.stderr and "node4 down*" in r.stderr
+        parts = open_parts(tmp_path / "results" / "die.nc")
+        done = sorted(k for k in states if k != failed[0])
+        assert sorted(k for k in parts if parts[k].attrs.get("complete") == "true") == done
+        assert all("node4" not in parts[k].host.values for k in done)
+    finally:
+        tb.revive_node("node4")
+
+
+# -- Dask-MPI across the Slurm nodes -------------------------------------------
+
+def test_dask_cluster_over_slurm_matches_srun(tb, tmp_path):
+    import ccbench_kit as ccb
+
+    sched = tmp_path / "sched.json"
+    r = _ccbench(tb, "cluster", "start", "-np", "4", "-N", "4", "-S", "--interface", "eth0",
+                 "--scheduler-file", sched, "--timeout", "180", timeout=240)
+    assert r.returncode == 0, r.stderr
+    try:
+        client_py = tmp_path / "client.py"
+        client_py.write_text(textwrap.dedent(f"""\
+            import ccbench_kit as ccb
+            from distributed import Client
+            with Client(scheduler_file={str(sched)!r}) as client:
+                ccb.run("all_reduce", sizes=["8", "4K"], algorithms=["ring", "mpi"], iters=3,
+                        warmup=1, check="random", client=client, out={str(tmp_path / 'dask.nc')!r})
+            """))
+        r = tb.login([sys.executable, str(client_py)], timeout=300)
+        assert r.returncode == 0, r.stderr
+    finally:
+        stop = _ccbench(tb, "cluster", "stop", "--scheduler-file", sched, timeout=120)
+    assert stop.returncode == 0, stop.stderr
+    r = _ccbench(tb, "run", "all_reduce", "-r", "3", "-N", "3", "-S", "--hosts", "node2",
+                 "node3", "node4", "-b", "8", "-e", "4K", "-f", "512", "--algorithms",
+                 "ring,mpi", "-n", "3", "-w", "1", "--check", "random", "--out",
+                 tmp_path / "srun.nc")
+    assert r.returncode == 0, r.stderr
+    dask, srun = ccb.load(tmp_path / "dask.nc"), ccb.load(tmp_path / "srun.nc")
+    # the same Dataset: dims, coordinates (the workers are node2..node4), checks
+    assert dict(dask.sizes) == dict(srun.sizes)
+    for coord in ("algorithm", "placement", "size", "rank", "host"):
+        assert list(dask[coord].values) == list(srun[coord].values), coord
+    assert list(dask.host.values) == ["node2", "node3", "node4"]
+    assert int(dask.wrong.sum()) == int(srun.wrong.sum()) == 0
+    assert dask.attrs["slurm_job_id"] != srun.attrs["slurm_job_id"]
+    assert set(srun.attrs) - set(dask.attrs) <= {"slurm_step_id"}
