@@ -10,6 +10,8 @@ from .config import RunConfig
 from .dataset import load, save
 from .dataset.schema import PLACEMENTS
 from .errors import ConfigError
+from .output_path import check_output
+from .preflight import check_run
 from .units import parse_size, sweep
 
 __all__ = ["load", "run", "run_many", "save", "make_config", "inside_mpi_job"]
@@ -198,11 +200,14 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         from .launch import dask as _dask
         workers = _dask.worker_ranks(client, nranks)
         cfg = make_config(collective, len(workers), sizes, **options)
+        check_run(cfg, ranks_here=0)  # the workers run already; the output and results
         return _dask.run_on_workers(client, workers, cfg, progress=progress, timeout=timeout)
     if inside_mpi_job():
         return _run_in_process(collective, sizes, progress=progress, **options)
     nranks = 2 if nranks is None else nranks
     cfg = make_config(collective, nranks, sizes, timeout=timeout, **options)
+    # before mpirun starts: where the results go, and whether the ranks fit here
+    check_run(cfg, ranks_here=0 if (hosts or hosts_file or slurm) else nranks)
     from .launch.command import launcher
     command = launcher(nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
                        ranks_per_node=ranks_per_node, slurm=slurm, env=env)
@@ -236,6 +241,8 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, **options):
     rewritten after each collective so that finished ones are never lost.
     """
     names = [collectives.get(c).name for c in collectives_]
+    if out:
+        check_output(out, "--out")
     done = {}
     for name in names:
         part = None

@@ -18,6 +18,7 @@ from .inputs.coalesced import combined, split_layout
 from .dataset.schema import make_dataset
 from .dtypes import OPS, get_dtype
 from .errors import RunError
+from .output_path import ResultsRescued
 
 INPUT_BLOCK = 1 << 20  # elements drawn at random when not checking; the rest repeats them
 ENV_PREFIXES = ("NCCL_", "OMPI_", "CCB_", "UCX_", "FI_", "CUDA_VISIBLE_DEVICES")
@@ -138,10 +139,12 @@ class Sweep:
                 elif self.checkpoint is not None:
                     self.checkpoint.pending(k, layout, lat_all, start_all, wrong_all,
                                             self.dtype.itemsize)
-        except BaseException:
+        except BaseException as error:
             if self.world_rank == 0 and len(blocks) > saved_n:
                 try:  # what rank 0 holds, before the error goes on
                     self._save(self._dataset(blocks, ranks_info, offsets, complete=False))
+                except ResultsRescued as rescued:  # the file could not take them: say where
+                    raise rescued from error
                 except Exception:
                     pass
             raise
@@ -385,15 +388,10 @@ def group_coords(groups, nranks):
 
 
 def host_memory_available():
-    """Bytes the kernel says can be allocated without swapping."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    """Bytes this rank's host may still allocate: MemAvailable, cgroup and
+    Slurm limits (`resources.memory_available`)."""
+    from .resources import memory_available
+    return memory_available()
 
 
 class _fault_injection:

@@ -11,16 +11,17 @@ import warnings
 from ..dataset import save
 from ..importers import ReportedMismatchWarning, open_any, unique_names
 from ..table import format_table
+from . import argtypes as T
 
 
 def add_parser(sub):
     p = sub.add_parser("import", help="import nccl-tests / nccom-test / AllgatherP outputs",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="+", metavar="FILE", help="logs or JSON files to import")
-    p.add_argument("-o", "--out", help="write every imported result set to this .nc file")
+    p.add_argument("-o", "--out", type=T.path("a results file"), help="write every imported result set to this .nc file")
     p.add_argument("--collective", help="collective of files that do not name it "
                    "(nccom-test output, old nccl-tests logs)")
-    p.add_argument("--nranks", type=int, help="rank count of files that do not say it")
+    p.add_argument("--nranks", type=T.ranks, help="rank count of files that do not say it")
     p.add_argument("--partial", action="store_true",
                    help="keep the complete rows of a truncated table (marked incomplete)")
     p.add_argument("--table", action="store_true", help="also print each table")
@@ -28,6 +29,9 @@ def add_parser(sub):
 
 
 def main(args):
+    if args.out:
+        from ..output_path import check_output
+        check_output(args.out, "-o/--out")
     datasets = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportedMismatchWarning)

@@ -191,8 +191,10 @@ def _load_json(source, flag):
         return source
     path = os.fspath(source)
     try:
-        with open(path) as f:
-            return json.load(f)
+        from ..bounded import loads_json, read_text
+        return loads_json(read_text(path, "JSON"))
+    except ConfigError as e:
+        raise ConfigError(str(e), flag) from None
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror}", flag) from e
     except ValueError as e:

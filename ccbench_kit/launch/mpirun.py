@@ -9,8 +9,8 @@ import threading
 import time
 import uuid
 
-from ..errors import RunError
-from . import events, worker
+from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError
+from . import events, lifeline, worker
 from .watchdog import Board, Monitor, dead_ranks, kill_tree
 
 
@@ -128,16 +128,18 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
             worker.inline_config(cfg) if command else cfg_path, f"--board={board_path}"]
     cmd = command(argv) if command else mpirun_command(cfg.nranks, argv, hosts=hosts)
     run_id = uuid.uuid4().hex
-    job_env = {**mpirun_env(), **(env or {}), "CCB_RUN_ID": run_id}
+    job_env = {**mpirun_env(), **(env or {}), **lifeline.launcher_env(), "CCB_RUN_ID": run_id}
+    # mpirun and the ranks die with this process, even by SIGKILL (`lifeline`)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=job_env, start_new_session=True)
+                            env=job_env, start_new_session=True,
+                            preexec_fn=lifeline.terminate_with_parent)
     output = _Output(proc, on_event)
     exit_code = RunError.exit_code
     try:
         failure = _supervise(proc, cfg, Monitor(board, cfg.options.get("timeout")), timeout)
     except (KeyboardInterrupt, Interrupted) as e:
         failure = f"interrupted by {getattr(e, 'signal_name', 'SIGINT')}"
-        exit_code = 130
+        exit_code = getattr(e, "exit_code", EXIT_SIGINT)
     finally:
         # mpirun may be gone while a rank it could not reach is not
         kill_tree(proc, run_id, grace=3.0 if proc.poll() is None else 0.5)
@@ -158,7 +160,11 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
             failure = f"{os.path.basename(cmd[0])} exited with status {rc}" + \
                 (f":\n{detail}" if detail else "")
     if failure is not None:
-        err = RunError(failure + _saved_note(cfg.out, failure, earlier))
+        rescued = output.errors and output.errors[0].get("kind") == "ResultsRescued"
+        if rescued:  # rank 0 put every size done elsewhere, and said where
+            from ..dataset.checkpoint import clear_pending
+            clear_pending(cfg.out)
+        err = RunError(failure + ("" if rescued else _saved_note(cfg.out, failure, earlier)))
         err.exit_code = exit_code
         raise err
     return cfg.out
@@ -168,6 +174,7 @@ class Interrupted(Exception):
     """SIGTERM, turned into an exception so that the launcher cleans up."""
 
     signal_name = "SIGTERM"
+    exit_code = EXIT_SIGTERM
 
 
 class _Output:
@@ -243,9 +250,12 @@ def _saved_note(out, reason, earlier=None):
     and say what it holds."""
     from ..dataset import io
     from ..dataset.checkpoint import merge_pending
+    from ..errors import CCBenchError
     if out:
         try:
             merge_pending(out)
+        except CCBenchError as e:  # a failed write, or the results rescued elsewhere
+            return f". {e}"
         except Exception as e:
             return f". The sizes kept beside {out} could not be merged into it ({e})"
     if not out or not os.path.exists(out) or _stamp(out) == earlier:
@@ -257,6 +267,9 @@ def _saved_note(out, reason, earlier=None):
     for ds in parts.values():
         ds.attrs["complete"] = "false"
         ds.attrs["incomplete_reason"] = reason.splitlines()[0]
-    io.save(parts, out)
+    try:
+        io.save_or_rescue(parts, out)
+    except CCBenchError as e:
+        return f". {e}"
     n = next(iter(parts.values())).sizes["size"]
     return f". Results for the {n} size{'s' if n != 1 else ''} done before are in {out}"

@@ -33,6 +33,8 @@ def read_config(arg):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    from .lifeline import guard_rank
+    guard_rank()  # no rank outlives the launcher
     cfg = read_config(argv[0])
     from mpi4py import MPI
 

@@ -42,6 +42,7 @@ def render(results, output, *, baseline=None, theory="auto", stats=("avg", "p50"
     output = Path(output)
     if output.suffix != ".html":
         raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "-o/--output")
+    _check_outputs(output)
     p = check_parameters(results, baseline or "", theory, stats, title)
     params = dict(results=[str(Path(r).resolve()) for r in p.results],
                   baseline=str(Path(p.baseline).resolve()) if p.baseline else "",
@@ -57,6 +58,7 @@ def render_compare(results, output, *, baseline=None, stats=("avg",), title="", 
     output = Path(output)
     if output.suffix != ".html":
         raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "-o/--output")
+    _check_outputs(output)
     p = prepare_compare_parameters(results, baseline or "", stats, title)
     params = dict(results=[str(Path(r).resolve()) for r in p.results],
                   baseline=str(Path(p.baseline).resolve()) if p.baseline else "",
@@ -64,6 +66,13 @@ def render_compare(results, output, *, baseline=None, stats=("avg",), title="", 
     execute("compare.ipynb", output, params, timeout=timeout)
     write_html(output.with_suffix(".ipynb"), output, title=p.title or "ccbench comparison")
     return str(output)
+
+
+def _check_outputs(output):
+    """The HTML and the executed notebook beside it can be written."""
+    from ..output_path import check_output
+    check_output(output, "-o/--output")
+    check_output(output.with_suffix(".ipynb"), "-o/--output")
 
 
 def execute(notebook, output, params, timeout=600):
