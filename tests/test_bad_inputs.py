@@ -35,7 +35,7 @@ TEXT = {
 
 BAD = [
     # the run command: sizes, counts, names
-    ("run all_reduce -r 0", "-r/--nworkers: need at least 1 rank, got 0"),
+    ("run all_reduce -r 0", "argument -r/--nworkers: must be an integer from 1 to 1048576, got 0"),
     ("run all_reduce -b 1G -e 1K", "-b/--minbytes: minimum size 1 GiB is larger than -e/--maxbytes 1 KiB"),
     ("run nope", "COLLECTIVE: unknown collective 'nope'; choose one of all_reduce"),
     ("run all_reduce --algorithms bogus", "--algorithms: unknown algorithm 'bogus' for all_reduce on backend mpi"),
@@ -46,15 +46,15 @@ BAD = [
     ("run all_reduce -d fp128", "-d/--datatype: unknown data type 'fp128'"),
     ("run all_reduce -o xor", "-o/--op: unknown reduction op 'xor'"),
     ("run all_reduce -t p101", "-t/--stats: unknown statistic 'p101'"),
-    ("run all_reduce -n 0", "-n/--iters: must be an integer >= 1, got 0"),
-    ("run all_reduce -w -1", "-w/--warmup_iters: must be an integer >= 0, got -1"),
-    ("run all_reduce -m 0", "-m/--agg-iters: must be an integer >= 1, got 0"),
+    ("run all_reduce -n 0", "argument -n/--iters: must be an integer from 1 to 1000000000, got 0"),
+    ("run all_reduce -w -1", "argument -w/--warmup_iters/--warmup-iters: must be an integer from 0 to 1000000000, got -1"),
+    ("run all_reduce -m 0", "argument -m/--agg-iters: must be an integer from 1 to 1000000, got 0"),
     ("run broadcast -r 3 --root 5", "--root: root 5 is not a rank of 0..2"),
     ("run all_gather -r 3 -b 8 -e 8", "-b/--minbytes: all_gather size 8 B is too small to give every rank one element; the smallest is 12 B"),
     ("run all_reduce --placement sideways", "--placement: unknown placement 'sideways'"),
     ("run all_reduce --backend tpu", "--backend: unknown backend 'tpu'"),
-    ("run all_reduce --timeout -3", "--timeout: must be a positive number of seconds"),
-    ("run all_reduce --seed abc", "argument --seed: invalid int value: 'abc'"),
+    ("run all_reduce --timeout -3", "argument --timeout: must be a finite number > 0 and <= 1e+07, got '-3'"),
+    ("run all_reduce --seed abc", "argument --seed: expected an integer, got 'abc'"),
     # JSON inputs
     ("run alltoallv -r 3 --alltoallv-metadata {a2av_len.json}", "--alltoallv-metadata: {a2av_len.json}: entry 0: send_counts has 2 values but the replica group has 3 ranks"),
     ("run alltoallv -r 3 --alltoallv-metadata {a2av_neg.json}", "entry 0: send_displs[1] is negative (-1)"),

@@ -17,7 +17,7 @@ import xarray as xr
 from .._files import atomic_write_bytes
 
 from ..errors import CCBenchError
-from .schema import SCHEMA
+from .schema import DIMS, SCHEMA
 
 
 class SchemaError(CCBenchError):
@@ -124,6 +124,16 @@ def _check_schema(ds, path):
         raise SchemaError(f"{path}: not a {SCHEMA} results file (schema attr is "
                           f"{schema!r}); convert it with `ccbench import` or use a "
                           "kit version that reads it")
+    # the attr alone proves nothing: the variables every reader uses must be there
+    for name, dims in (("latency", DIMS), ("wrong", DIMS[:3])):
+        if name not in ds.variables:
+            raise SchemaError(f"{path}: claims {SCHEMA} but has no {name!r} variable")
+        if tuple(ds[name].dims) != dims:
+            raise SchemaError(f"{path}: claims {SCHEMA} but {name!r} has dims "
+                              f"{tuple(ds[name].dims)}, not {dims}")
+    for coord in ("count", "in_bytes", "out_bytes"):
+        if coord not in ds.variables:
+            raise SchemaError(f"{path}: claims {SCHEMA} but has no {coord!r} coordinate")
     return ds
 
 
