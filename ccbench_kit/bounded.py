@@ -21,7 +21,8 @@ MAX_YAML_NODES = 1_000_000
 def read_text(path, what, limit=MAX_BYTES):
     """The text of `path` (UTF-8), refused past `limit` bytes.  OSError and
     UnicodeDecodeError go to the caller, which knows the flag to name."""
-    with open(path, "rb") as f:
+    from .output_path import open_regular
+    with open_regular(path) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
         raise ConfigError(f"{path}: larger than {limit >> 20} MiB; not {what}")
@@ -64,10 +65,15 @@ def load_yaml(stream, max_nodes=MAX_YAML_NODES, extra="suite"):
     from ._optional import require
     yaml = require("yaml", extra)
 
-    class BoundedLoader(yaml.SafeLoader):
-        def compose_document(self):
-            node = super().compose_document()
-            _check_expansion(node, yaml, max_nodes)
+    # libyaml's parser when there: fast, and it stops deep nesting itself
+    # (the pure-Python one takes seconds to reach a RecursionError)
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class BoundedLoader(base):
+        def get_single_node(self):
+            node = super().get_single_node()
+            if node is not None:
+                _check_expansion(node, yaml, max_nodes)
             return node
 
     loader = BoundedLoader(stream)

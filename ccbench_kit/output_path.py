@@ -64,6 +64,22 @@ def _kind(mode):
     return "not a regular file"
 
 
+def open_regular(path):
+    """Open `path` for reading in binary, refusing anything but a regular
+    file (a FIFO would block the reader for ever; a device never ends).
+    Raises OSError, with the reason as its strerror."""
+    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opens without waiting
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", os.fspath(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def write_target(path):
     """The file a write of `path` replaces: `path`, or the target of the
     symbolic link(s) at `path`.  Raises `OutputError` when something other

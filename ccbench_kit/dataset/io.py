@@ -142,6 +142,8 @@ def open_parts(path, chunks=None):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CCBenchError(f"{path}: no such results file")
+    if not os.path.isfile(path):  # a FIFO would block the reader for ever
+        raise SchemaError(f"{path}: not a results file (not a regular file)")
     try:
         root = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
     except (OSError, ValueError) as e:

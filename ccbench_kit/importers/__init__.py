@@ -109,6 +109,8 @@ def open_any(path, **hints):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ImporterError(path, None, "an existing file")
+    if not os.path.isfile(path):  # a FIFO would block the reader for ever
+        raise ImporterError(path, None, "a regular file")
     if is_netcdf(path):
         try:
             return open_parts(path)

@@ -53,7 +53,8 @@ class Source:
     def from_file(cls, path):
         path = os.fspath(path)
         try:
-            with open(path, "rb") as f:
+            from ..output_path import open_regular
+            with open_regular(path) as f:
                 raw = f.read()
             mtime = os.path.getmtime(path)
         except OSError as e:

@@ -42,7 +42,8 @@ def load(value, flag):
         except FileNotFoundError:
             raise src.error("no such file") from None
         except (OSError, UnicodeDecodeError) as e:
-            raise src.error(f"cannot read it ({e.__class__.__name__}: {e})") from None
+            reason = getattr(e, "strerror", None) or f"{e.__class__.__name__}: {e}"
+            raise src.error(f"cannot read it ({reason})") from None
         try:
             return loads_json(text), src
         except json.JSONDecodeError as e:

@@ -69,8 +69,9 @@ def read_hostfile(path, flag="--hosts-file"):
     """
     path = os.fspath(path)
     try:
-        with open(path) as f:
-            lines = f.readlines()
+        from ..output_path import open_regular
+        with open_regular(path) as f:
+            lines = f.read().decode("utf-8", errors="replace").splitlines()
     except OSError as e:
         raise ConfigError(f"cannot read host file {path}: {e.strerror}", flag) from e
     hosts = []

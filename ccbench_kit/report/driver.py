@@ -40,9 +40,9 @@ def render(results, output, *, baseline=None, theory="auto", stats=("avg", "p50"
     from .notebook import check_parameters
     results = [results] if isinstance(results, (str, os.PathLike)) else list(results)
     output = Path(output)
+    _check_outputs(output)
     if output.suffix != ".html":
         raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "-o/--output")
-    _check_outputs(output)
     p = check_parameters(results, baseline or "", theory, stats, title)
     params = dict(results=[str(Path(r).resolve()) for r in p.results],
                   baseline=str(Path(p.baseline).resolve()) if p.baseline else "",
@@ -56,9 +56,9 @@ def render_compare(results, output, *, baseline=None, stats=("avg",), title="", 
     """compare.ipynb for several results files (and an optional baseline)."""
     from .notebook import prepare_compare_parameters
     output = Path(output)
+    _check_outputs(output)
     if output.suffix != ".html":
         raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "-o/--output")
-    _check_outputs(output)
     p = prepare_compare_parameters(results, baseline or "", stats, title)
     params = dict(results=[str(Path(r).resolve()) for r in p.results],
                   baseline=str(Path(p.baseline).resolve()) if p.baseline else "",
