@@ -87,6 +87,33 @@ BAD = [
     ("show {garbage.txt}", "{garbage.txt}: not a readable netCDF results file"),
     ("show {v2.nc}", "{v2.nc}: not a ccbench/1 results file (schema attr is 'ccbench/2')"),
     ("suite {nosuite.yaml}", "{nosuite.yaml}: cannot read suite file"),
+    # issue 17: every flag value checked by the parser
+    ("run ''", "argument collective: expected comma-separated collective names with none empty, got ''"),
+    ("run all_reduce,", "argument collective: expected comma-separated collective names with none empty"),
+    ("run all_reduce --algorithms ''", "argument --algorithms: expected comma-separated algorithm names with none empty"),
+    ("run all_reduce --seed -1", "argument --seed: must be an integer from 0 to 4294967295, got -1"),
+    ("run all_reduce --seed 99999999999", "argument --seed: must be an integer from 0 to 4294967295"),
+    ("run all_reduce -n 10000000000", "argument -n/--iters: must be an integer from 1 to 1000000000"),
+    ("run all_reduce --timeout nan", "argument --timeout: must be a finite number > 0"),
+    ("run all_reduce --checkpoint-every -1", "argument --checkpoint-every: must be a finite number >= 0"),
+    ("run all_reduce -d ''", "argument -d/--datatype: expected a data type, got an empty string"),
+    ("compare {AR} {AR} --confidence 1.5", "argument --confidence: must be a finite number > 0 and < 1"),
+    ("export {AR} --nodes 0 --csv", "argument --nodes: must be an integer >= 1, got 0"),
+    # ... bounded JSON and YAML
+    ("run all_reduce -r 3 --custom-replica-group {deep.json}", "--custom-replica-group: {deep.json}: not a JSON input the kit takes: nested deeper than 64 levels"),
+    ("suite {bomb.yaml}", "{bomb.yaml}: refused: the YAML expands to more than 1000000 nodes"),
+    ("suite {loop.yaml}", "{loop.yaml}: refused: the YAML an alias refers to a node that contains it"),
+    ("import {deep.json}", "{deep.json}:1: expected a format ccbench can import"),
+    # ... output paths, before any work
+    ("run all_reduce --out /dev/null", "--out: /dev/null is a character device; ccbench writes regular files only and does not replace it"),
+    ("import {AR} -o {fifo}", "-o/--out: {fifo} is a FIFO"),
+    ("export {AR} --csv {fifo}", "--csv: {fifo} is a FIFO"),
+    ("run all_reduce --out {broken.json}/x.nc", "{broken.json} is a file, not a folder"),
+    ("show {fifo}", "{fifo}: not a results file (not a regular file)"),
+    # ... results files, comparisons, recovery
+    ("show {fake.nc}", "{fake.nc}: claims ccbench/1 but 'latency' has dims ('x',)"),
+    ("report {AR} {AG} --compare -o {r.html}", "nothing to compare: the run has all_gather fp32, the baseline all_reduce fp32"),
+    ("recover {nonexistent.nc}", "PATH: {nonexistent.nc}: no such results file, and no sidecar files"),
 ]
 
 
@@ -101,8 +128,19 @@ def files(tmp_path_factory):
     (d / "trunc.json").write_text(AR.with_suffix(".json").read_text()[:3000])
     (d / "badheader.txt").write_text(AR.read_text().replace("   redop", "   xxxxx")
                                      .replace("  busbw  #wrong     time", "  xxxxx  #wrong     time"))
+    import os
+
+    import numpy as np
     import xarray as xr
     xr.Dataset(attrs={"schema": "ccbench/2"}).to_netcdf(d / "v2.nc", engine="h5netcdf")
+    xr.Dataset({"latency": ("x", np.ones(3))}, attrs={"schema": "ccbench/1"}).to_netcdf(
+        d / "fake.nc", engine="h5netcdf")
+    (d / "deep.json").write_text("[" * 100 + "]" * 100)
+    levels = ["a0: &a0 [x, y]"] + [f"a{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 10)}]"
+                                    for k in range(1, 9)]
+    (d / "bomb.yaml").write_text("\n".join(levels) + "\nmatrix: {collectives: [all_reduce]}\n")
+    (d / "loop.yaml").write_text("&a [*a]\n")
+    os.mkfifo(d / "fifo")
     return d
 
 
@@ -115,7 +153,9 @@ def test_bad_input(argv, message, files, capsys):
     names = {k: str(files / k) for k in ["missing.json", "nohosts.txt", "nonexistent.txt",
                                           "nonexistent.nc", "r.html", "r.pdf", "nosuite.yaml",
                                           "v2.nc", "trunc.txt", "trunc.json", "badheader.txt",
+                                          "fake.nc", "deep.json", "bomb.yaml", "loop.yaml", "fifo",
                                           *FILES, *TEXT]}
+    names.update(AR=str(AR), AG=str(AG))
     def fill(text):
         return re.sub(r"\{([\w.]+)\}", lambda m: names[m.group(1)], text)
     argv, message = fill(argv), fill(message)
