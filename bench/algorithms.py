@@ -15,7 +15,7 @@ Started outside MPI, it runs itself under ``mpirun -np R`` (Open MPI, as
     over the top decade of sizes, up to the largest size of the table), γ
     from the engine's own fp32 sum at that size; then every own algorithm at
     the largest size against its α-β-γ
-    prediction (`ccbench_kit.theory.predict_time`, THEORY.md's costs);
+    prediction (`ccbench_kit.theory.predict_time`, the costs of docs/theory.md);
 (c) a table algorithm × size × busbw, with the ratio to ``mpi`` and the
     prediction.
 
@@ -156,7 +156,7 @@ class Bench:
 def fit_alpha_beta(sizes, times):
     """α: the smallest-size one-way time; β: least-squares slope (relative
     error) over the top decade of sizes, the regime of the largest messages
-    (THEORY.md: fit B away from the latency regime, piecewise where the
+    (docs/theory.md: fit B away from the latency regime, piecewise where the
     regime changes; here, where messages outgrow the caches)."""
     sizes, times = np.asarray(sizes, float), np.asarray(times, float)
     big = sizes >= sizes.max() / 10

@@ -55,7 +55,7 @@ def _block(block_info=None, *, sizes, iters, seed, what):
 
 
 def synthetic(nranks, iters, nsizes, nalg, seed=0):
-    """A lazy ``ccbench/1`` Dataset of all_reduce (one placement)."""
+    """A lazy results Dataset of all_reduce (one placement)."""
     import dask.array as da
 
     from ccbench_kit.dataset.schema import DIMS, make_dataset

@@ -1,7 +1,7 @@
 """ccbench_kit: benchmark and analyse collective communication.
 
 Every rank's latency of every iteration, across sizes and algorithms, as an
-xarray Dataset (schema ``ccbench/1``); see ``ds.ccb`` for analysis.
+xarray Dataset (docs/data-contract.md); see ``ds.ccb`` for analysis.
 
 >>> import ccbench_kit as ccb
 >>> ds = ccb.run("all_reduce", nranks=4, sizes="8:64M:2", algorithms=["ring", "mpi"])

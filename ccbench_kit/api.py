@@ -1,123 +1,33 @@
 """The Python API: run, load, save.  The CLI is a thin shell over this."""
 import datetime
 import os
-import secrets
 import tempfile
 
-from . import collectives
-from .backends import backend_algorithms, check_backend_options
+from . import collectives, config
 from .config import RunConfig
 from .dataset import load, save
-from .dataset.schema import PLACEMENTS
 from .errors import ConfigError
+from .mpi_env import inside_mpi_job
 from .output_path import check_output
 from .preflight import check_run
-from .units import parse_size, sweep
 
-__all__ = ["load", "run", "run_many", "save", "make_config", "inside_mpi_job"]
-
-_MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS")
+__all__ = ["load", "run", "run_many", "save", "make_config", "inside_mpi_job", "RunConfig"]
 
 
-def inside_mpi_job():
-    """True when this process is already a rank of an MPI job."""
-    if any(k in os.environ for k in _MPI_ENV):
-        return True
-    import sys
-    mpi = sys.modules.get("mpi4py.MPI")
-    # a singleton MPI (size 1, no launcher) is not a job to run inside
-    return bool(mpi and mpi.Is_initialized() and not mpi.Is_finalized()
-                and mpi.COMM_WORLD.Get_size() > 1)
+def make_config(collective, nranks=2, sizes=None, **keywords):
+    """A validated, frozen `RunConfig` from `run`'s keywords (see `run`;
+    `config.KEYWORDS` lists them).  ``ccbench run`` builds its configuration
+    here, once, and hands it to `run`."""
+    return config.build(collective, nranks, sizes, **keywords)
 
 
-def _placements(placement):
-    if placement in (None, "both"):
-        return list(PLACEMENTS)
-    if isinstance(placement, str):
-        return [p.strip() for p in placement.replace("-", "_").split(",")]
-    return list(placement)
-
-
-def make_config(collective, nranks=2, sizes=None, *, minbytes="32M", maxbytes=None,
-                stepfactor=None, stepbytes=None, algorithms=None, dtype="fp32",
-                op="sum", root=0, placement="both", warmup=5, iters=20, agg_iters=1,
-                blocking=False, check=None, seed=None, stats=("avg",), backend="mpi",
-                out=None, command="", timeout=None, skip_oversize=False, checkpoint_every=None,
-                split=None,
-                data_parallel_dimension=None, replica_groups=None, alltoallv_metadata=None,
-                src_target_pairs=None, unique_buff=False, coalesced_ratio=None, timing="",
-                backend_options=None):
-    """A validated `RunConfig` from keyword arguments (see `run`).
-
-    `timing` (cuda-events, batch, graph) and `backend_options` (nccl:
-    graph_launches, mem_type, register) go to the backend."""
-    coll = collectives.get(collective)
-    if sizes is None:
-        sizes = sweep(minbytes, maxbytes if maxbytes is not None else minbytes,
-                      stepfactor, stepbytes)
-    else:
-        sizes = [parse_size(s, "sizes") for s in ([sizes] if isinstance(sizes, (int, str)) else sizes)]
-    if algorithms is None:  # the library's own: MPI's or NCCL's
-        algorithms = ["nccl" if backend == "nccl" else "mpi"]
-    if isinstance(algorithms, str):
-        algorithms = [a.strip() for a in algorithms.split(",") if a.strip()]
-    if check is True:
-        check = "random"
-    if check and seed is None and check == "random":
-        seed = secrets.randbelow(2**31)
-    cfg = RunConfig(
-        collective=coll.name, sizes=list(sizes), nranks=nranks, algorithms=list(algorithms),
-        dtype=dtype, op=op, root=root, placements=_placements(placement), warmup=warmup,
-        iters=iters, agg_iters=agg_iters, blocking=bool(blocking), check=check or "",
-        seed=int(seed or 0), stats=list(stats), backend=backend, out=out or "", command=command)
-    if timeout is not None:
-        if not timeout > 0:
-            raise ConfigError(f"must be a positive number of seconds, got {timeout}", "--timeout")
-        cfg.options["timeout"] = float(timeout)
-    if skip_oversize:
-        cfg.options["skip_oversize"] = True
-    if checkpoint_every is not None:
-        if not checkpoint_every >= 0:
-            raise ConfigError(f"must be a number of seconds >= 0, got {checkpoint_every}",
-                              "--checkpoint-every")
-        cfg.options["checkpoint_every"] = float(checkpoint_every)
-    cfg.timing = timing or ""
-    cfg.options.update(backend_options or {})
-    cfg.validate(backend_algorithms(backend, coll.name))
-    check_backend_options(cfg)
-    from .inputs import parse_inputs, split_layout
-    for k, v in parse_inputs(cfg.collective, cfg.nranks, split=split,
-                             data_parallel_dimension=data_parallel_dimension,
-                             replica_groups=replica_groups, alltoallv_metadata=alltoallv_metadata,
-                             src_target_pairs=src_target_pairs,
-                             coalesced_ratio=coalesced_ratio).items():
-        setattr(cfg, k, v)
-    cfg.unique_buff = bool(unique_buff)
-    group_size = len(cfg.groups[0]) if cfg.groups else cfg.nranks
-    if coll.rooted and cfg.root >= group_size:
-        raise ConfigError(f"root {cfg.root} is not a rank of the replica groups' "
-                          f"0..{group_size - 1}", "--root")
-    # Sizes too small for one element per rank are dropped from a sweep (as
-    # nccl-tests prints empty rows for them); if none is left it is an error.
-    valid, first_error = [], None
-    for s in cfg.sizes:
-        try:
-            lay = coll.layout(s, _itemsize(cfg.dtype), group_size)
-            if cfg.coalesced_ratio:
-                split_layout(coll, lay.size, _itemsize(cfg.dtype), group_size, cfg.coalesced_ratio)
-            valid.append(s)
-        except ConfigError as e:
-            first_error = first_error or e
-    if not valid:
-        raise first_error
-    cfg.skipped_sizes = [s for s in cfg.sizes if s not in valid]
-    cfg.sizes = valid
-    return cfg
-
-
-def _itemsize(dtype):
-    from .dtypes import get_dtype
-    return get_dtype(dtype).itemsize
+def job_size(default):
+    """The ranks a run will have: the MPI job's size when this process is
+    already one of its ranks, else `default`."""
+    if not inside_mpi_job():
+        return default
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.Get_size()
 
 
 def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hosts=None,
@@ -127,8 +37,10 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
 
     Parameters
     ----------
-    collective : str
-        ``all_reduce``, ``allr``, ``all_gather``... (see `ccbench_kit.collectives`).
+    collective : str or RunConfig
+        ``all_reduce``, ``allr``, ``all_gather``... (see `ccbench_kit.collectives`),
+        or a configuration `make_config` built (then `nranks`, `sizes` and
+        the configuration keywords below are not given).
     nranks : int
         Ranks to start with mpirun on this machine (default 2), or the first
         `nranks` workers of `client`'s cluster (default all). Ignored
@@ -189,6 +101,14 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     xarray.Dataset
         On rank 0 when run in-process inside an MPI job; None on other ranks.
     """
+    if isinstance(collective, RunConfig):
+        given = [k for k, v in (("nranks", nranks), ("sizes", sizes), ("timeout", timeout))
+                 if v is not None] + sorted(options)
+        if given:
+            raise TypeError(f"run(config) takes no {given[0]!r}: it is in the configuration")
+        cfg = collective
+    else:
+        cfg = None
     if client is not None:
         placed = [f for f, v in (("hosts", hosts), ("hosts_file", hosts_file),
                                  ("nnodes", nnodes), ("ranks_per_node", ranks_per_node),
@@ -198,35 +118,37 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
                               "cluster's ranks already run (choose them at `ccbench "
                               "cluster start`)", "client")
         from .launch import dask as _dask
-        workers = _dask.worker_ranks(client, nranks)
-        cfg = make_config(collective, len(workers), sizes, **options)
-        check_run(cfg, ranks_here=0)  # the workers run already; the output and results
+        workers = _dask.worker_ranks(client, cfg.nranks if cfg else nranks)
+        cfg = cfg or make_config(collective, len(workers), sizes, **options)
+        check_run(cfg, ranks_here=0)  # the workers run already: the output and results only
         return _dask.run_on_workers(client, workers, cfg, progress=progress, timeout=timeout)
     if inside_mpi_job():
-        return _run_in_process(collective, sizes, progress=progress, **options)
-    nranks = 2 if nranks is None else nranks
-    cfg = make_config(collective, nranks, sizes, timeout=timeout, **options)
+        cfg = cfg or make_config(collective, job_size(None), sizes, timeout=timeout, **options)
+        return _run_in_process(cfg, progress=progress)
+    cfg = cfg or make_config(collective, 2 if nranks is None else nranks, sizes,
+                             timeout=timeout, **options)
     # before mpirun starts: where the results go, and whether the ranks fit here
-    check_run(cfg, ranks_here=0 if (hosts or hosts_file or slurm) else nranks)
+    check_run(cfg, ranks_here=0 if (hosts or hosts_file or slurm) else cfg.nranks)
     from .launch.command import launcher
-    command = launcher(nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
+    command = launcher(cfg.nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
                        ranks_per_node=ranks_per_node, slurm=slurm, env=env)
     tmp = None
-    if not cfg.out:
+    if not cfg.output.out:
         fd, tmp = tempfile.mkstemp(prefix="ccbench-", suffix=".nc")
         os.close(fd)
-        cfg.out = tmp
+        cfg = cfg.replace(out=tmp)
         if command:  # so that a file rank 0 wrote elsewhere is not mistaken for it
             os.unlink(tmp)
     from .launch.mpirun import launch
 
     launch(cfg, on_event=progress, command=command, env=env)
-    if command and not os.path.exists(cfg.out):
+    out = cfg.output.out
+    if command and not os.path.exists(out):
         from .errors import RunError
-        raise RunError(f"the run finished but {cfg.out} is not here: rank 0 wrote it on "
+        raise RunError(f"the run finished but {out} is not here: rank 0 wrote it on "
                        "its own host; give --out a path on a shared file system, or "
                        "launch from the first host")
-    ds = load(cfg.out)
+    ds = load(out)
     if tmp:
         ds = ds.load()
         os.unlink(tmp)
@@ -236,42 +158,49 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
 def run_many(collectives_, nranks=None, sizes=None, *, out=None, **options):
     """Run several collectives one after another; {collective: Dataset}.
 
-    With `out`, every collective lands in that one file (the first in the
-    root group, the others in groups named after them; see `dataset.io`),
+    `collectives_`: names, or configurations `make_config` built (then
+    `nranks`, `sizes` and the configuration keywords are not given).  With
+    `out`, every collective lands in that one file (the first in the root
+    group, the others in groups named after them; see `dataset.io`),
     rewritten after each collective so that finished ones are never lost.
     """
-    names = [collectives.get(c).name for c in collectives_]
+    launch_keys = {"progress", "hosts", "hosts_file", "nnodes", "ranks_per_node", "slurm",
+                   "env", "client"}
+    launch_kw = {k: v for k, v in options.items() if k in launch_keys}
+    config_kw = {k: v for k, v in options.items() if k not in launch_keys}
     if out:
         check_output(out, "--out")
     done = {}
-    for name in names:
-        part = None
-        if out:
-            part = f"{out}.{name}.part"
-        done[name] = run(name, nranks, sizes, out=part, **options)
-        if done[name] is None:  # a rank other than 0 of an MPI job: nothing to keep
+    for item in collectives_:
+        if isinstance(item, RunConfig):
+            cfg = item
+        else:
+            n = nranks if nranks is not None else 2
+            cfg = make_config(item, job_size(n), sizes, **config_kw)
+        part = f"{out}.{cfg.collective}.part" if out else ""
+        done[cfg.collective] = ds = run(cfg.replace(out=part), **launch_kw)
+        if ds is None:  # a rank other than 0 of an MPI job: nothing to keep
             continue
         if out:
-            done[name] = done[name].load()
+            done[cfg.collective] = ds.load()
             save(done, out)
             os.unlink(part)
     return done if all(d is not None for d in done.values()) else None
 
 
-def _run_in_process(collective, sizes, progress=None, **options):
+def _run_in_process(cfg, progress=None):
     from mpi4py import MPI
 
     from .harness import Sweep
 
     comm = MPI.COMM_WORLD.Dup()
-    options.pop("nranks", None)
-    cfg = make_config(collective, comm.Get_size(), sizes, **options)
     # every rank runs rank 0's seed (one drawn at random differs per rank)
-    cfg.seed = comm.bcast(cfg.seed, root=0)
+    cfg = cfg.replace(seed=comm.bcast(cfg.inputs.seed, root=0))
     from .dataset.checkpoint import Checkpoint
+    out = cfg.output.out
     try:
         return Sweep(comm, cfg, emit=progress,
-                     checkpoint=Checkpoint(cfg.out) if cfg.out else None).run()
+                     checkpoint=Checkpoint(out) if out else None).run()
     finally:
         comm.Free()
 

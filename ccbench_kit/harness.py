@@ -3,7 +3,6 @@ every collective and backend.  Rank 0 gathers each size as it completes and
 hands it on (progress, partial saves); the last size gives the Dataset.
 """
 import datetime
-import json
 import os
 import socket
 import time
@@ -12,19 +11,17 @@ import warnings
 import numpy as np
 
 from . import __version__, checks, collectives
-from .backends import backend_options, get_backend
+from .backends import get_backend
 from .clock import estimate_offsets
 from .inputs.coalesced import combined, split_layout
 from .dataset.schema import make_dataset
 from .dtypes import OPS, get_dtype
 from .errors import RunError
 from .output_path import ResultsRescued
+from .progress_board import RankReporter
 
 INPUT_BLOCK = 1 << 20  # elements drawn at random when not checking; the rest repeats them
 ENV_PREFIXES = ("NCCL_", "OMPI_", "CCB_", "UCX_", "FI_", "CUDA_VISIBLE_DEVICES")
-# Seconds between rewrites of the results file during a sweep (sizes in
-# between go to sidecars; see dataset.checkpoint).
-DEFAULT_CHECKPOINT_EVERY = 10.0
 # --unique-buff: at most this many bytes of extra buffer sets per rank; past
 # a few sets of buffers larger than the caches, more sets change nothing.
 UNIQUE_BUFF_BUDGET = 1 << 30
@@ -62,29 +59,26 @@ class Sweep:
     def __init__(self, comm, cfg, emit=None, checkpoint=None, backend=None, reporter=None):
         """`checkpoint` (rank 0): a `dataset.checkpoint.Checkpoint`, or None
         to keep the results in memory only."""
-        from .launch.watchdog import RankReporter
-
         # self.comm is the world; collectives run on self.group_comm, and
         # self.rank / self.nranks are this rank's place in its replica group.
         self.comm, self.cfg = comm, cfg
         self.world_rank, self.world_size = comm.Get_rank(), comm.Get_size()
-        self.group, self.group_comm = split_groups(comm, cfg.groups)
+        self.group, self.group_comm = split_groups(comm, cfg.inputs.groups)
         self.rank, self.nranks = self.group_comm.Get_rank(), self.group_comm.Get_size()
         self.emit = emit or (lambda event: None)
         self.checkpoint = checkpoint
         self.reporter = reporter or RankReporter(None, comm.Get_rank())
-        self.fault = _fault_injection(comm.Get_rank())
         self.skipped_oversize = []
-        members = cfg.groups[self.group] if cfg.groups else list(range(self.world_size))
-        self.coll = collectives.get(cfg.collective).configure(cfg, members)
-        self.dtype = get_dtype(cfg.dtype)
+        groups = cfg.inputs.groups
+        members = groups[self.group] if groups else list(range(self.world_size))
+        self.coll = collectives.get(cfg.sweep.collective).configure(cfg.inputs, members)
+        self.dtype = get_dtype(cfg.sweep.dtype)
+        # the group's communicator runs the collectives; the world's picks devices
         self.backend = backend or get_backend(
-            cfg.backend, self.group_comm, **backend_options(cfg, world=self.comm))
-        cfg.validate(self.backend.algorithms(self.coll.name))
-        self.fault.maybe_skew_config(cfg)
+            cfg.backend.name, self.group_comm, cfg.backend_options(), world=self.comm)
         _agree_on_config(comm, cfg)
-        if cfg.nranks != self.world_size:
-            raise RunError(f"configured for {cfg.nranks} ranks but the communicator has "
+        if cfg.launch.nranks != self.world_size:
+            raise RunError(f"configured for {cfg.launch.nranks} ranks but the communicator has "
                            f"{self.world_size}")
 
     def run(self):
@@ -97,22 +91,22 @@ class Sweep:
         self._offset = clock.offset
         ranks_info = comm.gather((socket.gethostname(), self.backend.device_name), root=0)
         offsets = comm.gather((clock.offset * 1e6, clock.error * 1e6), root=0)
-        layouts = unique_layouts(self.coll, cfg.sizes, self.dtype.itemsize, self.nranks)
+        layouts = unique_layouts(self.coll, cfg.sweep.sizes, self.dtype.itemsize, self.nranks)
         self._parts = {}
-        if cfg.coalesced_ratio:
+        if cfg.inputs.coalesced_ratio:
             layouts = list({w.size: w for w in map(self._coalesce, layouts)}.values())
         blocks = []
         self._ranks_per_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
         ds = None
-        every = float(cfg.options.get("checkpoint_every", DEFAULT_CHECKPOINT_EVERY))
+        every = cfg.output.checkpoint_every
         saved_at, saved_n = time.monotonic(), 0
         if self.world_rank == 0 and self.checkpoint is not None and layouts:
-            A, P = len(cfg.algorithms), len(cfg.placements)
-            nan = np.full((A, P, self.world_size, cfg.iters), np.nan)
+            A, P = len(cfg.sweep.algorithms), len(cfg.sweep.placements)
+            nan = np.full((A, P, self.world_size, cfg.sweep.iters), np.nan)
             self.checkpoint.template(self._dataset(
                 [(layouts[0], nan, nan, np.full((A, P), -1, dtype=np.int64))],
                 ranks_info, offsets, complete=False))
-        if getattr(self.backend, "warms_every_size", False) and not cfg.coalesced_ratio:
+        if self.backend.warms_every_size and not cfg.inputs.coalesced_ratio:
             self._warm_every_size([l for l in layouts if self._fits(l, quiet=True)])
         try:
             for k, layout in enumerate(layouts):
@@ -123,7 +117,7 @@ class Sweep:
                 self.reporter.phase("gathering")
                 lat_all = comm.gather(lat, root=0)
                 start_all = comm.gather(start, root=0)
-                wrong_all = checks.total_wrong(comm, wrong) if cfg.check else wrong
+                wrong_all = checks.total_wrong(comm, wrong) if cfg.inputs.check else wrong
                 if self.world_rank != 0:
                     continue
                 lat_all, start_all = np.stack(lat_all, axis=2), np.stack(start_all, axis=2)
@@ -171,16 +165,16 @@ class Sweep:
         recv = be.alloc(max(l.recv_elems for l in layouts), dt)
         for layout in layouts:
             kw = self._call_args(layout)
-            for alg in cfg.algorithms:
+            for alg in cfg.sweep.algorithms:
                 scratch = be.scratch(coll.name, alg, layout.engine_count, dt, self.nranks)
                 bufs = [(send[:layout.send_elems], recv[:layout.recv_elems], scratch)]
-                be.time(coll.name, alg, bufs, warmup=cfg.warmup, iters=1, **kw)
+                be.time(coll.name, alg, bufs, warmup=cfg.sweep.warmup, iters=1, **kw)
 
     def _call_args(self, layout):
         """The backend's `time` arguments that depend on the size only."""
         cfg = self.cfg
-        return dict(count=layout.engine_count, dtype=self.dtype, op=OPS.get(cfg.op, 0),
-                    root=cfg.root, **self.coll.engine_vectors(self.rank, self.nranks, layout))
+        return dict(count=layout.engine_count, dtype=self.dtype, op=OPS.get(cfg.sweep.op, 0),
+                    root=cfg.sweep.root, **self.coll.engine_vectors(self.rank, self.nranks, layout))
 
     def _save(self, ds):
         if self.checkpoint is not None:
@@ -199,7 +193,7 @@ class Sweep:
     def _coalesce(self, layout):
         """--coalesced-cc-size-ratio: one layout standing for its parts."""
         parts = split_layout(self.coll, layout.size, self.dtype.itemsize, self.nranks,
-                             self.cfg.coalesced_ratio)
+                             list(self.cfg.inputs.coalesced_ratio))
         whole = combined(parts)
         self._parts[whole.size] = parts
         return whole
@@ -213,12 +207,13 @@ class Sweep:
         """
         cfg, coll, dt, be = self.cfg, self.coll, self.dtype, self.backend
         parts = self._parts.get(layout.size)
-        if not parts and not cfg.unique_buff:
+        if not parts and not cfg.inputs.unique_buff:
             return [first], 1
         parts = parts or [layout]
         per_set = sum((p.send_elems + p.recv_elems) * dt.itemsize for p in parts)
-        ops = (cfg.warmup + cfg.iters) * cfg.agg_iters
-        nsets = min(ops, max(2, UNIQUE_BUFF_BUDGET // max(per_set, 1))) if cfg.unique_buff else 1
+        ops = (cfg.sweep.warmup + cfg.sweep.iters) * cfg.sweep.agg_iters
+        nsets = (min(ops, max(2, UNIQUE_BUFF_BUDGET // max(per_set, 1)))
+                 if cfg.inputs.unique_buff else 1)
         sets = []
         for k in range(nsets):
             for part in parts:
@@ -239,15 +234,14 @@ class Sweep:
         from mpi4py import MPI
 
         need = self.backend_bytes(layout) * self._ranks_per_host
-        have = self.backend.memory_available() if hasattr(self.backend, "memory_available") \
-            else host_memory_available()
+        have = self.backend.memory_available()
         fits = self.comm.allreduce(int(need <= have), op=MPI.MIN)
         if fits or quiet:
             return bool(fits)
         from .units import format_size
         msg = (f"size {layout.size} B needs about {format_size(need)} per host "
                f"({self._ranks_per_host} ranks) but only {format_size(have)} is available")
-        if self.cfg.options.get("skip_oversize"):
+        if self.cfg.launch.skip_oversize:
             self.skipped_oversize.append(layout.size)
             self.emit({"event": "skip", "size": layout.size, "reason": msg})
             return False
@@ -258,9 +252,9 @@ class Sweep:
         and the inputs of every rank when checking."""
         it, p = self.dtype.itemsize, self.nranks
         scratch = max(self.backend.scratch_bytes(self.coll.name, a, layout.engine_count, self.dtype, p)
-                      for a in self.cfg.algorithms)
+                      for a in self.cfg.sweep.algorithms)
         n = 2 * (layout.send_elems + layout.recv_elems) * it + scratch
-        if self.cfg.check:
+        if self.cfg.inputs.check:
             n += (p + 2) * layout.send_elems * it + 3 * layout.recv_elems * 8
         return n
 
@@ -272,27 +266,28 @@ class Sweep:
         return be.alloc(layout.send_elems, dt), be.alloc(layout.recv_elems, dt)
 
     def _one_size(self, layout):
-        cfg, coll, dt, be = self.cfg, self.coll, self.dtype, self.backend
-        A, P, I = len(cfg.algorithms), len(cfg.placements), cfg.iters
+        sw, inp = self.cfg.sweep, self.cfg.inputs
+        coll, dt, be = self.coll, self.dtype, self.backend
+        A, P, I = len(sw.algorithms), len(sw.placements), sw.iters
         lat = np.full((A, P, I), np.nan)
         start = np.full((A, P, I), np.nan)
         wrong = np.full((A, P), -1, dtype=np.int64)
-        self.fault.maybe_kill(layout.size)
-        mode = cfg.check or "random"
-        if cfg.check:
-            own = checks.make_input(dt, layout.send_elems, self.rank, mode, cfg.seed)
+        mode = inp.check or "random"
+        if inp.check:
+            own = checks.make_input(dt, layout.send_elems, self.rank, mode, inp.seed)
         else:  # timing only: random values (never zeros) tiled from one block, as
             # drawing GiBs of random numbers took longer than timing them
             own = np.resize(checks.make_input(dt, min(layout.send_elems, INPUT_BLOCK), self.rank,
-                                              mode, cfg.seed), layout.send_elems)
+                                              mode, inp.seed), layout.send_elems)
         golden = scale = None
-        if cfg.check:
-            inputs = [checks.make_input(dt, layout.send_elems, r, mode, cfg.seed)
+        if inp.check:
+            inputs = [checks.make_input(dt, layout.send_elems, r, mode, inp.seed)
                       for r in range(self.nranks)]
-            golden, scale = checks.expected(coll, inputs, self.rank, self.nranks, cfg.op, cfg.root, dt)
+            golden, scale = checks.expected(coll, inputs, self.rank, self.nranks, sw.op, sw.root,
+                                            dt)
         kw = self._call_args(layout)
-        for ai, alg in enumerate(cfg.algorithms):
-            for pi, placement in enumerate(cfg.placements):
+        for ai, alg in enumerate(sw.algorithms):
+            for pi, placement in enumerate(sw.placements):
                 if placement not in coll.placements:
                     continue  # e.g. alltoallv in place: NaN times, wrong -1
                 send, recv = self._buffers(placement, layout)
@@ -303,14 +298,13 @@ class Sweep:
                 if self.group_comm is not self.comm:
                     self.comm.Barrier()  # replica groups start together, and run concurrently
                 self.reporter.enter(layout.size, ai, pi)
-                t, s = be.time(coll.name, alg, timed, warmup=cfg.warmup, iters=cfg.iters,
-                               agg=cfg.agg_iters * nparts, blocking=cfg.blocking,
-                               progress=self.reporter.calls,
-                               hang_at=self.fault.hang_at(layout.size), **kw)
+                t, s = be.time(coll.name, alg, timed, warmup=sw.warmup, iters=sw.iters,
+                               agg=sw.agg_iters * nparts, blocking=sw.blocking,
+                               progress=self.reporter.calls, **kw)
                 lat[ai, pi] = t * nparts  # the engine divides by every call of the iteration
                 start[ai, pi] = (s / 1e6 + self._offset - self._start_ref) * 1e6
                 del timed
-                if cfg.check and np.isfinite(t).any():  # NaN: the backend refused this one
+                if inp.check and np.isfinite(t).any():  # NaN: the backend refused this one
                     self.reporter.enter(layout.size, ai, pi, "checking")
                     be.upload(recv, np.zeros(layout.recv_elems, dtype=dt.storage))
                     be.upload(send, own)
@@ -319,41 +313,41 @@ class Sweep:
                     out = be.download(recv)
                     self.reporter.phase("preparing")
                     wrong[ai, pi] = checks.verify(
-                        self.group_comm, coll, out, golden, dt, cfg.op, self.nranks, scale, own=own,
-                        save_as=checks.failure_path(cfg.out, coll.name, alg, placement, layout.size,
+                        self.group_comm, coll, out, golden, dt, sw.op, self.nranks, scale, own=own,
+                        save_as=checks.failure_path(self.cfg.output.out, coll.name, alg,
+                                                    placement, layout.size,
                                                     self.world_rank))
                 del bufs, send, recv, scratch
         return lat, start, wrong
 
     def _dataset(self, blocks, ranks_info, offsets, complete):
-        cfg, dt = self.cfg, self.dtype
+        cfg, sw, dt = self.cfg, self.cfg.sweep, self.dtype
         lays = [b[0] for b in blocks]
         attrs = {
-            "collective": cfg.collective, "dtype": cfg.dtype, "op": cfg.op, "root": cfg.root,
-            "nranks": self.world_size, "backend": cfg.backend, "library": self.backend.library,
-            "timing": self.backend.timing, "warmup": cfg.warmup, "iters": cfg.iters,
-            "agg_iters": cfg.agg_iters, "blocking": cfg.blocking,
-            "check": cfg.check or "none", "seed": cfg.seed,
+            "collective": sw.collective, "dtype": sw.dtype, "op": sw.op, "root": sw.root,
+            "nranks": self.world_size, "backend": cfg.backend.name, "library": self.backend.library,
+            "timing": self.backend.timing, "warmup": sw.warmup, "iters": sw.iters,
+            "agg_iters": sw.agg_iters, "blocking": sw.blocking,
+            "check": cfg.inputs.check or "none", "seed": cfg.inputs.seed,
             "kit_version": __version__,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": cfg.command, "hosts": sorted({h for h, _ in ranks_info}),
-            "env": captured_env(), "source": "", "config": json.loads(cfg.to_json()),
+            "command": cfg.output.command, "hosts": sorted({h for h, _ in ranks_info}),
+            "env": captured_env(), "source": "", "config": cfg.record(),
             "clock_offsets_us": [round(o, 3) for o, _ in offsets],
             "clock_errors_us": [round(e, 3) for _, e in offsets],
-            "group_size": self.nranks, "unique_buff": cfg.unique_buff,
-            "complete": complete, "skipped_sizes": cfg.skipped_sizes,
+            "group_size": self.nranks, "unique_buff": cfg.inputs.unique_buff,
+            "complete": complete, "skipped_sizes": list(sw.skipped_sizes),
             "skipped_oversize": self.skipped_oversize,
         }
         if not complete:
             attrs["incomplete_reason"] = "run still in progress or interrupted"
-        if cfg.groups:
-            attrs["groups"] = cfg.groups
-        if cfg.coalesced_ratio:
-            attrs["coalesced_ratio"] = cfg.coalesced_ratio
-        if hasattr(self.backend, "dataset_attrs"):  # nccl: versions, GPUs, what NCCL ran
-            attrs.update(self.backend.dataset_attrs(lays))
+        if cfg.inputs.groups:
+            attrs["groups"] = list(cfg.inputs.groups)
+        if cfg.inputs.coalesced_ratio:
+            attrs["coalesced_ratio"] = list(cfg.inputs.coalesced_ratio)
+        attrs.update(self.backend.dataset_attrs(lays))  # nccl: versions, GPUs, what NCCL ran
         return make_dataset(
-            algorithms=cfg.algorithms, placements=cfg.placements,
+            algorithms=list(sw.algorithms), placements=list(sw.placements),
             sizes=[l.size for l in lays], counts=[l.count for l in lays],
             in_bytes=[l.in_bytes(dt.itemsize) for l in lays],
             out_bytes=[l.out_bytes(dt.itemsize) for l in lays],
@@ -362,7 +356,7 @@ class Sweep:
             wrong=np.stack([b[3] for b in blocks], axis=2),
             ranks=range(self.world_size), hosts=[h for h, _ in ranks_info],
             devices=[d for _, d in ranks_info], attrs=attrs,
-            extra_coords=group_coords(cfg.groups, self.world_size))
+            extra_coords=group_coords(cfg.inputs.groups, self.world_size))
 
 
 def split_groups(comm, groups):
@@ -385,37 +379,3 @@ def group_coords(groups, nranks):
             group[r], group_rank[r] = g, k
     return {"group": ("rank", np.asarray(group, dtype=np.int64)),
             "group_rank": ("rank", np.asarray(group_rank, dtype=np.int64))}
-
-
-def host_memory_available():
-    """Bytes this rank's host may still allocate: MemAvailable, cgroup and
-    Slurm limits (`resources.memory_available`)."""
-    from .resources import memory_available
-    return memory_available()
-
-
-class _fault_injection:
-    """Test-only faults from CCB_FAULT_INJECT="hang:RANK:SIZE",
-    "kill:RANK:SIZE" or "config:RANK": this rank stalls inside, or dies
-    before, the timed loop at that size, or parses a different configuration,
-    so that the watchdog, partial saves and the configuration check are
-    tested for real."""
-
-    def __init__(self, rank):
-        spec = os.environ.get("CCB_FAULT_INJECT", "")
-        kind, _, rest = spec.partition(":")
-        r, _, size = rest.partition(":")
-        self.kind = kind if kind in ("hang", "kill", "config") and r == str(rank) else ""
-        self.size = int(size) if size.isdigit() else -1
-
-    def hang_at(self, size):
-        return 2 if self.kind == "hang" and size == self.size else -1
-
-    def maybe_skew_config(self, cfg):
-        if self.kind == "config":
-            cfg.iters += 1
-
-    def maybe_kill(self, size):
-        if self.kind == "kill" and size == self.size:
-            os.kill(os.getpid(), 9)
-

@@ -122,13 +122,14 @@ def results_bytes(nranks, iters, nsizes, nalgorithms, nplacements):
     return 2 * 8 * nranks * iters * nsizes * nalgorithms * nplacements
 
 
-def check_run_fits(cfg, ranks_here, buffer_bytes, available=None):
+def check_run_fits(shape, ranks_here, buffer_bytes, available=None):
     """Refuse a run, before launching it, that cannot fit in this host's memory.
 
     Parameters
     ----------
-    cfg : RunConfig
-        The validated run.
+    shape : dict
+        The run's ``nranks``, ``iters``, ``sizes``, ``algorithms`` and
+        ``placements`` (counts).
     ranks_here : int
         Ranks this host will hold (rank 0 among them).
     buffer_bytes : int
@@ -144,8 +145,9 @@ def check_run_fits(cfg, ranks_here, buffer_bytes, available=None):
     from .units import approx_size as format_size
 
     have = memory_available() if available is None else available
-    results = results_bytes(cfg.nranks, cfg.iters, len(cfg.sizes), len(cfg.algorithms),
-                            len(cfg.placements)) * RESULT_COPIES
+    n = shape
+    results = results_bytes(n["nranks"], n["iters"], n["sizes"], n["algorithms"],
+                            n["placements"]) * RESULT_COPIES
     base = ranks_here * RANK_BASE_BYTES
     if base > have:
         raise ConfigError(f"{ranks_here} ranks on this host need about {format_size(base)} "
@@ -153,9 +155,9 @@ def check_run_fits(cfg, ranks_here, buffer_bytes, available=None):
                           "available here (cgroup, Slurm and MemAvailable)", "-r/--nworkers")
     if base + results > have:
         raise ConfigError(
-            f"the per-iteration results ({cfg.nranks} ranks x {cfg.iters} iterations x "
-            f"{len(cfg.sizes)} sizes x {len(cfg.algorithms)} algorithms x "
-            f"{len(cfg.placements)} placements x 16 B, {RESULT_COPIES} copies on rank 0) need "
+            f"the per-iteration results ({n['nranks']} ranks x {n['iters']} iterations x "
+            f"{n['sizes']} sizes x {n['algorithms']} algorithms x "
+            f"{n['placements']} placements x 16 B, {RESULT_COPIES} copies on rank 0) need "
             f"about {format_size(results)}, but only {format_size(have - base)} of memory is "
             "available besides the ranks; use fewer iterations or sizes", "-n/--iters")
     first = base + results + ranks_here * buffer_bytes

@@ -57,7 +57,6 @@ cdef extern from "ccb.h" nogil:
     int ccb_finish_avg(void *buf, size_t n, ccb_dtype t, ccb_op op, int nranks)
     ctypedef struct ccb_watch:
         int64_t *calls
-        int hang_at
     int ccb_time_loop(ccb_coll_fn fn, const ccb_args *args, int nargs,
                       int warmup, int iters, int agg, int blocking,
                       double *lat_us, double *start_us, const ccb_watch *watch)
@@ -168,7 +167,7 @@ def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
               int dtype, int op, size_t count, int root=0,
               int warmup=5, int iters=20, int agg=1, bint blocking=False,
               size_t segment_bytes=0, sendcounts=None, sdispls=None,
-              recvcounts=None, rdispls=None, peers=None, progress=None, int hang_at=-1):
+              recvcounts=None, rdispls=None, peers=None, progress=None):
     """Run `warmup` + `iters` iterations of one algorithm; time the latter.
 
     Parameters
@@ -185,8 +184,6 @@ def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
         Elements, as the MPI call for this collective counts them.
     progress : numpy.ndarray of int64, shape (2,), optional
         Shared memory the launcher's watchdog reads: calls entered, calls left.
-    hang_at : int
-        Test-only fault injection: stall forever before call `hang_at`.
 
     Returns
     -------
@@ -208,7 +205,6 @@ def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
     cdef int rc, i
     cdef ccb_watch watch
     watch.calls = <int64_t *>_ptr(progress)
-    watch.hang_at = hang_at
     try:
         for i in range(nargs):
             entry = buffers[i]

@@ -89,12 +89,9 @@ int ccb_finish_avg(void *buf, size_t n, ccb_dtype t, ccb_op op, int nranks);
  * --unique-buff can cycle buffers.  lat_us[iters] receives each measured
  * iteration's duration divided by agg; start_us[iters] its local start. */
 /* Progress for the launcher's watchdog, which reads it from shared memory
- * while the loop runs: calls[0] counts calls entered, calls[1] calls left.
- * hang_at >= 0 makes the loop stall before entering that call (test-only
- * fault injection, so hang handling can be tested for real). */
+ * while the loop runs: calls[0] counts calls entered, calls[1] calls left. */
 typedef struct {
     volatile int64_t *calls;
-    int hang_at;
 } ccb_watch;
 
 int ccb_time_loop(ccb_coll_fn fn, const ccb_args *args, int nargs,

@@ -12,7 +12,7 @@ import pytest
 
 from ccbench_kit.cli import main
 
-FIXTURES = Path(__file__).parent / "data" / "baselines"  # copies of ../shared/fixtures/nccl-tests
+FIXTURES = Path(__file__).parent / "data" / "baselines"  # nccl-tests logs (data/baselines/README.md)
 AR = FIXTURES / "all_reduce_h200x2.txt"
 AG = FIXTURES / "all_gather_h200x2.txt"
 
@@ -85,7 +85,8 @@ BAD = [
     (f"report {AR} -o " "{r.html} -t pfoo", "stats: unknown statistic 'pfoo'"),
     (f"report {AR} -o " "{r.pdf}", "-o/--output: {r.pdf}: the report is HTML; name it NAME.html"),
     ("show {garbage.txt}", "{garbage.txt}: not a readable netCDF results file"),
-    ("show {v2.nc}", "{v2.nc}: not a ccbench/1 results file (schema attr is 'ccbench/2')"),
+    ("show {v3.nc}", "{v3.nc}: schema ccbench/3 is newer than this kit reads (newest ccbench/2)"),
+    ("show {other.nc}", "{other.nc}: not a ccbench results file (schema attr is 'other/1')"),
     ("suite {nosuite.yaml}", "{nosuite.yaml}: cannot read suite file"),
     # issue 17: every flag value checked by the parser
     ("run ''", "argument collective: expected comma-separated collective names with none empty, got ''"),
@@ -111,7 +112,7 @@ BAD = [
     ("run all_reduce --out {broken.json}/x.nc", "{broken.json} is a file, not a folder"),
     ("show {fifo}", "{fifo}: not a results file (not a regular file)"),
     # ... results files, comparisons, recovery
-    ("show {fake.nc}", "{fake.nc}: claims ccbench/1 but 'latency' has dims ('x',)"),
+    ("show {fake.nc}", "{fake.nc}: claims schema ccbench/1 but lacks dim 'algorithm'"),
     ("report {AR} {AG} --compare -o {r.html}", "nothing to compare: the run has all_gather fp32, the baseline all_reduce fp32"),
     ("recover {nonexistent.nc}", "PATH: {nonexistent.nc}: no such results file, and no sidecar files"),
 ]
@@ -132,7 +133,8 @@ def files(tmp_path_factory):
 
     import numpy as np
     import xarray as xr
-    xr.Dataset(attrs={"schema": "ccbench/2"}).to_netcdf(d / "v2.nc", engine="h5netcdf")
+    xr.Dataset(attrs={"schema": "ccbench/3"}).to_netcdf(d / "v3.nc", engine="h5netcdf")
+    xr.Dataset(attrs={"schema": "other/1"}).to_netcdf(d / "other.nc", engine="h5netcdf")
     xr.Dataset({"latency": ("x", np.ones(3))}, attrs={"schema": "ccbench/1"}).to_netcdf(
         d / "fake.nc", engine="h5netcdf")
     (d / "deep.json").write_text("[" * 100 + "]" * 100)
@@ -152,7 +154,7 @@ def test_the_table_is_long_enough():
 def test_bad_input(argv, message, files, capsys):
     names = {k: str(files / k) for k in ["missing.json", "nohosts.txt", "nonexistent.txt",
                                           "nonexistent.nc", "r.html", "r.pdf", "nosuite.yaml",
-                                          "v2.nc", "trunc.txt", "trunc.json", "badheader.txt",
+                                          "v3.nc", "other.nc", "trunc.txt", "trunc.json", "badheader.txt",
                                           "fake.nc", "deep.json", "bomb.yaml", "loop.yaml", "fifo",
                                           *FILES, *TEXT]}
     names.update(AR=str(AR), AG=str(AG))

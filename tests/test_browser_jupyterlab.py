@@ -33,7 +33,7 @@ def _free_port():
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server on 127.0.0.1 with a token, every Jupyter directory
-    private to the test (RECIPES.md), serving a copy of explore.ipynb and a
+    private to the test (docs/testing.md), serving a copy of explore.ipynb and a
     results file where the notebook looks for one."""
     from jupyter_client.kernelspec import KernelSpecManager
     if "ccbench" not in KernelSpecManager().find_kernel_specs():

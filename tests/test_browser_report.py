@@ -15,7 +15,7 @@ from ccbench_kit.theory.synthetic import synthetic_dataset
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
-# RECIPES.md "Headless browser tests": no GPU, no sandbox (root), and every
+# docs/testing.md "Headless browser tests": no GPU, no sandbox (root), and every
 # host name but localhost unresolvable, so nothing can leave the machine.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",

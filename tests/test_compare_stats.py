@@ -14,7 +14,7 @@ SIZES = [1024, 65536, 4194304]
 
 def run_ds(lat, collective="all_reduce", dtype="fp32", sizes=SIZES, algorithms=("ring",),
            nranks=None, placements=("out_of_place",), source="", aggregated=None):
-    """A ccbench/1 Dataset from latency (algorithm, placement, size, rank, iteration)."""
+    """A results Dataset from latency (algorithm, placement, size, rank, iteration)."""
     lat = np.asarray(lat, dtype=float)
     R = lat.shape[3]
     attrs = {"collective": collective, "dtype": dtype, "op": "sum", "root": -1,

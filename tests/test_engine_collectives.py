@@ -19,7 +19,7 @@ import json, sys
 import numpy as np
 from mpi4py import MPI
 from ccbench_kit.collectives import NAMES
-from ccbench_kit.config import RunConfig
+from ccbench_kit.api import make_config
 from ccbench_kit.dtypes import get_dtype
 from ccbench_kit.harness import Sweep
 
@@ -32,9 +32,9 @@ results = {}
 
 def sweep(name, dtype, op, elems, **extra):
     es = get_dtype(dtype).itemsize
-    cfg = RunConfig(collective=name, sizes=[e * es for e in elems], nranks=p, algorithms=["all"],
-                    dtype=dtype, op=op, root=p - 1, warmup=0, iters=1, check="random",
-                    seed=11, segment_bytes=64, **extra)
+    cfg = make_config(name, p, sizes=[e * es for e in elems], algorithms="all", dtype=dtype,
+                      op=op, root=p - 1, warmup=0, iters=1, check="random", seed=11,
+                      backend_options={"segment_bytes": 64}).replace(**extra)
     ds = Sweep(comm, cfg).run()
     if comm.Get_rank() == 0:
         for a in ds.algorithm.values:
@@ -121,7 +121,7 @@ def test_a_wrong_result_is_counted_and_saved(mpirun, tmp_path):
 from mpi4py import MPI
 import numpy as np
 from ccbench_kit.collectives import all_reduce
-from ccbench_kit.config import RunConfig
+from ccbench_kit.api import make_config
 from ccbench_kit.harness import Sweep
 golden = all_reduce.AllReduce.golden
 def off_by_one(self, inputs, rank, *a):
@@ -130,9 +130,8 @@ def off_by_one(self, inputs, rank, *a):
     return g
 all_reduce.AllReduce.golden = off_by_one
 comm = MPI.COMM_WORLD
-cfg = RunConfig(collective="all_reduce", sizes=[400], nranks=3, algorithms=["ring"],
-                placements=["out_of_place"], warmup=0, iters=1, check="random", seed=3,
-                out=r"{tmp_path}/res.nc")
+cfg = make_config("all_reduce", 3, sizes=[400], algorithms="ring", placement="out_of_place",
+                  warmup=0, iters=1, check="random", seed=3, out=r"{tmp_path}/res.nc")
 ds = Sweep(comm, cfg).run()
 if comm.Get_rank() == 0:
     print("WRONG", int(ds["wrong"].sum()))
@@ -178,7 +177,7 @@ if comm.Get_rank() == 0:
 FP8_SCRIPT = r"""
 import json
 from mpi4py import MPI
-from ccbench_kit.config import RunConfig
+from ccbench_kit.api import make_config
 from ccbench_kit.harness import Sweep
 
 comm = MPI.COMM_WORLD
@@ -191,9 +190,9 @@ for dtype in ("fp8_e4m3", "fp8_e5m2"):
         for op in ops:
             per_rank = name in ("all_reduce", "reduce")
             sizes = [3, 1001] if per_rank else [p, 7 * p + p]
-            cfg = RunConfig(collective=name, sizes=sizes, nranks=p, algorithms=["all"], dtype=dtype,
-                            op=op, root=p - 1, warmup=0, iters=1, check="random", seed=7,
-                            segment_bytes=64)
+            cfg = make_config(name, p, sizes=sizes, algorithms="all", dtype=dtype, op=op,
+                              root=p - 1, warmup=0, iters=1, check="random", seed=7,
+                              backend_options={"segment_bytes": 64})
             ds = Sweep(comm, cfg).run()
             if comm.Get_rank() == 0:
                 for a in ds.algorithm.values:

@@ -1,4 +1,4 @@
-"""Sizes, counts and bus factors of every collective (THEORY.md's table and
+"""Sizes, counts and bus factors of every collective (docs/theory.md's table and
 nccl-tests' src/<coll>.cu), and the check's tolerances and golden values."""
 from pathlib import Path
 
@@ -10,7 +10,7 @@ from ccbench_kit.collectives.alltoallv import distance_weighted
 from ccbench_kit.dtypes import get_dtype
 from ccbench_kit.errors import ConfigError
 
-FIXTURES = Path(__file__).parent / "data" / "baselines"  # copies of ../shared/fixtures/nccl-tests
+FIXTURES = Path(__file__).parent / "data" / "baselines"  # nccl-tests logs (data/baselines/README.md)
 
 # p = 4 ranks, fp32, 1000 B requested:
 # (size, count, send elems, recv elems, bus factor), computed by hand.
@@ -94,11 +94,10 @@ def test_alltoallv_default_pattern_is_nccl_tests():
 
 
 def test_alltoallv_metadata_sets_the_size():
-    from ccbench_kit.config import RunConfig
+    from ccbench_kit.config import InputConfig
     meta = [{"send_counts": [1, 4], "send_displs": [0, 1], "recv_counts": [1, 2], "recv_displs": [0, 3]},
             {"send_counts": [2, 3], "send_displs": [5, 0], "recv_counts": [4, 3], "recv_displs": [0, 4]}]
-    cfg = RunConfig(collective="alltoallv", sizes=[1 << 20], nranks=2, alltoallv=meta)
-    coll = collectives.get("alltoallv").configure(cfg, [0, 1])
+    coll = collectives.get("alltoallv").configure(InputConfig(alltoallv=meta), [0, 1])
     lay = coll.layout(1 << 20, 4, 2)
     # rank 1 receives 4 + 3 = 7 elements, the most any rank sends or receives
     assert (lay.size, lay.count, lay.send_elems, lay.recv_elems) == (28, 7, 7, 7)

@@ -9,7 +9,7 @@ import pytest
 from ccbench_kit import importers
 from ccbench_kit.dataset.schema import make_dataset
 from ccbench_kit.errors import ConfigError
-from ccbench_kit.export import aws_filename, summary_frame
+from ccbench_kit.formats.csv.write import aws_filename, summary_frame
 
 DATA = Path(__file__).parent / "data" / "baselines"
 

@@ -15,6 +15,7 @@ import pytest
 import xarray as xr
 
 from ccbench_kit import importers
+from ccbench_kit.dataset import SCHEMA
 from ccbench_kit.importers import ImporterError, ReportedMismatchWarning
 
 DATA = Path(__file__).parent / "data" / "baselines"
@@ -118,7 +119,7 @@ def test_fixture_imports_with_printed_and_recomputed_busbw(case):
     ds = load(name, **hints)
     a = ds.attrs
     assert (a["collective"], a["nranks"], a["dtype"], a["timing"]) == (coll, nranks, dtype, "imported")
-    assert a["schema"] == "ccbench/1" and a["source"].endswith(name)
+    assert a["schema"] == SCHEMA and a["source"].endswith(name)
     assert ds.sizes["size"] == nsizes and ds.sizes["placement"] == nplace
     assert list(ds["rank"].values) == [-1] and list(ds["iteration"].values) == [0]
     assert a["aggregated"]

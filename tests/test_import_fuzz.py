@@ -1,5 +1,5 @@
 """Fuzzing every importer: mutated real outputs either import into a valid
-``ccbench/1`` Dataset or raise ImporterError — never anything else.
+results Dataset (current schema) or raise ImporterError — never anything else.
 
 Mutations are made in memory (no subprocess, no files).  Examples per test:
 ``FUZZ_EXAMPLES`` (default 100; 6 tests = 600 in ``make test``);
@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ccbench_kit import importers
+from ccbench_kit.dataset import SCHEMA
 from ccbench_kit.importers import ImporterError
 
 DATA = Path(__file__).parent / "data" / "baselines"
@@ -170,7 +171,7 @@ def check(text, hints, name="fuzz.txt"):
             _tally("ImporterError")
             return None
         for ds in datasets:
-            assert ds.attrs["schema"] == "ccbench/1" and ds.attrs["timing"] == "imported"
+            assert ds.attrs["schema"] == SCHEMA and ds.attrs["timing"] == "imported"
             assert ds["latency"].dims == ("algorithm", "placement", "size", "rank", "iteration")
             assert ds["reported_busbw"].dims[:3] == ("algorithm", "placement", "size")
             assert len(np.unique(ds["size"].values)) == ds.sizes["size"]

@@ -1,7 +1,7 @@
 """Several real "hosts" on this machine: network namespaces joined by a
 bridge, each with its own address and host name, and Open MPI over TCP
 between them, started through a plm_rsh_agent that maps a host name to its
-namespace (RECIPES.md).  Traffic stays inside our own namespaces; the root
+namespace (docs/testing.md).  Traffic stays inside our own namespaces; the root
 namespace is never touched.  Everything is torn down by the fixture."""
 import json
 import os

@@ -14,10 +14,10 @@ import ccbench_kit as ccb
 from ccbench_kit.dataset.schema import make_dataset
 from ccbench_kit.harness import group_coords
 from ccbench_kit.output import json_paths, write_json
-from ccbench_kit.output.nccl_tests import iter_stats
+from ccbench_kit.formats.nccl_tests.write_json import iter_stats
 from conftest import run_cli
 
-FIXTURES = Path(__file__).parent / "data" / "baselines"  # copies of ../shared/fixtures/nccl-tests
+FIXTURES = Path(__file__).parent / "data" / "baselines"  # nccl-tests logs (data/baselines/README.md)
 # nccl-tests' own tools/analyze_perf_json.py reads our JSON; its code is not
 # ours to ship, so point CCB_NCCL_TESTS_DIR at a nccl-tests checkout to run it.
 ANALYZE = Path(os.environ.get("CCB_NCCL_TESTS_DIR", "/nonexistent")) / "tools" / "analyze_perf_json.py"

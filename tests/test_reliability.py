@@ -123,11 +123,11 @@ def test_oversize_stops_with_earlier_sizes_saved(tmp_path):
     assert list(tmp_path.glob("m.nc.ccb-*")) == []  # no sidecar or template left
 
 
-def test_loading_another_schema_version_is_refused(tmp_path):
+def test_loading_a_newer_schema_version_is_refused(tmp_path):
     from ccbench_kit.dataset import SchemaError, load
-    path = tmp_path / "v2.nc"
-    xr.Dataset(attrs={"schema": "ccbench/2"}).to_netcdf(path, engine="h5netcdf")
-    with pytest.raises(SchemaError, match=r"not a ccbench/1 results file \(schema attr is 'ccbench/2'\)"):
+    path = tmp_path / "v3.nc"
+    xr.Dataset(attrs={"schema": "ccbench/3"}).to_netcdf(path, engine="h5netcdf")
+    with pytest.raises(SchemaError, match=r"schema ccbench/3 is newer than this kit reads \(newest ccbench/2\)"):
         load(path)
     proc = run_cli("show", path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1

@@ -6,7 +6,7 @@ import pytest
 import xarray as xr
 
 import ccbench_kit as ccb
-from ccbench_kit.dataset.schema import DIMS, REQUIRED_ATTRS
+from ccbench_kit.dataset.schema import DIMS, REQUIRED_ATTRS, SCHEMA
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_results_file_schema(cli_run):
     assert set(ds.sizes) == set(DIMS)
     for attr in REQUIRED_ATTRS:
         assert attr in ds.attrs, attr
-    assert ds.attrs["schema"] == "ccbench/1"
+    assert ds.attrs["schema"] == SCHEMA == "ccbench/2"
     assert ds.attrs["nranks"] == 3 and ds.attrs["collective"] == "all_reduce"
     assert ds.attrs["complete"] == "true"
     assert list(ds["algorithm"].values) == ["ring", "mpi"]

@@ -121,9 +121,9 @@ def test_slurm_dry_run_scripts_status_collect(tmp_path, cli):
                          "--kill-on-bad-exit=1"]
     assert words[8] == "--mpi=pmix" and words[10:12] == ["-m", "ccbench_kit.launch.worker"]
     cfg = read_config(words[12])          # what every rank of the job will run
-    assert (cfg.collective, cfg.nranks, cfg.sizes, cfg.check) == ("all_gather", 4, [1024],
-                                                                   "all_ones")
-    assert cfg.out == str(work / "parts" / "all_gather--n2.nc")
+    assert (cfg.collective, cfg.nranks, cfg.sweep.sizes, cfg.inputs.check) == (
+        "all_gather", 4, (1024,), "all_ones")
+    assert cfg.output.out == str(work / "parts" / "all_gather--n2.nc")
 
     # the n1 job "ran": its own command line, started by mpirun instead of srun
     from ccbench_kit.launch.mpirun import launch

@@ -37,7 +37,7 @@ def test_rabenseifner_power_of_two_matches_theory():
 
 
 def test_bruck_alltoall_counts_blocks_exactly():
-    # p = 8: lg p = 3 steps of n/2 each (THEORY.md)
+    # p = 8: lg p = 3 steps of n/2 each (docs/theory.md)
     assert predict_time("alltoall", "bruck", MiB, 8, A, B) == pytest.approx(3 * A + 1.5 * MiB * B)
     # p = 5: blocks 1,3 | 2,3 | 4 -> 5 blocks of n/5 = n over 3 steps
     c = cost("alltoall", "bruck", 1000, 5)

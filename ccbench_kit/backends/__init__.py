@@ -1,54 +1,68 @@
 """Backends: where buffers live and how a collective is run and timed.
 
-`mpi` runs on host buffers through the engine (ext/); `nccl` on GPUs.
-Each backend offers: ``algorithms(coll)``, ``alloc(n, dtype)``,
-``upload(buf, host)``, ``download(buf)``, ``time(...)``, ``library``,
-``timing``, ``device_name`` and ``close()``.
+`mpi` runs on host buffers through the engine (ext/); `nccl` on GPUs.  The
+interface every backend implements is `base.Backend`.  Backends are found
+by name in a registry: the built-in ones, those `register`\\ ed in this
+process, and those other packages declare in the ``ccbench_kit.backends``
+entry point group (``name = "package.module:Class"``), as xarray finds its
+engines.  Nothing here knows one backend from another.
 """
+import importlib
+
 from ..errors import ConfigError
+from .base import Backend, NoOptions  # noqa: F401  (the interface, for backend authors)
 
-NAMES = ("mpi", "nccl")
+ENTRY_POINT_GROUP = "ccbench_kit.backends"
+# name -> class, or "module:Class" imported on first use (the nccl backend
+# must import without CUDA, the mpi one without starting MPI)
+_REGISTRY = {
+    "mpi": "ccbench_kit.backends.mpi:MPIBackend",
+    "nccl": "ccbench_kit.backends.nccl:NCCLBackend",
+}
 
 
-def get_backend(name, comm, **options):
-    if name == "mpi":
-        from .mpi import MPIBackend
-        return MPIBackend(comm, **options)
-    if name == "nccl":
-        from .nccl import NCCLBackend
-        return NCCLBackend(comm, **options)
-    raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}", "--backend")
+def register(name, backend):
+    """Make `backend` (a `Backend` subclass, or ``"module:Class"``) available
+    as ``--backend name`` / ``backend="name"`` in this process.
+
+    Ranks started by ``ccbench run`` are new processes: a backend they must
+    find is declared in the entry point group instead (or registered by the
+    script that each rank of the user's own ``mpirun`` runs)."""
+    _REGISTRY[name] = backend
+
+
+def _entry_points():
+    from importlib.metadata import entry_points
+    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def names():
+    """Every backend name known here: built-in, registered, then declared."""
+    return list(dict.fromkeys([*_REGISTRY, *_entry_points()]))
+
+
+def backend_class(name):
+    """The `Backend` subclass registered as `name`."""
+    found = _REGISTRY.get(name) or _entry_points().get(name)
+    if found is None:
+        raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(names())}",
+                          "--backend")
+    if isinstance(found, str):
+        module, _, attr = found.partition(":")
+        found = getattr(importlib.import_module(module), attr)
+        if name in _REGISTRY:
+            _REGISTRY[name] = found
+    if not (isinstance(found, type) and issubclass(found, Backend)):
+        raise ConfigError(f"backend {name!r} is {found!r}, not a subclass of "
+                          "ccbench_kit.backends.base.Backend", "--backend")
+    return found
 
 
 def backend_algorithms(name, collective):
     """The algorithms `name` offers for `collective`, without starting MPI."""
-    if name == "mpi":
-        from .mpi import engine_algorithms
-        return engine_algorithms(collective)
-    if name == "nccl":
-        from .nccl import nccl_algorithms
-        return nccl_algorithms(collective)
-    raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(NAMES)}", "--backend")
+    return backend_class(name).algorithms_for(collective)
 
 
-def backend_options(cfg, world=None):
-    """Keyword arguments for `get_backend` from a RunConfig's timing/options;
-    `world` is the job's communicator when the backend runs on a group's."""
-    if cfg.backend == "nccl":
-        from .nccl import OPTION_NAMES
-        opts = {"timing": cfg.timing or "cuda-events",
-                **{k: v for k, v in cfg.options.items() if k in OPTION_NAMES}}
-        if world is not None:
-            opts["device_comm"] = world  # GPUs are picked among all ranks on a host
-        return opts
-    return {"segment_bytes": cfg.segment_bytes}
-
-
-def check_backend_options(cfg):
-    """ConfigError, before any rank starts, for options the backend can't take."""
-    if cfg.backend == "nccl":
-        from .nccl import check_options
-        check_options(**backend_options(cfg))
-    elif cfg.timing not in ("", "host-clock"):
-        raise ConfigError(f"timing {cfg.timing!r} needs --backend nccl; the mpi backend "
-                          "times with the host clock", "--timing")
+def get_backend(name, comm, options=None, world=None):
+    """An instance of backend `name` on `comm` (see `Backend.__init__`)."""
+    return backend_class(name)(comm, options, world)

@@ -1,11 +1,16 @@
 """Backend `mpi`: host buffers, collectives run by the engine (ext/)."""
+from dataclasses import dataclass
+
 import numpy as np
+
+from ..errors import ConfigError
+from .base import Backend
 
 
 def _engine():
     import sys
     if "mpi4py.MPI" not in sys.modules:
-        from ..api import inside_mpi_job
+        from ..mpi_env import inside_mpi_job
         if not inside_mpi_job():
             # A launcher only reads the engine's tables; initialising MPI here
             # would make it a singleton MPI process for nothing.
@@ -21,13 +26,32 @@ def engine_algorithms(collective):
     return _engine().algorithms(collective)
 
 
-class MPIBackend:
+@dataclass(frozen=True)
+class MPIOptions:
+    #: Pipelining segment of the chain and segmented algorithms (0: the
+    #: engine's default); the engine's tests set it small.
+    segment_bytes: int = 0
+
+
+class MPIBackend(Backend):
     name = "mpi"
+    default_algorithm = "mpi"
+    Options = MPIOptions
     timing = "host-clock"
 
-    def __init__(self, comm, segment_bytes=0):
-        self.comm = comm
-        self.segment_bytes = segment_bytes
+    @classmethod
+    def algorithms_for(cls, collective):
+        return engine_algorithms(collective)
+
+    @classmethod
+    def make_options(cls, timing="", **values):
+        if timing not in ("", "host-clock"):
+            raise ConfigError(f"timing {timing!r} needs --backend nccl; the mpi backend "
+                              "times with the host clock", "--timing")
+        return super().make_options(**values)
+
+    def __init__(self, comm, options=None, world=None):
+        super().__init__(comm, options, world)
         self.engine = _engine()
 
     @property
@@ -38,9 +62,6 @@ class MPIBackend:
     @property
     def device_name(self):
         return "cpu"
-
-    def algorithms(self, collective):
-        return self.engine.algorithms(collective)
 
     def alloc(self, nelems, dtype):
         return np.zeros(max(nelems, 1), dtype=dtype.storage)[:nelems]
@@ -59,19 +80,15 @@ class MPIBackend:
         return np.array(buf, copy=True)
 
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root,
-             warmup, iters, agg=1, blocking=False, progress=None, hang_at=-1, once=False,
-             **vectors):
+             warmup, iters, agg=1, blocking=False, progress=None, once=False, **vectors):
         """Per-iteration latency and local start (µs) of one algorithm.
 
         `once`: the checked call (here one iteration is always one call).
 
         `progress` (2 int64, shared with the launcher's watchdog) counts the
-        calls entered and left; `hang_at` is test-only fault injection."""
+        calls entered and left."""
         return self.engine.time_loop(
             self.comm, collective, algorithm, buffers, dtype=dtype.engine, op=op,
             count=count, root=max(root, 0), warmup=warmup, iters=iters, agg=agg,
-            blocking=blocking, segment_bytes=self.segment_bytes, progress=progress,
-            hang_at=hang_at, **vectors)
-
-    def close(self):
-        pass
+            blocking=blocking, segment_bytes=self.options.segment_bytes, progress=progress,
+            **vectors)

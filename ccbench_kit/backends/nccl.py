@@ -24,34 +24,38 @@ replayed ``-G N`` times).
 import os
 import tempfile
 from contextlib import nullcontext
+from dataclasses import dataclass
 
 import numpy as np
 
+from .. import collectives as _collectives
 from ..dtypes import FP8, FP8_SINCE_NCCL, NCCL_OPS, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
+from .base import Backend
 from .nccl_buffers import DeviceBuffer, Pool, overlap
 from .nccl_tuning import TuningCapture, environ, summarize
 
 ALGOS = {"ring": "Ring", "tree": "Tree", "pat": "PAT",
          "collnet_direct": "CollnetDirect", "collnet_chain": "CollnetChain"}
 PROTOS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
-NATIVE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
-NATIVE_SINCE_2_28 = {"alltoall": "ncclAlltoAll", "gather": "ncclGather", "scatter": "ncclScatter"}
-P2P_ONLY = ("alltoallv", "sendrecv", "permute", "hypercube")
-# NCCL moves these between distinct buffers only: ncclAlltoAll has no
-# in-place form, and grouped send/recv into the buffer being sent races.
-NO_IN_PLACE = ("alltoall", "alltoallv", "sendrecv", "permute")
+# What NCCL does with each collective is the collective's own fact
+# (`collectives.base.Collective.nccl`, ``nccl_in_place``).
+_ALL = _collectives.all_collectives()
+NATIVE = tuple(c.name for c in _ALL if c.nccl == "native")
+NATIVE_SINCE_2_28 = tuple(c.name for c in _ALL if c.nccl == "native_since_2_28")
+P2P_ONLY = tuple(c.name for c in _ALL if c.nccl == "p2p")
+# ncclAlltoAll has no in-place form, and grouped send/recv into the buffer
+# being sent races.
+NO_IN_PLACE = tuple(c.name for c in _ALL if not c.nccl_in_place)
 TIMINGS = ("cuda-events", "batch", "graph")
 MEM_TYPES = ("cudaMalloc", "ncclMemAlloc")
-OPTION_NAMES = ("graph_launches", "mem_type", "register", "fresh_buffers")  # RunConfig.options keys
 _OP_NAMES = {v: k for k, v in OPS.items()}
 
 
 def nccl_algorithms(collective):
     """Algorithm names the nccl backend takes for `collective`."""
-    from .. import collectives
-    name = collectives.get(collective).name
+    name = _collectives.get(collective).name
     if name in NATIVE:
         return (["nccl"] + [f"nccl:{a}" for a in ALGOS]
                 + [f"nccl:{a}/{p}" for a in ALGOS for p in PROTOS])
@@ -102,23 +106,73 @@ def _cuda_version(v):
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
-class NCCLBackend:
-    name = "nccl"
-    warms_every_size = True  # as nccl-tests: the harness warms every size up before timing
+@dataclass(frozen=True)
+class NCCLOptions:
+    timing: str = "cuda-events"     # --timing (-G N: graph)
+    graph_launches: int = 1         # -G: replays of the captured graph
+    mem_type: str = "cudaMalloc"    # --mem-type
+    register: bool = False          # -R 1: ncclCommRegister the buffers
+    fresh_buffers: bool = False     # --fresh-buffers
 
-    def __init__(self, comm, timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
-                 register=False, fresh_buffers=False, device_comm=None, **_other):
-        """`comm` runs the collectives (a replica group's); `device_comm`
-        (default `comm`) spans every rank of the job, so that ranks of
-        different groups on one host pick different GPUs."""
-        check_options(timing, graph_launches, mem_type, register)
+
+class NCCLBackend(Backend):
+    name = "nccl"
+    default_algorithm = "nccl"
+    warms_every_size = True  # as nccl-tests: the harness warms every size up before timing
+    Options = NCCLOptions
+
+    @classmethod
+    def algorithms_for(cls, collective):
+        return nccl_algorithms(collective)
+
+    @classmethod
+    def add_arguments(cls, g):
+        g.add_argument("--timing", default=None, choices=TIMINGS[:],
+                       help="nccl: an event pair per iteration (default), nccl-tests' batch "
+                            "timing, or a CUDA graph (-G)")
+        g.add_argument("-G", "--cudagraph", type=int, default=0, metavar="N",
+                       help="nccl: capture the iterations in a CUDA graph, replay it N times")
+        g.add_argument("--mem-type", default="cudaMalloc", choices=MEM_TYPES,
+                       help="nccl: how device buffers are allocated")
+        g.add_argument("-R", "--local-register", type=int, choices=(0, 1), default=0,
+                       help="nccl: 1 registers buffers with ncclCommRegister")
+        g.add_argument("--fresh-buffers", action="store_true",
+                       help="nccl: allocate every size's buffers anew, instead of running every "
+                            "size in the largest ones as nccl-tests does")
+
+    @classmethod
+    def options_from_args(cls, args):
+        timing = args.timing or ("graph" if args.cudagraph else "")
+        opts = {"timing": timing} if timing else {}
+        if args.cudagraph or timing == "graph":
+            opts["graph_launches"] = args.cudagraph or 1
+        if args.mem_type != "cudaMalloc":
+            opts["mem_type"] = args.mem_type
+        if args.local_register:
+            opts["register"] = True
+        if args.fresh_buffers:
+            opts["fresh_buffers"] = True
+        return opts
+
+    @classmethod
+    def make_options(cls, **values):
+        values = {k: v for k, v in values.items() if not (k == "timing" and not v)}
+        opts = super().make_options(**values)
+        check_options(**vars(opts))
+        return opts
+
+    def __init__(self, comm, options=None, world=None):
+        """`comm` runs the collectives (a replica group's); `world` (default
+        `comm`) spans every rank of the job, so that ranks of different
+        groups on one host pick different GPUs."""
+        super().__init__(comm, options, world)
+        o = self.options
         # NVLink multicast can take a shared host's GPUs out of service:
         # off unless the user asks for it.
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-        self.comm = comm
         self.rank, self.nranks = comm.Get_rank(), comm.Get_size()
-        self.timing, self.graph_launches = timing, graph_launches
-        self.mem_type, self.register = mem_type, bool(register)
+        self.timing, self.graph_launches = o.timing, o.graph_launches
+        self.mem_type, self.register = o.mem_type, bool(o.register)
         cudart, nccl = nccl_lib.locate()
         from .. import _nccl
         self._x = _nccl
@@ -127,7 +181,7 @@ class NCCLBackend:
         except _nccl.LoadError as e:
             raise nccl_lib.LibraryNotFound(f"--backend nccl: {e}") from None
         self.version = self.lib.nccl_version()
-        dcomm = device_comm if device_comm is not None else comm
+        dcomm = self.world
         self.local_rank, self.local_size = _local_rank(dcomm)
         local_size = self.local_size
         try:
@@ -143,8 +197,8 @@ class NCCLBackend:
         self.info = self.lib.device_info(self.device)
         self.stream = self.lib.stream_create()
         self._comms = {}      # (NCCL_ALGO, NCCL_PROTO) -> handle, or the init error
-        self.fresh_buffers = bool(fresh_buffers)
-        self._pool = Pool(self.lib, mem_type, reuse=not fresh_buffers)
+        self.fresh_buffers = bool(o.fresh_buffers)
+        self._pool = Pool(self.lib, o.mem_type, reuse=not o.fresh_buffers)
         self.ran = {}         # algorithm -> {engine count: "RING/LL x2ch"}
         self.unavailable = {}  # algorithm -> {engine count: reason}
         self._probed = set()
@@ -170,9 +224,6 @@ class NCCLBackend:
     @property
     def device_name(self):
         return f"cuda:{self.device} {self.info['name']} ({self.info['pci_bus_id']})"
-
-    def algorithms(self, collective):
-        return nccl_algorithms(collective)
 
     def dataset_attrs(self, layouts):
         """Attrs for the Dataset (rank 0): versions, GPUs, what NCCL ran."""
@@ -259,13 +310,13 @@ class NCCLBackend:
 
     # -- the timed loop ------------------------------------------------------------
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root, warmup, iters,
-             agg=1, blocking=False, progress=None, hang_at=None, once=False, **vectors):
+             agg=1, blocking=False, progress=None, once=False, **vectors):
         """Per-iteration latency and start (µs, MPI_Wtime's clock) of one
         algorithm; NaN where NCCL refuses it (reason in `unavailable`).
 
         `buffers` holds (send, recv, scratch[, count]) sets, cycled through
-        by the iterations; `progress` and `hang_at` (the MPI engine's
-        watchdog board and fault injection) don't apply to device loops.
+        by the iterations; `progress` (the MPI engine's watchdog board)
+        doesn't apply to device loops.
         `once`: exactly one call, whatever the timing mode (the checked call:
         a graph replays its iterations -G times, which in place sums again).
         """

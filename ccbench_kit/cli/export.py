@@ -6,7 +6,7 @@ nccl-tests recipe names its results
 (``nccl_{nodes}_{mode}_{op}_{pattern}[_topo]_{timestamp}_results.csv``).
 """
 from ..errors import ConfigError
-from ..export import DEFAULT_STATS, write_aws, write_csv
+from ..formats.csv.write import DEFAULT_STATS, write_aws, write_csv
 from ..importers import open_any, unique_names
 from . import argtypes as T
 

@@ -2,7 +2,7 @@
 
 Reads nccl-tests logs and ``-J`` JSON, nccom-test tables and JSON and the
 AllgatherP bench table (found by content), prints what each file held, and
-writes them all to one ``ccbench/1`` file that ``show``, ``compare`` and
+writes them all to one results file that ``show``, ``compare`` and
 ``report`` take like a run of the kit.
 """
 import sys
@@ -10,7 +10,7 @@ import warnings
 
 from ..dataset import save
 from ..importers import ReportedMismatchWarning, open_any, unique_names
-from ..table import format_table
+from ..formats.nccl_tests.write_table import format_table
 from . import argtypes as T
 
 

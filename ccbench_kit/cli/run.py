@@ -2,10 +2,10 @@
 import shlex
 import sys
 
-from .. import api
+from .. import api, backends
 from . import argtypes as T
 from ..dataset.schema import library_name
-from ..table import format_table
+from ..formats.nccl_tests.write_table import format_table
 from ..units import format_size
 from .cluster import add_launch_arguments, launch_options
 
@@ -58,18 +58,8 @@ def add_parser(sub):
     g.add_argument("--algorithms", default=None, type=T.name_list("algorithm names"),
                    help="comma-separated, or all (default: the library's own, mpi or nccl)")
     g.add_argument("--backend", default="mpi", type=T.text("a backend"), help="mpi (CPU) or nccl (GPU)")
-    g.add_argument("--timing", default=None, choices=("cuda-events", "batch", "graph"),
-                   help="nccl: an event pair per iteration (default), nccl-tests' batch "
-                        "timing, or a CUDA graph (-G)")
-    g.add_argument("-G", "--cudagraph", type=T.int_in(0, 10**6), default=0, metavar="N",
-                   help="nccl: capture the iterations in a CUDA graph, replay it N times")
-    g.add_argument("--mem-type", default="cudaMalloc", choices=("cudaMalloc", "ncclMemAlloc"),
-                   help="nccl: how device buffers are allocated")
-    g.add_argument("-R", "--local-register", type=int, choices=(0, 1), default=0,
-                   help="nccl: 1 registers buffers with ncclCommRegister")
-    g.add_argument("--fresh-buffers", action="store_true",
-                   help="nccl: allocate every size's buffers anew, instead of running every "
-                        "size in the largest ones as nccl-tests does")
+    for name in backends.names():  # each backend owns its flags (backends.base)
+        backends.backend_class(name).add_arguments(g)
     add_launch_arguments(p)
     g = p.add_argument_group("output")
     g.add_argument("--out", default=None, type=T.path("a results file"), help="results file (default results/COLL-TIME.nc)")
@@ -97,38 +87,19 @@ def add_parser(sub):
     p.set_defaults(func=main)
 
 
-def _nccl_options(args):
-    """--timing, -G, --mem-type, -R and --fresh-buffers as make_config's
-    timing/backend_options."""
-    timing = args.timing or ("graph" if args.cudagraph else "")
-    opts = {}
-    if args.cudagraph or timing == "graph":
-        opts["graph_launches"] = args.cudagraph or 1
-    if args.mem_type != "cudaMalloc":
-        opts["mem_type"] = args.mem_type
-    if args.local_register:
-        opts["register"] = True
-    if args.fresh_buffers:
-        opts["fresh_buffers"] = True
-    return {"timing": timing, "backend_options": opts}
+def _backend_options(args):
+    """The backend flags given, as `make_config`'s backend_options; the chosen
+    backend refuses the ones it doesn't have (--timing with mpi)."""
+    given = {}
+    for name in backends.names():
+        given.update(backends.backend_class(name).options_from_args(args))
+    return given
 
 
 def main(args):
     names = [c for c in args.collective.split(",") if c]
     out = args.out or api.default_out("-".join(n.replace("-", "_") for n in names))
     argv = sys.argv if sys.argv and sys.argv[0].endswith("ccbench") else ["ccbench", "run"]
-    cfg_kw = dict(
-        minbytes=args.minbytes, maxbytes=args.maxbytes, stepfactor=args.stepfactor,
-        stepbytes=args.stepbytes, algorithms=args.algorithms, dtype=args.dtype, op=args.op,
-        root=args.root, placement=args.placement, warmup=args.warmup, iters=args.iters,
-        agg_iters=args.agg_iters, blocking=bool(args.blocking), check=args.check,
-        seed=args.seed, stats=args.stats, backend=args.backend, out=out,
-        command=shlex.join(argv), timeout=args.timeout, skip_oversize=args.skip_oversize,
-        checkpoint_every=args.checkpoint_every,
-        split=args.split, data_parallel_dimension=args.data_parallel_dimension,
-        replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
-        src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
-        coalesced_ratio=args.coalesced_ratio, **_nccl_options(args))
     if args.nworkers < 1:
         from ..errors import ConfigError
         raise ConfigError(f"need at least 1 rank, got {args.nworkers}", "-r/--nworkers")
@@ -137,22 +108,35 @@ def main(args):
         raise ConfigError("needs --report-to-json-file PATH", "--json-format")
     json_format = args.json_format or "nccom-test"
     progress = None if args.non_interactive else _progress
-    cfgs = [api.make_config(name, args.nworkers, **cfg_kw) for name in names]
+    cfg_kw = dict(
+        minbytes=args.minbytes, maxbytes=args.maxbytes, stepfactor=args.stepfactor,
+        stepbytes=args.stepbytes, algorithms=args.algorithms, dtype=args.dtype, op=args.op,
+        root=args.root, placement=args.placement, warmup=args.warmup, iters=args.iters,
+        agg_iters=args.agg_iters, blocking=bool(args.blocking), check=args.check,
+        seed=args.seed, stats=args.stats, backend=args.backend,
+        command=shlex.join(argv), timeout=args.timeout, skip_oversize=args.skip_oversize,
+        checkpoint_every=args.checkpoint_every,
+        split=args.split, data_parallel_dimension=args.data_parallel_dimension,
+        replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
+        src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
+        coalesced_ratio=args.coalesced_ratio, backend_options=_backend_options(args))
+    # built once, here: every collective shares rank 0's seed
+    nranks = api.job_size(args.nworkers)
+    cfgs = [api.make_config(names[0], nranks, out=out, **cfg_kw)]
+    seed = cfgs[0].inputs.seed
+    cfgs += [api.make_config(name, nranks, **{**cfg_kw, "seed": seed}) for name in names[1:]]
     if args.json_file:  # checked now, not after the sweep
         from ..output import json_paths
         from ..output_path import check_output
         for path in json_paths(args.json_file, [c.collective for c in cfgs]).values():
             check_output(path, "--report-to-json-file")
-    seed = cfgs[0].seed
-    if cfgs[0].check == "random" and _prints():  # every rank runs rank 0's seed (api)
+    if cfgs[0].inputs.check == "random" and _prints():  # every rank runs rank 0's seed (api)
         print(f"# check: random, seed {seed}", file=sys.stderr)
-    kw = {**cfg_kw, "seed": seed, "progress": progress,
-          **launch_options(args)}
+    launch = {"progress": progress, **launch_options(args)}
     if len(cfgs) == 1:
-        results = {cfgs[0].collective: api.run(names[0], args.nworkers, cfgs[0].sizes, **kw)}
+        results = {cfgs[0].collective: api.run(cfgs[0], **launch)}
     else:
-        kw.pop("out")
-        results = api.run_many(names, args.nworkers, None, out=out, **kw)
+        results = api.run_many(cfgs, out=out, **launch)
     if results is None or any(ds is None for ds in results.values()):
         return 0  # a rank other than 0 of the user's own mpirun: rank 0 prints
     for name, ds in results.items():

@@ -2,7 +2,7 @@
 from ..dataset import open_parts
 from ..dataset.io import analysis_ready
 from ..dataset.schema import library_name
-from ..table import format_table
+from ..formats.nccl_tests.write_table import format_table
 
 
 def add_parser(sub):

@@ -47,6 +47,7 @@ def from_counts(counts):
 
 class AllToAllV(Collective):
     name = "alltoallv"
+    nccl_in_place = False  # NCCL moves it between distinct buffers only
     aliases = ("all_to_allv", "all-to-allv", "a2av")
     placements = ("out_of_place",)
 

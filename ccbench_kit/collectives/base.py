@@ -1,7 +1,7 @@
 """What every collective module provides to the harness, the importers and
 the theory: how a size maps to buffers, the bus factor, and the golden result.
 
-Sizes follow nccl-tests (THEORY.md): each collective says what its size
+Sizes follow nccl-tests (docs/theory.md, "Sizes and bus factors"): each collective says what its size
 means, rounds it down to whole elements (and to a multiple of the rank count
 where it splits the buffer), and the Dataset keeps the actual size.
 """
@@ -39,13 +39,18 @@ class Collective:
     rooted = False      # takes a root
     same_result = False  # every rank ends with identical output (checked)
     placements = PLACEMENTS  # the placements it can run
+    # How the nccl backend runs it: "native" (an NCCL collective),
+    # "native_since_2_28" (ncclAlltoAll/Gather/Scatter, else grouped
+    # send/recv), or "p2p" (grouped ncclSend/ncclRecv only).
+    nccl = "p2p"
+    nccl_in_place = True  # False: NCCL has no in-place form (or it would race)
     doc = ""
 
     def configure(self, cfg, members):
-        """This collective set up for one run (`RunConfig`) on a communicator
-        whose ranks are the world ranks `members`, in rank order (a replica
-        group, or every rank): alltoallv and permute read their metadata
-        here.  Returns a Collective."""
+        """This collective set up for one run (`cfg`: the run's
+        `config.InputConfig`) on a communicator whose ranks are the world
+        ranks `members`, in rank order (a replica group, or every rank):
+        alltoallv and permute read their metadata here.  Returns a Collective."""
         return self
 
     def engine_vectors(self, rank, nranks, layout):
@@ -61,7 +66,7 @@ class Collective:
         return self.inplace_send(recv, rank, layout), recv
 
     def bus_factor(self, nranks):
-        """busbw = algbw × this (THEORY.md)."""
+        """busbw = algbw × this (docs/theory.md, "Sizes and bus factors")."""
         raise NotImplementedError
 
     def layout(self, size, itemsize, nranks):

@@ -9,6 +9,7 @@ from .base import Collective, exact, per_rank_layout
 
 class Broadcast(Collective):
     name = "broadcast"
+    nccl = "native"
     aliases = ("bcast",)
     rooted = True
     same_result = True

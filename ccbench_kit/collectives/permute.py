@@ -13,6 +13,7 @@ from .base import Collective, exact, per_rank_layout
 
 class Permute(Collective):
     name = "permute"
+    nccl_in_place = False  # NCCL moves it between distinct buffers only
     aliases = ("perm", "collective_permute", "collective-permute")
 
     def __init__(self, pairs=()):

@@ -10,6 +10,7 @@ from .reduce_scatter import ReduceScatter
 
 class Scatter(ReduceScatter):
     name = "scatter"
+    nccl = "native_since_2_28"
     aliases = ("scat",)
     rooted = True
     reduces = False

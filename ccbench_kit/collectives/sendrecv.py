@@ -9,6 +9,7 @@ from .base import Collective, exact, per_rank_layout
 
 class SendRecv(Collective):
     name = "sendrecv"
+    nccl_in_place = False  # NCCL moves it between distinct buffers only
     aliases = ("send_recv", "send-recv", "sr")
 
     def bus_factor(self, nranks):

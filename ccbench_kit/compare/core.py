@@ -111,7 +111,7 @@ def compare(run, baseline, *, stat="avg", rank_stat="max", algorithms=None, plac
     Parameters
     ----------
     run, baseline : xarray.Dataset
-        ``ccbench/1`` Datasets of one collective each (a kit run, an imported
+        results Datasets of one collective each (a kit run, an imported
         baseline).  Aligned by collective, dtype and size.
     stat, rank_stat : str
         Iteration time = `rank_stat` over ranks; time = `stat` over iterations
@@ -281,7 +281,7 @@ def _one(data, other):
     elif isinstance(data, dict):
         parts = data
     else:
-        raise TypeError(f"compare takes ccbench/1 Datasets, not {type(data).__name__}")
+        raise TypeError(f"compare takes ccbench results Datasets, not {type(data).__name__}")
     want = other.attrs.get("collective") if isinstance(other, xr.Dataset) else None
     hits = [d for d in parts.values() if d.attrs.get("collective") == want] if want else []
     if hits:

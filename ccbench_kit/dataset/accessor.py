@@ -1,4 +1,4 @@
-"""``ds.ccb``: times, bandwidths and tables of a ``ccbench/1`` Dataset."""
+"""``ds.ccb``: times, bandwidths and tables of a results Dataset."""
 import numpy as np
 import xarray as xr
 

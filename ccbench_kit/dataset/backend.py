@@ -11,7 +11,7 @@ from xarray.backends import BackendEntrypoint
 
 
 class CCBenchBackendEntrypoint(BackendEntrypoint):
-    description = "ccbench_kit results (schema ccbench/1) and imported baselines"
+    description = "ccbench_kit results (any schema version) and imported baselines"
     url = "https://github.com/ccbench-kit/ccbench_kit"
     open_dataset_parameters = ("filename_or_obj", "drop_variables", "group", "collective",
                                "nranks", "partial")

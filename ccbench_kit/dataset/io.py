@@ -17,11 +17,10 @@ import xarray as xr
 from .._files import atomic_write_bytes
 
 from ..errors import CCBenchError
-from .schema import DIMS, SCHEMA
+from .schema import check_required
+from .versions import SchemaError, upgrade
 
-
-class SchemaError(CCBenchError):
-    """A file that is not a ccbench/1 results file."""
+__all__ = ["SchemaError", "analysis_ready", "load", "open_parts", "save"]
 
 
 def _encoding(ds):
@@ -118,23 +117,11 @@ def _as_parts(data):
     raise TypeError(f"cannot save {type(data).__name__}")
 
 
-def _check_schema(ds, path):
-    schema = ds.attrs.get("schema")
-    if schema != SCHEMA:
-        raise SchemaError(f"{path}: not a {SCHEMA} results file (schema attr is "
-                          f"{schema!r}); convert it with `ccbench import` or use a "
-                          "kit version that reads it")
-    # the attr alone proves nothing: the variables every reader uses must be there
-    for name, dims in (("latency", DIMS), ("wrong", DIMS[:3])):
-        if name not in ds.variables:
-            raise SchemaError(f"{path}: claims {SCHEMA} but has no {name!r} variable")
-        if tuple(ds[name].dims) != dims:
-            raise SchemaError(f"{path}: claims {SCHEMA} but {name!r} has dims "
-                              f"{tuple(ds[name].dims)}, not {dims}")
-    for coord in ("count", "in_bytes", "out_bytes"):
-        if coord not in ds.variables:
-            raise SchemaError(f"{path}: claims {SCHEMA} but has no {coord!r} coordinate")
-    return ds
+def _current(ds, where):
+    """`ds` upgraded to the newest schema and checked: the one path every
+    results file is read through (load, compare, report, import, show)."""
+    claimed = ds.attrs.get("schema")
+    return check_required(upgrade(ds, where), where, claimed)
 
 
 def open_parts(path, chunks=None):
@@ -148,12 +135,11 @@ def open_parts(path, chunks=None):
         root = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
     except (OSError, ValueError) as e:
         raise SchemaError(f"{path}: not a readable netCDF results file ({e})") from e
-    _check_schema(root, path)
     names = json.loads(root.attrs.get("collectives") or "[]") or [root.attrs.get("collective")]
-    parts = {names[0]: root}
+    parts = {names[0]: _current(root, path)}
     for name in names[1:]:
-        parts[name] = _check_schema(
-            xr.open_dataset(path, engine="h5netcdf", group=name, chunks=chunks), path)
+        parts[name] = _current(xr.open_dataset(path, engine="h5netcdf", group=name,
+                                               chunks=chunks), f"{path} (group {name})")
     for ds in parts.values():
         ds.attrs.pop("collectives", None)
     return parts

@@ -1,20 +1,25 @@
-"""Schema ``ccbench/1``: one Dataset per collective (DESIGN.md).
+"""The results schema: one Dataset per collective (docs/data-contract.md).
 
 dims (algorithm, placement, size, rank, iteration); `latency` and optional
 `start` in µs; `wrong` per (algorithm, placement, size); flat attrs with
 nested data as JSON strings, since netCDF takes no dicts, None or bools.
+The version written is `SCHEMA`; `versions` keeps the history.
 """
 import json
 
 import numpy as np
 import xarray as xr
 
-SCHEMA = "ccbench/1"
+from .versions import SCHEMA, SchemaError
+
 DIMS = ("algorithm", "placement", "size", "rank", "iteration")
 PLACEMENTS = ("out_of_place", "in_place")
 REQUIRED_ATTRS = ("schema", "collective", "dtype", "op", "root", "nranks", "backend",
                   "library", "timing", "warmup", "iters", "kit_version", "created",
-                  "command", "hosts", "env", "source")
+                  "command", "hosts", "env", "source", "complete", "group_size")
+REQUIRED_COORDS = ("algorithm", "placement", "size", "count", "in_bytes", "out_bytes",
+                   "rank", "host", "device", "iteration")
+REQUIRED_VARIABLES = ("latency", "wrong")
 
 
 def netcdf_safe(value):
@@ -32,7 +37,7 @@ def netcdf_safe(value):
 
 def make_dataset(*, algorithms, placements, sizes, counts, in_bytes, out_bytes,
                  latency, wrong, ranks, hosts, devices, start=None, attrs, extra_coords=None):
-    """Assemble a ``ccbench/1`` Dataset from plain arrays.
+    """Assemble a results Dataset (schema `SCHEMA`) from plain arrays.
 
     Parameters
     ----------
@@ -65,11 +70,28 @@ def make_dataset(*, algorithms, placements, sizes, counts, in_bytes, out_bytes,
         data["start"] = (DIMS, np.asarray(start, dtype=np.float64),
                          {"units": "us", "long_name": "iteration start on rank 0's clock"})
     full = {k: "" for k in REQUIRED_ATTRS}
-    full.update(root=-1, nranks=len(coords["rank"]), warmup=0, iters=latency.shape[-1])
+    full.update(root=-1, nranks=len(coords["rank"]), warmup=0, iters=latency.shape[-1],
+                complete=True)
     full.update(attrs)
+    if full.get("group_size") in ("", None):
+        full["group_size"] = full["nranks"]  # one group of every rank
     full["schema"] = SCHEMA
     ds = xr.Dataset(data, coords=coords, attrs={k: netcdf_safe(v) for k, v in full.items()})
     ds["size"].attrs["units"] = "B"
+    return ds
+
+
+def check_required(ds, where, claimed=None):
+    """SchemaError naming what a Dataset that claims our schema lacks.
+
+    `claimed` is the version the file said, before any upgrade."""
+    missing = ([f"dim {d!r}" for d in DIMS if d not in ds.dims]
+               + [f"coord {c!r}" for c in REQUIRED_COORDS if c not in ds.coords]
+               + [f"variable {v!r}" for v in REQUIRED_VARIABLES if v not in ds.data_vars]
+               + [f"attr {a!r}" for a in REQUIRED_ATTRS if a not in ds.attrs])
+    if missing:
+        raise SchemaError(f"{where}: claims schema {claimed or ds.attrs.get('schema')} but lacks "
+                          + ", ".join(missing))
     return ds
 
 

@@ -1,4 +1,4 @@
-"""Statistics over iterations and ranks, as DESIGN.md defines them.
+"""Statistics over iterations and ranks (docs/statistics.md).
 
 Iteration time = a reduction over ranks (max by default: the collective is
 done when the slowest rank is); reported time = a statistic over iterations

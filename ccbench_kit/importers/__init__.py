@@ -1,7 +1,8 @@
-"""Baselines into schema ``ccbench/1``: nccl-tests (text and ``-J`` JSON),
+"""Baselines into the results schema: nccl-tests (text and ``-J`` JSON),
 nccom-test (table and ``--report-to-json-file``), and the AllgatherP bench.
 
-Each format is one module here, found by content (`registry`).  Every
+Each format is one reader module in ``ccbench_kit.formats``, beside its
+tool's writers, found by content (`registry`).  Every
 importer keeps the tool's printed numbers as ``reported_time`` (µs),
 ``reported_algbw`` and ``reported_busbw``, recomputes the bandwidths from
 size and time with the collective's bus factor, and warns
@@ -15,10 +16,10 @@ file, the line and what was expected.
 """
 import os
 
-from ..dataset.io import SchemaError, open_parts
+from ..dataset.io import open_parts
+from ..formats.common.errors import ImporterError, ReportedMismatchWarning
+from ..formats.common.source import Hints, Source
 from . import registry
-from .errors import ImporterError, ReportedMismatchWarning
-from .source import Hints, Source
 
 __all__ = ["Hints", "ImporterError", "ReportedMismatchWarning", "detect", "load", "open_any",
            "read", "read_text", "unique_names"]
@@ -112,11 +113,7 @@ def open_any(path, **hints):
     if not os.path.isfile(path):  # a FIFO would block the reader for ever
         raise ImporterError(path, None, "a regular file")
     if is_netcdf(path):
-        try:
-            return open_parts(path)
-        except SchemaError:
-            raise ImporterError(path, None, "a ccbench results file (schema ccbench/1); this "
-                                "netCDF file is something else") from None
+        return open_parts(path)  # old versions upgraded; newer or foreign: SchemaError
     return read(path, **hints)
 
 

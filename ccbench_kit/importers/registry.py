@@ -1,19 +1,21 @@
-"""Which importer reads a file: each format module says, from the content.
+"""Which reader reads a file: each format module says, from the content.
 
-A format module has ``NAME``, ``sniff(src, head) -> bool`` (cheap, on the
+The readers live with their tool's writers in ``ccbench_kit.formats``.  A
+reader module has ``NAME``, ``sniff(src, head) -> bool`` (cheap, on the
 first part of the text) and ``parse(src, hints) -> [Dataset]``.  The first
 module whose sniff says yes reads the file; JSON formats come first so a JSON
 file never reaches a text reader.
 """
 import importlib
 
-MODULES = ("nccl_tests_json", "nccom_json", "nccl_tests_text", "nccom_text", "allgatherp")
+MODULES = ("nccl_tests.read_json", "nccom.read_json", "nccl_tests.read_text", "nccom.read_text",
+           "allgatherp.read_text")
 _HEAD = 1 << 20   # sniff the first MiB: a log may start with pages of NCCL INFO
 
 
 def formats():
     """The format modules, in the order they are tried."""
-    return [importlib.import_module(f"{__package__}.{m}") for m in MODULES]
+    return [importlib.import_module(f"ccbench_kit.formats.{m}") for m in MODULES]
 
 
 def detect(src):

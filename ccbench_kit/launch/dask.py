@@ -97,7 +97,7 @@ def _sweep_task(cfg_json, members, topic):
         lead = comm.Get_rank() == 0
         emit = (lambda ev: worker.log_event(topic, ev)) if lead else None
         ds = Sweep(comm, cfg, emit=emit,
-                   checkpoint=Checkpoint(cfg.out) if lead and cfg.out else None).run()
+                   checkpoint=Checkpoint(cfg.output.out) if lead and cfg.output.out else None).run()
     finally:
         comm.Free()
     if ds is not None:
@@ -166,10 +166,10 @@ class ClusterRun:
 
     def _keep_partial(self):
         """Fold the sizes rank 0 kept beside the results file into it."""
-        if self.cfg.out:
+        if self.cfg.output.out:
             from ..dataset.checkpoint import merge_pending
             try:
-                merge_pending(self.cfg.out)
+                merge_pending(self.cfg.output.out)
             except Exception:
                 pass  # the file as rank 0 last wrote it stays
 

@@ -10,8 +10,9 @@ import time
 import uuid
 
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError
+from ..progress_board import Board
 from . import events, lifeline, worker
-from .watchdog import Board, Monitor, dead_ranks, kill_tree
+from .watchdog import Monitor, dead_ranks, kill_tree
 
 
 def usable_cores():
@@ -103,7 +104,7 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
     Parameters
     ----------
     cfg : RunConfig
-        ``cfg.out`` must be set; rank 0 keeps it up to date as sizes complete
+        ``cfg.output.out`` must be set; rank 0 keeps it up to date as sizes complete
         (`dataset.checkpoint`).
     on_event : callable, optional
         Called with each progress event (dicts, see `events`).
@@ -115,7 +116,7 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
     env : dict, optional
         Variables added to the launcher's environment (NCCL_*, OMPI_*...).
     """
-    earlier = _stamp(cfg.out)  # a file from an earlier run is not this run's result
+    earlier = _stamp(cfg.output.out)  # a file from an earlier run is not this run's result
     run_dir = tempfile.mkdtemp(prefix="ccbench-run-")
     cfg_path = os.path.join(run_dir, "config.json")
     with open(cfg_path, "w") as f:
@@ -136,7 +137,7 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
     output = _Output(proc, on_event)
     exit_code = RunError.exit_code
     try:
-        failure = _supervise(proc, cfg, Monitor(board, cfg.options.get("timeout")), timeout)
+        failure = _supervise(proc, cfg, Monitor(board, cfg.launch.timeout), timeout)
     except (KeyboardInterrupt, Interrupted) as e:
         failure = f"interrupted by {getattr(e, 'signal_name', 'SIGINT')}"
         exit_code = getattr(e, "exit_code", EXIT_SIGINT)
@@ -163,11 +164,11 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
         rescued = output.errors and output.errors[0].get("kind") == "ResultsRescued"
         if rescued:  # rank 0 put every size done elsewhere, and said where
             from ..dataset.checkpoint import clear_pending
-            clear_pending(cfg.out)
-        err = RunError(failure + ("" if rescued else _saved_note(cfg.out, failure, earlier)))
+            clear_pending(cfg.output.out)
+        err = RunError(failure + ("" if rescued else _saved_note(cfg.output.out, failure, earlier)))
         err.exit_code = exit_code
         raise err
-    return cfg.out
+    return cfg.output.out
 
 
 class Interrupted(Exception):
@@ -222,10 +223,11 @@ def _supervise(proc, cfg, monitor, timeout):
 
 
 def _stall_message(stall, cfg):
-    from .watchdog import ALG, ENTERED, PLACEMENT, SIZE
+    from ..progress_board import ALG, ENTERED, PLACEMENT, SIZE
     row = stall.row
-    alg = cfg.algorithms[row[ALG]] if row[ALG] < len(cfg.algorithms) else "?"
-    placement = cfg.placements[row[PLACEMENT]] if row[PLACEMENT] < len(cfg.placements) else "?"
+    algs, places = cfg.sweep.algorithms, cfg.sweep.placements
+    alg = algs[row[ALG]] if row[ALG] < len(algs) else "?"
+    placement = places[row[PLACEMENT]] if row[PLACEMENT] < len(places) else "?"
     where = (f"{cfg.collective}/{alg} ({placement.replace('_', '-')}) at size {int(row[SIZE])} B, "
              f"call {int(row[ENTERED])}")
     hosts = stall.hosts

@@ -45,17 +45,19 @@ def main(argv=None):
         from ..dataset.checkpoint import Checkpoint
         from ..harness import Sweep
 
-        from .watchdog import Board, RankReporter
+        from ..progress_board import Board, RankReporter
+        from .faults import FaultPlan
 
         board_path = next((a.split("=", 1)[1] for a in argv[1:] if a.startswith("--board=")), "")
         board = Board(board_path) if board_path and os.path.exists(board_path) else None
         emit = events.emit if rank == 0 else None
-        sweep = Sweep(comm, cfg, emit=emit, checkpoint=Checkpoint(cfg.out),
-                      reporter=RankReporter(board, rank))
+        faults = FaultPlan.from_environment(rank)  # empty outside the tests
+        sweep = Sweep(comm, faults.config(cfg), emit=emit, checkpoint=Checkpoint(cfg.output.out),
+                      reporter=faults.reporter(RankReporter(board, rank)))
         sweep.run()
         comm.Barrier()
         if rank == 0:
-            events.emit({"event": "done", "out": cfg.out})
+            events.emit({"event": "done", "out": cfg.output.out})
     except CCBenchError as e:
         events.emit({"event": "error", "rank": rank, "message": str(e), "kind": type(e).__name__})
         world.Abort(e.exit_code)

@@ -1,19 +1,20 @@
 """Results as other tools write them, so that their readers read ours.
 
 - ``nccom-test``: ``--report-to-json-file``'s ``{"results": [{"size(B)": ...,
-  "time:avg(us)": ...}]}`` (`nccom_test`).
+  "time:avg(us)": ...}]}`` (``ccbench_kit.formats.nccom.write_json``).
 - ``nccl-tests``: nccl-tests' ``-J`` JSON, format version 3, with the
-  per-iteration blocks of ``-I 1`` (`nccl_tests`).
+  per-iteration blocks of ``-I 1`` (``ccbench_kit.formats.nccl_tests.write_json``).
 
-Both are written from a ``ccbench/1`` Dataset, one file per collective.
+Both are written from a results Dataset, one file per collective; the
+writers live with their tool's readers in ``ccbench_kit.formats``.
 """
 import json
 import math
 import os
 
 from .._files import atomic_write_text
-from .nccl_tests import nccl_tests_json
-from .nccom_test import nccom_test_json
+from ..formats.nccl_tests.write_json import nccl_tests_json
+from ..formats.nccom.write_json import nccom_test_json
 
 FORMATS = {"nccom-test": nccom_test_json, "nccl-tests": nccl_tests_json}
 

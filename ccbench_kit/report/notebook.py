@@ -63,12 +63,15 @@ def check_parameters(results, baseline="", theory="auto", stats=("avg",), title=
             raise ConfigError(f"{r!r} is not a file name", "results")
         if not os.path.isfile(r):
             raise ConfigError(f"{r}: no such results file", "results")
+        _check_schema_version(r, "results")
     if baseline is None:
         baseline = ""
     if not isinstance(baseline, (str, os.PathLike)):
         raise ConfigError(f"{baseline!r} is not a file name", "baseline")
     if baseline and not os.path.isfile(baseline):
         raise ConfigError(f"{baseline}: no such baseline file", "baseline")
+    if baseline:
+        _check_schema_version(baseline, "baseline")
     if isinstance(stats, str):
         stats = [s for s in stats.replace(",", " ").split()]
     if not isinstance(stats, (list, tuple)) or not stats:
@@ -85,6 +88,20 @@ def check_parameters(results, baseline="", theory="auto", stats=("avg",), title=
     if not isinstance(title, str):
         raise ConfigError(f"{title!r} is not text", "title")
     return Parameters([os.fspath(r) for r in results], os.fspath(baseline), theory, stats, title)
+
+
+def _check_schema_version(path, flag):
+    """A results file of a newer or foreign schema stops the report before
+    papermill starts (reading only the file's attrs)."""
+    from ..dataset import SchemaError, open_parts
+    from ..importers import is_netcdf
+    if not is_netcdf(path):
+        return
+    try:
+        for ds in open_parts(path).values():
+            ds.close()
+    except SchemaError as e:
+        raise ConfigError(str(e), flag) from None
 
 
 class one_line_errors:
@@ -245,7 +262,7 @@ def fit_table_html(fits, preset=None):
 
 
 def fit_notes(fits):
-    """Markdown lines where THEORY.md's cross-checks disagree with the fit by
+    """Markdown lines where the fit's cross-checks (docs/theory.md) disagree with it by
     more than 15 %: the sweep is not one α-β line (a protocol change)."""
     notes = []
     for f in fits.values():
@@ -262,7 +279,7 @@ def fit_notes(fits):
     if any(f.gamma_source.startswith("not separable") for f in fits.values()):
         notes.append("- γ (reduction time) cannot be told from β with these algorithms; 1/β "
                      "includes it.")
-    return ("Cross-checks (THEORY.md):\n" + "\n".join(notes)) if notes else ""
+    return ("Cross-checks of the fit (docs/theory.md):\n" + "\n".join(notes)) if notes else ""
 
 
 def _table(head, rows, cls="ccb-table"):
@@ -403,7 +420,7 @@ def show_collectives(ctx):
 
 def show_tables(ctx):
     """nccl-tests' table per collective, with every statistic asked for."""
-    from ..table import format_table
+    from ..formats.nccl_tests.write_table import format_table
     _md("## Tables")
     for name, ds in ctx.parts.items():
         _md(f"### {name}\n```\n" + "\n".join(format_table(ds, stats=ctx.stats)) + "\n```")

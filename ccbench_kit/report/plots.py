@@ -1,4 +1,4 @@
-"""Plots of a ``ccbench/1`` Dataset.  Each takes a Dataset and returns a
+"""Plots of a results Dataset.  Each takes a Dataset and returns a
 matplotlib Figure, so notebooks, the Explorer and reports share them.
 
 Every plot says its statistics in its labels: the iteration time is the

@@ -27,7 +27,6 @@ Each combination (collective x env x nodes x ranks x split) is one node of
 the suite's DataTree, at ``collective/variant/...`` (only the axes that vary
 appear in the path).
 """
-import inspect
 import itertools
 import os
 import re
@@ -84,9 +83,10 @@ def _err(path, where, message):
 
 
 def _run_keys():
-    from ..api import make_config
-    skip = {"collective", "nranks", "out", "command", "algorithms", "split"}
-    return sorted(k for k in inspect.signature(make_config).parameters if k not in skip)
+    from ..config import KEYWORDS
+    skip = {"out", "command", "algorithms", "split"}
+    keys = {"sizes", *(k for names in KEYWORDS.values() for k in names)}
+    return sorted(keys - skip)
 
 
 def load_suite(path):

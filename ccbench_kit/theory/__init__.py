@@ -1,5 +1,5 @@
 """Theory next to the measurement: α-β(-γ) costs of every algorithm, lower
-bounds, fitted α/β/γ, theory curves and hardware presets (THEORY.md).
+bounds, fitted α/β/γ, theory curves and hardware presets (docs/theory.md).
 
 >>> from ccbench_kit import theory
 >>> theory.predict_time("all_reduce", "ring", 1 << 20, 8, alpha=5e-6, beta=1 / 25e9)

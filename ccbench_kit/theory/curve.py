@@ -15,7 +15,7 @@ def curve(collective, algorithm, sizes, nranks, preset=None, alpha=None, beta=No
     ----------
     collective, algorithm : str
         An algorithm without a model (``mpi``, ``nccl``) gets the lower bound
-        (THEORY.md): what no point-to-point algorithm can beat.
+        (docs/theory.md): what no point-to-point algorithm can beat.
     sizes : sequence of int
         Bytes, the collective's nccl-tests convention.
     nranks : int

@@ -1,4 +1,4 @@
-"""Fit α, β (and γ) of each algorithm to a measured sweep (THEORY.md).
+"""Fit α, β (and γ) of each algorithm to a measured sweep (docs/theory.md).
 
 Each algorithm's model is linear in the machine parameters,
 t(S) = L(S)·α + W(S)·β + R(S)·γ (`models.cost`); the library's own choices
@@ -15,7 +15,7 @@ recursive doubling 1:1), with a latency per algorithm and β, γ shared; each
 algorithm's α and β are then fitted with that γ held fixed.  When γ cannot
 be separated it is reported as 0 and β includes it.
 
-Cross-checks, as THEORY.md asks: A against the median time of the sizes
+Cross-checks (docs/theory.md): A against the median time of the sizes
 where the fitted bandwidth term is under 10 %, and the busbw asymptote
 against the slope over the top decade of sizes.
 """
@@ -285,7 +285,7 @@ def fit(ds, stat="median", rank_stat="max", placement=None, algorithms=None,
     Parameters
     ----------
     ds : xarray.Dataset
-        Schema ``ccbench/1``.
+        A results Dataset (docs/data-contract.md).
     stat, rank_stat : str
         The time fitted: `stat` over iterations of `rank_stat` over ranks
         (``ds.ccb.time``); the median resists the odd slow iteration.

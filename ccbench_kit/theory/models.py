@@ -9,16 +9,16 @@ busiest link and R the bytes reduced on the critical path.  `cost` returns
 (L, W, R), so the same tables serve prediction (`predict_time`) and the least
 squares fit (`fit.fit`), which solves for α, β and γ directly.
 
-Conventions (../shared/THEORY.md): p = ranks; n = the collective's size in
+Conventions (docs/theory.md): p = ranks; n = the collective's size in
 nccl-tests' convention (per-rank buffer for all_reduce, broadcast, reduce;
 total output / input for all_gather, reduce_scatter, gather, scatter; each
 rank's total send for alltoall); α in s, β = 1/B in s/B, γ in s/B.
 
-Where THEORY.md's formulas assume a power of two, non-powers of two follow
+Where the textbook formulas assume a power of two, non-powers of two follow
 MPICH (Thakur, Rabenseifner & Gropp 2005): the p − p' extra ranks fold into
 their partners before and unfold after the power-of-two part, p' = 2^⌊lg p⌋.
 Alltoall's bandwidth term counts the (p−1)/p·n bytes that really leave a
-rank (THEORY.md writes nβ, the large-p limit).
+rank (the textbook writes nβ, the large-p limit).
 """
 import math
 from dataclasses import dataclass
@@ -103,7 +103,7 @@ def _nccl_allreduce_ring(n, p, k):
 
 
 def _nccl_allreduce_tree(n, p, k):
-    # Double binary tree, pipelined: ≈ 2⌈lg p⌉α + 2nβ (THEORY.md).
+    # Double binary tree, pipelined: ≈ 2⌈lg p⌉α + 2nβ (docs/theory.md).
     return 2 * _lg(p), 2 * n, _frac(p) * n
 
 
@@ -137,12 +137,12 @@ def _reducescatter_pat(n, p, k):
 
 def _alltoall_linear(n, p, k):
     # pairwise exchange and direct: p-1 messages of n/p each, plus the copy
-    # of the rank's own block out of place: THEORY.md's (p-1)α + nβ
+    # of the rank's own block out of place: (p-1)α + nβ (docs/theory.md)
     return p - 1, 1.0 * n, 0 * n
 
 
 def _alltoall_bruck(n, p, k):
-    # step k sends every block whose index has bit k set (THEORY.md's n/2
+    # step k sends every block whose index has bit k set (the textbook's n/2
     # per step, exact for any p)
     blocks = sum(sum(1 for j in range(1, p) if j >> b & 1) for b in range(_lg(p)))
     return _lg(p), blocks * n / p, 0 * n
@@ -267,17 +267,11 @@ ENGINE_SEGMENT_DEFAULT = 256 << 10
 def canonical_collective(name):
     """The collective's canonical name (``allr`` -> ``all_reduce``).
 
-    Asks the collective modules first (one source of truth); collectives not
-    (yet) registered there are accepted under their canonical name.
+    The collectives' registry is the one source of names and spellings
+    (`ccbench_kit.collectives.get`); `MODELS` is keyed by its names.
     """
     from .. import collectives
-    try:
-        return collectives.get(name).name
-    except ConfigError:
-        key = str(name).lower().replace("-", "_")
-        if key in MODELS:
-            return key
-        raise
+    return collectives.get(name).name
 
 
 def split_algorithm(algorithm):
@@ -388,7 +382,7 @@ def predict_time(collective, algorithm, nbytes, nranks, alpha, beta, gamma=0.0,
     ----------
     collective, algorithm : str
     nbytes : int or array
-        Size in the collective's nccl-tests convention (THEORY.md).
+        Size in the collective's nccl-tests convention (docs/theory.md).
     nranks : int
     alpha : float
         Per-message latency, seconds.

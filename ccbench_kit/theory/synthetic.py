@@ -1,4 +1,4 @@
-"""Synthetic ``ccbench/1`` Datasets drawn from the α-β models, with noise.
+"""Synthetic results Datasets drawn from the α-β models, with noise.
 
 For tests of the fit and the plots, and for the report benchmark: a sweep
 whose true α, β, γ are known.  Each iteration's time is the model's time

@@ -49,7 +49,7 @@ def _entries(data):
 
 
 class Explorer:
-    """An interactive view of ``ccbench/1`` results.
+    """An interactive view of ccbench results.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""From a parsed table to a ``ccbench/1`` Dataset.
+"""From a parsed table to a results Dataset (docs/data-contract.md).
 
 Every importer parses its format into a `Table` (the tool's printed numbers,
 their rounding, and what the file says about the run); `to_dataset` then does
@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import __version__
-from ..collectives import all_collectives, get as get_collective
-from ..dataset.schema import make_dataset
-from ..dtypes import get_dtype, get_op
-from ..errors import ConfigError
+from ... import __version__
+from ...collectives import all_collectives, get as get_collective
+from ...dataset.schema import make_dataset
+from ...dtypes import get_dtype, get_op
+from ...errors import ConfigError
 from .errors import BrokenTimesWarning, ReportedMismatchWarning
 
 # nccom-test's and the AWS recipe's collective spellings the collectives
@@ -376,7 +376,7 @@ def _created(src):
 
 
 def to_dataset(t, hints):
-    """The ``ccbench/1`` Dataset of `t`, with ``reported_*`` variables."""
+    """The results Dataset of `t`, with ``reported_*`` variables."""
     src = t.src
     t.time, t.algbw, t.busbw = _cycles(t.time), _cycles(t.algbw), _cycles(t.busbw)
     coll = _pick_collective(t, hints)

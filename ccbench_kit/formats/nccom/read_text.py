@@ -14,9 +14,9 @@ import re
 
 import numpy as np
 
-from . import nccom_common as nc
-from .build import to_dataset
-from .source import half_ulp
+from . import common as nc
+from ..common.build import to_dataset
+from ..common.source import half_ulp
 
 NAME = "nccom-test table"
 _SNIFF = re.compile(r"size\(B\)\s+count\(elems\)", re.I)

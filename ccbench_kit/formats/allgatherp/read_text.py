@@ -16,8 +16,8 @@ import re
 
 import numpy as np
 
-from .build import Table, to_dataset
-from .source import half_ulp
+from ..common.build import Table, to_dataset
+from ..common.source import half_ulp
 
 NAME = "AllgatherP bench"
 _TITLE = "AllgatherP Performance Benchmark"

@@ -8,10 +8,10 @@ import os
 
 import numpy as np
 
-from ._files import atomic_write_text
-from .dataset.schema import attr_json
-from .dataset.stats import check_stat
-from .errors import ConfigError
+from ..._files import atomic_write_text
+from ...dataset.schema import attr_json
+from ...dataset.stats import check_stat
+from ...errors import ConfigError
 
 DEFAULT_STATS = ("avg", "min", "max", "p50", "p99", "std")
 

@@ -1,5 +1,5 @@
 """What an importer raises or warns about."""
-from ..errors import CCBenchError
+from ...errors import CCBenchError
 
 
 class ImporterError(CCBenchError, ValueError):

@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
-from . import nccl_tests_meta as meta_
-from .build import to_dataset
-from .nccl_tests_rows import PLACEMENTS, Meta, Rows, sweep_length, tables_from_rows
-from .source import half_of, json_line_finder, json_number, key_line, loads_json
+from . import meta as meta_
+from ..common.build import to_dataset
+from .rows import PLACEMENTS, Meta, Rows, sweep_length, tables_from_rows
+from ..common.source import half_of, json_line_finder, json_number, key_line, loads_json
 
 NAME = "nccl-tests JSON"
 _ENV_PREFIXES = ("NCCL_", "CUDA_", "OMPI_", "FI_", "UCX_", "NVIDIA_", "SLURM_", "PMIX_")

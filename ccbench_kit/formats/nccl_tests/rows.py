@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .build import Table, canonical_dtype, canonical_op
+from ..common.build import Table, canonical_dtype, canonical_op
 
 PLACEMENTS = ("out_of_place", "in_place")
 

@@ -29,8 +29,8 @@ import shlex
 
 import numpy as np
 
-from ..dataset.schema import attr_json
-from ..dtypes import get_dtype
+from ...dataset.schema import attr_json
+from ...dtypes import get_dtype
 
 FORMAT_VERSION = 3
 PLACEMENTS = ("out_of_place", "in_place")

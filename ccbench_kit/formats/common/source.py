@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..bounded import loads_json as loads_bounded
+from ...bounded import loads_json as loads_bounded
 from .errors import ImporterError
 
 # srun --label ("0: ") in front of every line of a log; mpirun --tag-output's
@@ -53,7 +53,7 @@ class Source:
     def from_file(cls, path):
         path = os.fspath(path)
         try:
-            from ..output_path import open_regular
+            from ...output_path import open_regular
             with open_regular(path) as f:
                 raw = f.read()
             mtime = os.path.getmtime(path)

@@ -10,7 +10,7 @@ import shlex
 
 import numpy as np
 
-from .build import Table, canonical_dtype, check_reported, find_collective
+from ..common.build import Table, canonical_dtype, check_reported, find_collective
 
 TOOL = "nccom-test"
 SIZE, COUNT, TYPE = "size(b)", "count(elems)", "type"

@@ -10,9 +10,9 @@ import re
 
 import numpy as np
 
-from . import nccl_tests_meta as meta_
-from .nccl_tests_rows import PLACEMENTS, Meta, Rows, sweep_length, tables_from_rows
-from .source import half_ulp
+from . import meta as meta_
+from .rows import PLACEMENTS, Meta, Rows, sweep_length, tables_from_rows
+from ..common.source import half_ulp
 
 NAME = "nccl-tests text"
 _SNIFF = re.compile(r"^[ \t]*#[ \t]*size[ \t]+count[ \t]+type|nccl-tests version|"
@@ -311,7 +311,7 @@ def _rows(src, blk, partial):
 
 
 def parse(src, hints):
-    from .build import to_dataset
+    from ..common.build import to_dataset
 
     blocks, env, nccl_lib = _scan(src)
     if not blocks:

@@ -5,9 +5,9 @@ The file names neither the collective nor the rank count unless it carries
 the run's configuration; otherwise they come from the caller or from the
 bus factor (busbw/algbw).
 """
-from . import nccom_common as nc
-from .build import find_collective, to_dataset
-from .source import half_of, json_line_finder, json_number, key_line, loads_json
+from . import common as nc
+from ..common.build import find_collective, to_dataset
+from ..common.source import half_of, json_line_finder, json_number, key_line, loads_json
 
 NAME = "nccom-test JSON"
 _RANKS = ("nworkers", "num_workers", "nranks", "ranks", "world_size")

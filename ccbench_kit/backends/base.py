@@ -1,0 +1,169 @@
+"""The backend interface: what the harness may ask of a backend, and nothing else.
+
+A backend decides where buffers live and how one collective is run and
+timed.  The harness (`ccbench_kit.harness.Sweep`) drives every backend the
+same way, through the members of `Backend` below; it never asks whether a
+member exists.  A new backend subclasses `Backend`, fills in the abstract
+members, overrides the defaults that differ, and registers its class under a
+name (`ccbench_kit.backends.register`, or the ``ccbench_kit.backends`` entry
+point group for a separate package).  docs/architecture.md walks through one.
+
+MPI is the control plane of every backend
+-----------------------------------------
+Whatever moves the data (the MPI engine, NCCL, a numpy loopback), the ranks
+are MPI processes and the harness coordinates them over mpi4py's
+``COMM_WORLD``: it agrees on the configuration (``allgather``), estimates
+clock offsets (ping-pong), splits replica groups (``Split``), counts the ranks
+sharing a host (``Split_type(COMM_TYPE_SHARED)``), decides together whether a
+size fits (``allreduce``), and gathers every rank's latencies to rank 0
+(``gather``).  A backend gets the group's communicator to build its own
+(NCCL's unique id is broadcast over it) and the world's to pick devices.
+
+Class side (asked before any rank starts, by the CLI and the API)
+-----------------------------------------------------------------
+``name``, ``default_algorithm``, ``warms_every_size``, ``Options`` (a frozen
+dataclass of the backend's own options), ``algorithms_for(collective)``,
+``add_arguments(group)`` (its CLI flags), ``options_from_args(args)`` and
+``make_options(**values)`` (validated `Options`).
+
+Rank side (one instance per rank, made by the harness)
+------------------------------------------------------
+``library``, ``device_name``, ``timing``, ``algorithms(collective)``,
+``alloc``, ``upload``, ``download``, ``scratch_bytes``, ``scratch``,
+``time``, ``memory_available()``, ``dataset_attrs(layouts)``, ``close()``.
+"""
+import abc
+import dataclasses
+import os
+from typing import ClassVar
+
+from ..errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class NoOptions:
+    """The options of a backend that has none."""
+
+
+def host_memory_available():
+    """Bytes this host may still allocate: MemAvailable, and the cgroup and
+    Slurm limits of this process (`resources.memory_available`)."""
+    from ..resources import memory_available
+    return memory_available()
+
+
+class Backend(abc.ABC):
+    """Base class of every backend; see the module docstring."""
+
+    #: The name ``--backend`` and ``backend=`` take.
+    name: ClassVar[str] = ""
+    #: The algorithm run when none is asked for: the library's own.
+    default_algorithm: ClassVar[str] = ""
+    #: True: the harness warms every size up before timing any (nccl-tests'
+    #: way; an idle GPU otherwise slows the first sizes down).
+    warms_every_size: ClassVar[bool] = False
+    #: The frozen dataclass of this backend's options (`make_options`).
+    Options: ClassVar[type] = NoOptions
+    #: How `time` measures (recorded as the Dataset's ``timing`` attr).
+    timing = "host-clock"
+
+    # -- class side -----------------------------------------------------------
+    @classmethod
+    @abc.abstractmethod
+    def algorithms_for(cls, collective):
+        """Algorithm names this backend runs `collective` with, without
+        starting MPI or opening a device; [] for a collective it lacks."""
+
+    @classmethod
+    def add_arguments(cls, group):
+        """Add this backend's flags to `group` (an argparse group of
+        ``ccbench run``).  Flags are shared by every backend's parser: name
+        them after the backend where they could clash."""
+
+    @classmethod
+    def options_from_args(cls, args):
+        """{option: value} for this backend's flags given on the command
+        line (flags left at their default are left out)."""
+        return {}
+
+    @classmethod
+    def make_options(cls, **values):
+        """The validated `Options`; ConfigError, naming the flag, for a
+        value this backend can't take or an option it doesn't have."""
+        known = {f.name: f for f in dataclasses.fields(cls.Options)}
+        for key in values:
+            if key not in known:
+                raise ConfigError(f"the {cls.name} backend has no option {key!r}"
+                                  + (f"; its options: {', '.join(known)}" if known else ""),
+                                  "--backend")
+        return cls.Options(**values)
+
+    # -- rank side ------------------------------------------------------------
+    def __init__(self, comm, options=None, world=None):
+        """`comm` runs the collectives (a replica group's communicator);
+        `world` spans every rank of the job (default `comm`)."""
+        self.comm = comm
+        self.world = world if world is not None else comm
+        self.options = options if options is not None else self.make_options()
+
+    @property
+    @abc.abstractmethod
+    def library(self):
+        """One line naming the library and its version (the ``library`` attr)."""
+
+    @property
+    @abc.abstractmethod
+    def device_name(self):
+        """This rank's device, as the Dataset's ``device`` coordinate shows it."""
+
+    def algorithms(self, collective):
+        """Algorithms available on this rank (default: `algorithms_for`)."""
+        return self.algorithms_for(collective)
+
+    @abc.abstractmethod
+    def alloc(self, nelems, dtype):
+        """A buffer of `nelems` elements of `dtype` (a `dtypes.DType`); it
+        supports ``len``, slicing and, for in-place layouts, views."""
+
+    @abc.abstractmethod
+    def upload(self, buf, host):
+        """Copy the numpy array `host` into `buf`."""
+
+    @abc.abstractmethod
+    def download(self, buf):
+        """`buf`'s contents as a new numpy array."""
+
+    def scratch_bytes(self, collective, algorithm, count, dtype, nranks):
+        """Bytes of scratch an algorithm needs besides send and receive."""
+        return 0
+
+    def scratch(self, collective, algorithm, count, dtype, nranks):
+        """The scratch buffer itself (None when it needs none)."""
+        return None
+
+    @abc.abstractmethod
+    def time(self, collective, algorithm, buffers, *, count, dtype, op, root, warmup, iters,
+             agg=1, blocking=False, progress=None, once=False, **vectors):
+        """Per-iteration latency and local start (µs, ``MPI.Wtime``'s clock),
+        two arrays of `iters` values; NaN where the backend refuses this
+        algorithm.
+
+        `buffers`: (send, recv, scratch[, count]) sets the iterations cycle
+        through; `agg` calls make one iteration; `blocking`: a barrier before
+        each; `progress`: the two int64 counters (entered, left) of this
+        rank's row of the progress board, or None; `once`: the checked call,
+        exactly one, unwarmed; `vectors`: the collective's per-rank counts
+        and peers (`collectives.base.Collective.engine_vectors`)."""
+
+    def memory_available(self):
+        """Bytes this host's ranks can still allocate for buffers (the
+        harness compares one rank's need times the ranks on the host)."""
+        return host_memory_available()
+
+    def dataset_attrs(self, layouts):
+        """Attrs this backend adds to the Dataset (rank 0), e.g. versions and
+        what the library ran; `layouts` are the sizes done."""
+        return {}
+
+    def close(self):
+        """Free buffers, communicators and devices."""

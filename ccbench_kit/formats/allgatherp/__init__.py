@@ -1,0 +1,1 @@
+"""The Meta AllgatherP bench's printed table, read."""

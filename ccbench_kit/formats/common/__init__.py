@@ -1,0 +1,1 @@
+"""Shared by every reader: the text read, its rounding, Table -> Dataset, errors."""

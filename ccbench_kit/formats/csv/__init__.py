@@ -1,0 +1,1 @@
+"""CSV for spreadsheets and the AWS nccl-tests recipe's tooling, written."""

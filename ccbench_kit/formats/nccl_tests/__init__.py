@@ -1,0 +1,1 @@
+"""nccl-tests: its printed logs and ``-J`` JSON, read and written."""

@@ -1,0 +1,110 @@
+"""An example backend, `loopback`: every rank computes the collective itself
+with numpy from all ranks' inputs, exchanged over mpi4py.
+
+It is the worked example of docs/architecture.md ("a new backend"): it plugs
+in through `ccbench_kit.backends.base.Backend` alone, and one line registers
+it (``backends.register("loopback", "example_backends.loopback:LoopbackBackend")``,
+or an entry point in the ``ccbench_kit.backends`` group).  The data moves as
+pickled numpy arrays over the control plane (``comm.allgather``), so it
+measures Python and MPI's pickling, not a network; its results are checked
+against the harness's own golden results, computed by other code.
+"""
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ccbench_kit.backends.base import Backend
+from ccbench_kit.errors import ConfigError
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
+# the engine's op numbers (ccbench_kit.dtypes.OPS) to numpy reductions
+REDUCE = {0: np.sum, 1: np.prod, 2: np.min, 3: np.max}
+
+
+@dataclass(frozen=True)
+class LoopbackOptions:
+    delay_us: float = 0.0   # --loopback-delay-us: added to every call, to see options arrive
+
+
+class LoopbackBackend(Backend):
+    name = "loopback"
+    default_algorithm = "numpy"
+    Options = LoopbackOptions
+    timing = "host-clock"
+
+    @classmethod
+    def algorithms_for(cls, collective):
+        return ["numpy"] if collective in COLLECTIVES else []
+
+    @classmethod
+    def add_arguments(cls, group):
+        group.add_argument("--loopback-delay-us", type=float, default=0.0, metavar="US",
+                           help="loopback: microseconds added to every call")
+
+    @classmethod
+    def options_from_args(cls, args):
+        return {"delay_us": args.loopback_delay_us} if args.loopback_delay_us else {}
+
+    @classmethod
+    def make_options(cls, **values):
+        opts = super().make_options(**values)
+        if not opts.delay_us >= 0:
+            raise ConfigError(f"must be >= 0, got {opts.delay_us}", "--loopback-delay-us")
+        return opts
+
+    @property
+    def library(self):
+        return f"numpy {np.__version__} (loopback)"
+
+    @property
+    def device_name(self):
+        return "numpy"
+
+    def alloc(self, nelems, dtype):
+        return np.zeros(max(nelems, 1), dtype=dtype.storage)[:nelems]
+
+    def upload(self, buf, host):
+        buf[...] = host
+
+    def download(self, buf):
+        return np.array(buf, copy=True)
+
+    def time(self, collective, algorithm, buffers, *, count, dtype, op, root, warmup, iters,
+             agg=1, blocking=False, progress=None, once=False, **vectors):
+        from mpi4py import MPI
+        if dtype.is_float != (dtype.storage.kind == "f"):  # bf16, fp8: bit patterns
+            raise ConfigError(f"loopback has no {dtype.name}", "-d/--datatype")
+        lat, start = np.empty(iters), np.empty(iters)
+        calls = 1 if once else warmup + iters
+        for i in range(calls):
+            if blocking:
+                self.comm.Barrier()
+            t0 = MPI.Wtime()
+            for k in range(agg):
+                send, recv, _scratch, *n = buffers[(i * agg + k) % len(buffers)]
+                self._call(collective, send, recv, n[0] if n else count, op, root)
+            if self.options.delay_us:
+                time.sleep(self.options.delay_us / 1e6)
+            t1 = MPI.Wtime()
+            if i >= calls - iters:
+                lat[i - (calls - iters)] = (t1 - t0) * 1e6 / agg
+                start[i - (calls - iters)] = t0 * 1e6
+        return lat, start
+
+    def _call(self, collective, send, recv, count, op, root):
+        """One collective, computed here from every rank's send buffer."""
+        rank, p = self.comm.Get_rank(), self.comm.Get_size()
+        everyone = self.comm.allgather(np.array(send, copy=True))
+        if collective == "all_reduce":
+            out = REDUCE[op](np.stack(everyone), axis=0)
+        elif collective == "all_gather":
+            out = np.concatenate(everyone)
+        elif collective == "reduce_scatter":
+            out = REDUCE[op](np.stack([x[rank * count:(rank + 1) * count] for x in everyone]),
+                             axis=0)
+        elif collective == "broadcast":
+            out = everyone[root]
+        else:  # alltoall: block r of every rank's input, in rank order
+            out = np.concatenate([x[rank * count:(rank + 1) * count] for x in everyone])
+        recv[...] = out.astype(recv.dtype, copy=False)[:len(recv)]
