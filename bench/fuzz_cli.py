@@ -10,41 +10,21 @@ a failing example fails its test and is printed.
 
     .venv/bin/python bench/fuzz_cli.py [EXAMPLES_PER_TEST]
 """
-import collections
-import os
-import re
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from _fuzz_runner import run
 
 
 def main():
     per_test = int(sys.argv[1]) if len(sys.argv) > 1 else 2500
-    tally = tempfile.NamedTemporaryFile(prefix="fuzz-cli-tally-", delete=False).name
-    env = dict(os.environ, FUZZ_EXAMPLES=str(per_test), FUZZ_SEED="random", FUZZ_TALLY=tally)
-    t0 = time.time()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "--hypothesis-show-statistics", "tests/test_fuzz_cli.py"],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.time() - t0
-    out = proc.stdout + proc.stderr
-    counts = [tuple(map(int, m)) for m in re.findall(r"(\d+) passing, (\d+) failing", out)]
-    with open(tally) as f:
-        statuses = collections.Counter(line.strip() for line in f)
-    os.unlink(tally)
-    if proc.returncode:
-        print(out[:out.find("Hypothesis Statistics")] if "Hypothesis Statistics" in out else out)
+    rc, out, statuses, counts, wall = run("tests/test_fuzz_cli.py", per_test)
     print(f"# {len(counts)} tests, {sum(c[0] for c in counts)} passing and "
           f"{sum(c[1] for c in counts)} failing examples in the generate phase; "
-          f"CLI exit statuses (suite YAML examples call the loader, not the CLI): "
+          f"CLI exit statuses (the suite YAML test calls the loader, not the CLI): "
           + ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items()))
           + f"; tracebacks: {out.count('Traceback (most recent call last)')}"
-          + f"; {wall:.0f} s; exit {proc.returncode}")
-    return proc.returncode
+          + f"; {wall:.0f} s; exit {rc}")
+    return rc
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 import errno
 import os
 import tempfile
+import time
 
-from .output_path import WriteFailed, free_bytes, write_target
+from .output_path import WriteFailed, free_bytes, rescue_folders, write_target
 
 
 def atomic_write(path, write):
@@ -58,3 +59,18 @@ def atomic_write_text(path, text, encoding="utf-8"):
         with open(tmp, "w", encoding=encoding) as f:
             f.write(text)
     return atomic_write(path, write)
+
+
+def rescue(path, write, need=0):
+    """Write through ``write(tmp)`` into the first rescue folder with room;
+    returns the rescued file's path, or None when no folder could take it."""
+    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{os.path.basename(path)}"
+    for folder in rescue_folders():
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            if free_bytes(folder) < need:
+                continue
+            return atomic_write(os.path.join(folder, name), write)
+        except (OSError, WriteFailed):
+            continue
+    return None

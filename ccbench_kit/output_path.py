@@ -20,7 +20,6 @@ error says where.
 import errno
 import os
 import stat
-import time
 
 from .errors import ConfigError, RunError
 
@@ -183,23 +182,6 @@ def rescue_folders():
     return [os.path.join(state, "ccbench", "rescue"),
             os.path.join(os.path.expanduser("~"), ".ccbench", "rescue"),
             f"/tmp/ccbench-rescue-{uid}", f"/dev/shm/ccbench-rescue-{uid}"]
-
-
-def rescue(path, write, need=0):
-    """Write through ``write(tmp)`` into the first rescue folder with room;
-    returns the rescued file's path, or None when no folder could take it."""
-    from ._files import atomic_write
-
-    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{os.path.basename(path)}"
-    for folder in rescue_folders():
-        try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-            if free_bytes(folder) < need:
-                continue
-            return atomic_write(os.path.join(folder, name), write)
-        except OSError:
-            continue
-    return None
 
 
 def is_no_room(error):

@@ -74,8 +74,8 @@ def save_or_rescue(data, path, what="results"):
     """`save`, and when `path` cannot take the file (no space, a quota, a
     read-only or vanished folder), put it in a rescue folder and raise
     `output_path.ResultsRescued` saying where and how to get it back."""
-    from .._files import atomic_write_bytes as write_bytes
-    from ..output_path import ResultsRescued, WriteFailed, is_no_room, rescue, rescue_folders
+    from .._files import atomic_write_bytes as write_bytes, rescue
+    from ..output_path import ResultsRescued, WriteFailed, is_no_room, rescue_folders
 
     image = to_bytes(data)
     try:
