@@ -13,7 +13,8 @@ import sys
 from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
                       EXIT_SIGTERM, CCBenchError)
 
-SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite", "recover")
+SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite",
+               "recover")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,7 +23,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser():
-    epilog = "exit status:\n" + "\n".join(f"  {code:>3}  {what}" for code, what in EXIT_CODES.items())
+    epilog = "exit status:\n" + "\n".join(f"  {code:>3}  {what}"
+                                          for code, what in EXIT_CODES.items())
     parser = _Parser(prog="ccbench", description="Benchmark and analyse collective communication.",
                      epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     from .. import __version__

@@ -60,7 +60,8 @@ def add_parser(sub):
     csub = p.add_subparsers(dest="action", required=True)
 
     s = csub.add_parser("start", help="start the cluster in the background")
-    s.add_argument("-np", "-r", "--nranks", dest="nranks", type=T.int_in(2, T.RANKS_MAX), required=True,
+    s.add_argument("-np", "-r", "--nranks", dest="nranks",
+                   type=T.int_in(2, T.RANKS_MAX), required=True,
                    help="MPI ranks: one scheduler + N-1 workers")
     s.add_argument("--scheduler-file", default=None, type=T.path("a file"),
                    help="where the scheduler writes its address (default "
@@ -85,13 +86,15 @@ def add_parser(sub):
 
     h = csub.add_parser("hostfile", help="sort a host file by network topology (EC2 "
                                          "DescribeInstanceTopology JSON)")
-    h.add_argument("-i", "--input", required=True, type=T.path("a host file"), help="host file, one host per line")
+    h.add_argument("-i", "--input", required=True, type=T.path("a host file"),
+                   help="host file, one host per line")
     h.add_argument("--topology", required=True, type=T.path("a JSON file"),
                    help="DescribeInstanceTopology output (JSON; pages as a list allowed)")
     h.add_argument("--instances", default=None,
                    help="DescribeInstances output or {host: instance id} JSON, when the "
                         "host file doesn't list instance ids")
-    h.add_argument("-o", "--output", default=None, type=T.path("a host file"), help="sorted host file (default stdout)")
+    h.add_argument("-o", "--output", default=None, type=T.path("a host file"),
+                   help="sorted host file (default stdout)")
     h.set_defaults(func=hostfile)
 
 
@@ -102,7 +105,8 @@ def start(args):
     from ..output_path import check_output
 
     path = cluster.scheduler_path(args.scheduler_file)
-    for f in (path, os.path.splitext(path)[0] + ".launcher.json", os.path.splitext(path)[0] + ".log"):
+    stem = os.path.splitext(path)[0]
+    for f in (path, stem + ".launcher.json", stem + ".log"):
         check_output(f, "--scheduler-file")
     handle = cluster.start(args.nranks, scheduler_file=args.scheduler_file,
                            interface=args.interface, dashboard=args.dashboard,

@@ -30,13 +30,18 @@ def add_parser(sub):
     p.add_argument("--algorithm", action="append", metavar="RUN[=BASE]",
                    help="algorithm pair to compare (repeatable); default: same names, "
                    "else each against the baseline's only one")
-    p.add_argument("--confidence", type=T.float_in(0, 1, low_open=True, high_open=True), default=0.95, help="CI level (default 0.95)")
-    p.add_argument("--bootstrap", type=T.int_in(100, 10**6), default=2000, help="resamples (default 2000)")
+    p.add_argument("--confidence", type=T.float_in(0, 1, low_open=True, high_open=True),
+                   default=0.95,
+                   help="CI level (default 0.95)")
+    p.add_argument("--bootstrap", type=T.int_in(100, 10**6), default=2000,
+                   help="resamples (default 2000)")
     p.add_argument("--tolerance", type=T.float_in(0, 1), default=0.03,
                    help="plain ratios within 1±this are indistinguishable (default 0.03)")
     p.add_argument("--seed", type=T.seed, default=0)
-    p.add_argument("--csv", type=T.path("a CSV file"), help="also write the comparison table to this CSV")
-    p.add_argument("--plot", type=T.path("an image file"), help="also write a plot (PNG/SVG/PDF) of each comparison; "
+    p.add_argument("--csv", type=T.path("a CSV file"),
+                   help="also write the comparison table to this CSV")
+    p.add_argument("--plot", type=T.path("an image file"),
+                   help="also write a plot (PNG/SVG/PDF) of each comparison; "
                    "several comparisons get -1, -2... before the suffix")
     p.add_argument("--collective", help="collective of baseline files that do not name it")
     p.add_argument("--nranks", type=T.ranks, help="rank count of baseline files that do not say it")

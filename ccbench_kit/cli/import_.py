@@ -18,7 +18,8 @@ def add_parser(sub):
     p = sub.add_parser("import", help="import nccl-tests / nccom-test / AllgatherP outputs",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="+", metavar="FILE", help="logs or JSON files to import")
-    p.add_argument("-o", "--out", type=T.path("a results file"), help="write every imported result set to this .nc file")
+    p.add_argument("-o", "--out", type=T.path("a results file"),
+                   help="write every imported result set to this .nc file")
     p.add_argument("--collective", help="collective of files that do not name it "
                    "(nccom-test output, old nccl-tests logs)")
     p.add_argument("--nranks", type=T.ranks, help="rank count of files that do not say it")

@@ -9,7 +9,8 @@ def add_parser(sub):
                        description="Execute notebooks/report.ipynb (or compare.ipynb with "
                        "--compare) on results files and write one self-contained HTML file.")
     p.add_argument("results", nargs="+", help="results files (.nc, or baselines the kit imports)")
-    p.add_argument("-o", "--output", required=True, type=T.path("an HTML file"), help="the HTML file to write (reports/NAME.html)")
+    p.add_argument("-o", "--output", required=True, type=T.path("an HTML file"),
+                   help="the HTML file to write (reports/NAME.html)")
     p.add_argument("--baseline", default=None, help="a baseline file to compare against")
     p.add_argument("--theory", default="auto",
                    help="hardware preset for the peak line and bound: auto (default), none, or "

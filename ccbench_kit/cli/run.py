@@ -14,30 +14,40 @@ def add_parser(sub):
     p = sub.add_parser("run", help="benchmark one collective over a size sweep",
                        description="Benchmark a collective; print nccl-tests' table and "
                                    "write the per-rank, per-iteration Dataset.")
-    p.add_argument("collective", type=T.name_list("collective names"), help="all_reduce (allr), all_gather (allg), ...; "
+    p.add_argument("collective", type=T.name_list("collective names"),
+                   help="all_reduce (allr), all_gather (allg), ...; "
                                       "several, comma-separated, go into one file")
     p.add_argument("-r", "--nworkers", type=T.ranks, default=2, help="ranks (default 2)")
     g = p.add_argument_group("sizes")
-    g.add_argument("-b", "--minbytes", default="32M", type=T.text("a size"), help="first size (8, 1K, 64M, 1kb, 1MB...)")
-    g.add_argument("-e", "--maxbytes", default=None, type=T.text("a size"), help="last size (default: minbytes)")
-    g.add_argument("-f", "--stepfactor", default=None, type=T.text("a factor"), help="multiply the size by this each step")
-    g.add_argument("-i", "--stepbytes", default=None, type=T.text("a size"), help="add this many bytes each step")
+    g.add_argument("-b", "--minbytes", default="32M", type=T.text("a size"),
+                   help="first size (8, 1K, 64M, 1kb, 1MB...)")
+    g.add_argument("-e", "--maxbytes", default=None, type=T.text("a size"),
+                   help="last size (default: minbytes)")
+    g.add_argument("-f", "--stepfactor", default=None, type=T.text("a factor"),
+                   help="multiply the size by this each step")
+    g.add_argument("-i", "--stepbytes", default=None, type=T.text("a size"),
+                   help="add this many bytes each step")
     g = p.add_argument_group("iterations")
-    g.add_argument("-n", "--iters", type=T.iterations, default=20, help="measured iterations (default 20)")
-    g.add_argument("-w", "--warmup_iters", "--warmup-iters", dest="warmup", type=T.warmup_iterations, default=5,
+    g.add_argument("-n", "--iters", type=T.iterations, default=20,
+                   help="measured iterations (default 20)")
+    g.add_argument("-w", "--warmup_iters", "--warmup-iters", dest="warmup",
+                   type=T.warmup_iterations, default=5,
                    help="warm-up iterations, not returned (default 5)")
     g.add_argument("-m", "--agg-iters", dest="agg_iters", type=T.int_in(1, 10**6), default=1,
                    help="operations aggregated into one timed iteration")
     g.add_argument("-z", "--blocking", type=int, choices=(0, 1), default=0,
                    help="1: barrier before every iteration")
     g = p.add_argument_group("data")
-    g.add_argument("-d", "--datatype", dest="dtype", default="fp32", type=T.text("a data type"), help="fp32, bf16, int8... (nccl-tests names too)")
-    g.add_argument("-o", "--op", default="sum", type=T.text("an op"), help="sum, prod, min, max, avg")
+    g.add_argument("-d", "--datatype", dest="dtype", default="fp32", type=T.text("a data type"),
+                   help="fp32, bf16, int8... (nccl-tests names too)")
+    g.add_argument("-o", "--op", default="sum", type=T.text("an op"),
+                   help="sum, prod, min, max, avg")
     g.add_argument("--root", type=T.non_negative, default=0, help="root rank of rooted collectives")
     g.add_argument("-c", "--check", nargs="?", const="random", default=None,
                    choices=("random", "all_ones"), help="check results against numpy")
     g.add_argument("--seed", type=T.seed, default=None, help="seed for --check random")
-    g.add_argument("--placement", default="both", type=T.text("a placement"), help="out_of_place, in_place or both")
+    g.add_argument("--placement", default="both", type=T.text("a placement"),
+                   help="out_of_place, in_place or both")
     g.add_argument("--unique-buff", action="store_true",
                    help="a different buffer set for every operation (up to 1 GiB per rank)")
     g.add_argument("--coalesced-cc-size-ratio", dest="coalesced_ratio", nargs="+", default=None,
@@ -57,18 +67,22 @@ def add_parser(sub):
     g = p.add_argument_group("algorithms and backend")
     g.add_argument("--algorithms", default=None, type=T.name_list("algorithm names"),
                    help="comma-separated, or all (default: the library's own, mpi or nccl)")
-    g.add_argument("--backend", default="mpi", type=T.text("a backend"), help="mpi (CPU) or nccl (GPU)")
+    g.add_argument("--backend", default="mpi", type=T.text("a backend"),
+                   help="mpi (CPU) or nccl (GPU)")
     for name in backends.names():  # each backend owns its flags (backends.base)
         backends.backend_class(name).add_arguments(g)
     add_launch_arguments(p)
     g = p.add_argument_group("output")
-    g.add_argument("--out", default=None, type=T.path("a results file"), help="results file (default results/COLL-TIME.nc)")
-    g.add_argument("-t", "--stats", nargs="+", default=["avg"], type=T.text("a statistic"), help="avg p50 p99 ...")
+    g.add_argument("--out", default=None, type=T.path("a results file"),
+                   help="results file (default results/COLL-TIME.nc)")
+    g.add_argument("-t", "--stats", nargs="+", default=["avg"], type=T.text("a statistic"),
+                   help="avg p50 p99 ...")
     g.add_argument("--show-algorithm", action="store_true",
                    help="the algorithm column in the table (always there) and in the JSON")
     g.add_argument("--show-input-output-size", action="store_true",
                    help="each rank's input and output bytes, in the table and the JSON")
-    g.add_argument("--report-to-json-file", dest="json_file", default=None, type=T.path("a JSON file"), metavar="PATH",
+    g.add_argument("--report-to-json-file", dest="json_file", default=None,
+                   type=T.path("a JSON file"), metavar="PATH",
                    help="also write the results as JSON (one file per collective)")
     g.add_argument("--json-format", default=None, choices=("nccom-test", "nccl-tests"),
                    help="for --report-to-json-file: nccom-test's keys (default) or "
