@@ -33,7 +33,7 @@ def job_size(default):
 def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hosts=None,
         hosts_file=None, nnodes=None, ranks_per_node=None, slurm=None, env=None,
         client=None, **options):
-    """Benchmark one collective and return its ``ccbench/1`` Dataset.
+    """Benchmark one collective and return its results Dataset (docs/data-contract.md).
 
     Parameters
     ----------

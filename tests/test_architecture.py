@@ -157,7 +157,7 @@ LAYERS = [
     {"launch"},                                    # mpirun, Slurm, Dask-MPI, the watchdog
     {"harness"},                                   # one rank's sweep
     {"backends", "checks", "clock", "config"},
-    {"compare", "formats", "importers", "output", "export", "table", "theory"},  # files in, files out
+    {"compare", "importers", "formats", "output", "theory"},  # files in, files out, models
     {"collectives", "inputs"},                     # collectives' facts; their parsed inputs
     {"dataset"},                                   # the schema; imports nothing above it
     {"errors", "units", "dtypes", "_files", "_optional", "mpi_env", "progress_board",

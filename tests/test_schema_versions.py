@@ -206,3 +206,11 @@ def test_the_docs_table_names_every_addition():
         assert f"`{version.schema}`" in text
         for added in version.added:
             assert f"`{added.name}`" in text, added.name
+
+
+def test_the_history_records_everything_a_kit_run_wrote():
+    raw = xr.open_dataset(DATA / "v1_round1_groups.nc", engine="h5netcdf")
+    recorded = set(V1_ATTRS) | {a.name for v in HISTORY for a in v.added}
+    assert set(raw.attrs) - {"collectives"} <= recorded   # "collectives": the file's index
+    assert set(raw.coords) <= recorded | set(raw.dims) | {"count", "in_bytes", "out_bytes",
+                                                          "host", "device"}
