@@ -8,6 +8,8 @@ from .config import RunConfig
 from .dataset import load, save
 from .errors import ConfigError
 from .mpi_env import inside_mpi_job
+from .output_path import check_output
+from .preflight import check_run
 
 __all__ = ["load", "run", "run_many", "save", "make_config", "inside_mpi_job", "RunConfig"]
 
@@ -118,12 +120,15 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         from .launch import dask as _dask
         workers = _dask.worker_ranks(client, cfg.nranks if cfg else nranks)
         cfg = cfg or make_config(collective, len(workers), sizes, **options)
+        check_run(cfg, ranks_here=0)  # the workers run already: the output and results only
         return _dask.run_on_workers(client, workers, cfg, progress=progress, timeout=timeout)
     if inside_mpi_job():
         cfg = cfg or make_config(collective, job_size(None), sizes, timeout=timeout, **options)
         return _run_in_process(cfg, progress=progress)
     cfg = cfg or make_config(collective, 2 if nranks is None else nranks, sizes,
                              timeout=timeout, **options)
+    # before mpirun starts: where the results go, and whether the ranks fit here
+    check_run(cfg, ranks_here=0 if (hosts or hosts_file or slurm) else cfg.nranks)
     from .launch.command import launcher
     command = launcher(cfg.nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
                        ranks_per_node=ranks_per_node, slurm=slurm, env=env)
@@ -163,6 +168,8 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, **options):
                    "env", "client"}
     launch_kw = {k: v for k, v in options.items() if k in launch_keys}
     config_kw = {k: v for k, v in options.items() if k not in launch_keys}
+    if out:
+        check_output(out, "--out")
     done = {}
     for item in collectives_:
         if isinstance(item, RunConfig):

@@ -4,11 +4,29 @@ The CLI prints ``str(error)`` of a `CCBenchError` as one line and exits
 non-zero; anything else is a bug and keeps its traceback.
 """
 
+# Exit statuses of ``ccbench``: one meaning each, defined here only.
+EXIT_OK = 0            # done
+EXIT_BELOW = 1         # a comparison fell below its threshold (compare --min-ratio)
+EXIT_BAD_INPUT = 2     # bad input: a flag, a file, a path; nothing was run
+EXIT_RUN_FAILED = 3    # the run failed (a rank died or hung, a write failed); partial results kept
+EXIT_BROKEN_PIPE = 141  # the reader of standard output went away (`| head`)
+EXIT_SIGINT = 130      # interrupted by Ctrl-C (SIGINT); partial results kept
+EXIT_SIGTERM = 143     # terminated by SIGTERM; partial results kept
+
+EXIT_CODES = {
+    EXIT_OK: "done",
+    EXIT_BELOW: "a comparison below its threshold (--min-ratio)",
+    EXIT_BAD_INPUT: "bad input (a flag, a file, an output path); nothing was run",
+    EXIT_RUN_FAILED: "the run failed; the sizes done are kept (the message says where)",
+    EXIT_SIGINT: "interrupted by SIGINT (Ctrl-C); the sizes done are kept",
+    EXIT_SIGTERM: "terminated by SIGTERM; the sizes done are kept",
+}
+
 
 class CCBenchError(Exception):
     """Base of every error the kit reports to the user."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
 
 
 class ConfigError(CCBenchError, ValueError):
@@ -22,7 +40,7 @@ class ConfigError(CCBenchError, ValueError):
 class RunError(CCBenchError, RuntimeError):
     """A benchmark run failed (a rank died, hung, or MPI reported an error)."""
 
-    exit_code = 3
+    exit_code = EXIT_RUN_FAILED
 
 
 class MissingDependency(CCBenchError, ImportError):

@@ -18,6 +18,7 @@ from .dataset.schema import make_dataset
 from .dtypes import OPS, get_dtype
 from .errors import RunError
 from .joborigin import job_attrs
+from .output_path import ResultsRescued
 from .progress_board import RankReporter
 
 INPUT_BLOCK = 1 << 20  # elements drawn at random when not checking; the rest repeats them
@@ -141,10 +142,12 @@ class Sweep:
                 elif self.checkpoint is not None:
                     self.checkpoint.pending(k, layout, lat_all, start_all, wrong_all,
                                             self.dtype.itemsize)
-        except BaseException:
+        except BaseException as error:
             if self.world_rank == 0 and len(blocks) > saved_n:
                 try:  # what rank 0 holds, before the error goes on
                     self._save(self._dataset(blocks, ranks_info, offsets, complete=False))
+                except ResultsRescued as rescued:  # the file could not take them: say where
+                    raise rescued from error
                 except Exception:
                     pass
             raise

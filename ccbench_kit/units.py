@@ -45,6 +45,14 @@ def format_size(nbytes):
     return f"{nbytes} B"
 
 
+def approx_size(nbytes):
+    """Rounded human form for estimates: 1.1 MiB, 56.0 KiB, 3.2 GiB."""
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
 def sweep(minbytes, maxbytes, stepfactor=None, stepbytes=None):
     """Sizes from `minbytes` to `maxbytes`, by factor or by increment.
 

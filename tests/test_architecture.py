@@ -153,7 +153,7 @@ def test_cycle_finder_names_a_cycle():
 LAYERS = [
     {"__main__", "cli"},
     {"widgets", "suite", "report", "health"},      # notebooks, reports and the doctor drive the API
-    {"api"},
+    {"api", "preflight"},                          # preflight: checks before a launch
     {"launch"},                                    # mpirun, Slurm, Dask-MPI, the watchdog
     {"harness"},                                   # one rank's sweep
     {"backends", "checks", "clock", "config"},
@@ -161,7 +161,8 @@ LAYERS = [
     {"collectives", "inputs"},                     # collectives' facts; their parsed inputs
     {"dataset"},                                   # the schema; imports nothing above it
     {"errors", "units", "dtypes", "_files", "_optional", "mpi_env", "progress_board",
-     "hostinfo", "joborigin", "_engine", "_nccl"},  # foundations and the compiled engine
+     "hostinfo", "joborigin", "output_path", "bounded", "resources",
+     "_engine", "_nccl"},                          # foundations and the compiled engine
 ]
 # Modules that are plugins of another library and so face upward on purpose:
 # they import what they serve lazily, inside the function that needs it.

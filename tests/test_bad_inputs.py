@@ -35,7 +35,7 @@ TEXT = {
 
 BAD = [
     # the run command: sizes, counts, names
-    ("run all_reduce -r 0", "-r/--nworkers: need at least 1 rank, got 0"),
+    ("run all_reduce -r 0", "argument -r/--nworkers: must be an integer from 1 to 1048576, got 0"),
     ("run all_reduce -b 1G -e 1K", "-b/--minbytes: minimum size 1 GiB is larger than -e/--maxbytes 1 KiB"),
     ("run nope", "COLLECTIVE: unknown collective 'nope'; choose one of all_reduce"),
     ("run all_reduce --algorithms bogus", "--algorithms: unknown algorithm 'bogus' for all_reduce on backend mpi"),
@@ -46,15 +46,15 @@ BAD = [
     ("run all_reduce -d fp128", "-d/--datatype: unknown data type 'fp128'"),
     ("run all_reduce -o xor", "-o/--op: unknown reduction op 'xor'"),
     ("run all_reduce -t p101", "-t/--stats: unknown statistic 'p101'"),
-    ("run all_reduce -n 0", "-n/--iters: must be an integer >= 1, got 0"),
-    ("run all_reduce -w -1", "-w/--warmup_iters: must be an integer >= 0, got -1"),
-    ("run all_reduce -m 0", "-m/--agg-iters: must be an integer >= 1, got 0"),
+    ("run all_reduce -n 0", "argument -n/--iters: must be an integer from 1 to 1000000000, got 0"),
+    ("run all_reduce -w -1", "argument -w/--warmup_iters/--warmup-iters: must be an integer from 0 to 1000000000, got -1"),
+    ("run all_reduce -m 0", "argument -m/--agg-iters: must be an integer from 1 to 1000000, got 0"),
     ("run broadcast -r 3 --root 5", "--root: root 5 is not a rank of 0..2"),
     ("run all_gather -r 3 -b 8 -e 8", "-b/--minbytes: all_gather size 8 B is too small to give every rank one element; the smallest is 12 B"),
     ("run all_reduce --placement sideways", "--placement: unknown placement 'sideways'"),
     ("run all_reduce --backend tpu", "--backend: unknown backend 'tpu'"),
-    ("run all_reduce --timeout -3", "--timeout: must be a positive number of seconds"),
-    ("run all_reduce --seed abc", "argument --seed: invalid int value: 'abc'"),
+    ("run all_reduce --timeout -3", "argument --timeout: must be a finite number > 0 and <= 1e+07, got '-3'"),
+    ("run all_reduce --seed abc", "argument --seed: expected an integer, got 'abc'"),
     # JSON inputs
     ("run alltoallv -r 3 --alltoallv-metadata {a2av_len.json}", "--alltoallv-metadata: {a2av_len.json}: entry 0: send_counts has 2 values but the replica group has 3 ranks"),
     ("run alltoallv -r 3 --alltoallv-metadata {a2av_neg.json}", "entry 0: send_displs[1] is negative (-1)"),
@@ -88,6 +88,33 @@ BAD = [
     ("show {v3.nc}", "{v3.nc}: schema ccbench/3 is newer than this kit reads (newest ccbench/2)"),
     ("show {other.nc}", "{other.nc}: not a ccbench results file (schema attr is 'other/1')"),
     ("suite {nosuite.yaml}", "{nosuite.yaml}: cannot read suite file"),
+    # issue 17: every flag value checked by the parser
+    ("run ''", "argument collective: expected comma-separated collective names with none empty, got ''"),
+    ("run all_reduce,", "argument collective: expected comma-separated collective names with none empty"),
+    ("run all_reduce --algorithms ''", "argument --algorithms: expected comma-separated algorithm names with none empty"),
+    ("run all_reduce --seed -1", "argument --seed: must be an integer from 0 to 4294967295, got -1"),
+    ("run all_reduce --seed 99999999999", "argument --seed: must be an integer from 0 to 4294967295"),
+    ("run all_reduce -n 10000000000", "argument -n/--iters: must be an integer from 1 to 1000000000"),
+    ("run all_reduce --timeout nan", "argument --timeout: must be a finite number > 0"),
+    ("run all_reduce --checkpoint-every -1", "argument --checkpoint-every: must be a finite number >= 0"),
+    ("run all_reduce -d ''", "argument -d/--datatype: expected a data type, got an empty string"),
+    ("compare {AR} {AR} --confidence 1.5", "argument --confidence: must be a finite number > 0 and < 1"),
+    ("export {AR} --nodes 0 --csv", "argument --nodes: must be an integer >= 1, got 0"),
+    # ... bounded JSON and YAML
+    ("run all_reduce -r 3 --custom-replica-group {deep.json}", "--custom-replica-group: {deep.json}: not a JSON input the kit takes: nested deeper than 64 levels"),
+    ("suite {bomb.yaml}", "{bomb.yaml}: refused: the YAML expands to more than 1000000 nodes"),
+    ("suite {loop.yaml}", "{loop.yaml}: refused: the YAML an alias refers to a node that contains it"),
+    ("import {deep.json}", "{deep.json}:1: expected a format ccbench can import"),
+    # ... output paths, before any work
+    ("run all_reduce --out /dev/null", "--out: /dev/null is a character device; ccbench writes regular files only and does not replace it"),
+    ("import {AR} -o {fifo}", "-o/--out: {fifo} is a FIFO"),
+    ("export {AR} --csv {fifo}", "--csv: {fifo} is a FIFO"),
+    ("run all_reduce --out {broken.json}/x.nc", "{broken.json} is a file, not a folder"),
+    ("show {fifo}", "{fifo}: not a results file (not a regular file)"),
+    # ... results files, comparisons, recovery
+    ("show {fake.nc}", "{fake.nc}: claims schema ccbench/1 but lacks dim 'algorithm'"),
+    ("report {AR} {AG} --compare -o {r.html}", "nothing to compare: the run has all_gather fp32, the baseline all_reduce fp32"),
+    ("recover {nonexistent.nc}", "PATH: {nonexistent.nc}: no such results file, and no sidecar files"),
 ]
 
 
@@ -102,9 +129,20 @@ def files(tmp_path_factory):
     (d / "trunc.json").write_text(AR.with_suffix(".json").read_text()[:3000])
     (d / "badheader.txt").write_text(AR.read_text().replace("   redop", "   xxxxx")
                                      .replace("  busbw  #wrong     time", "  xxxxx  #wrong     time"))
+    import os
+
+    import numpy as np
     import xarray as xr
     xr.Dataset(attrs={"schema": "ccbench/3"}).to_netcdf(d / "v3.nc", engine="h5netcdf")
     xr.Dataset(attrs={"schema": "other/1"}).to_netcdf(d / "other.nc", engine="h5netcdf")
+    xr.Dataset({"latency": ("x", np.ones(3))}, attrs={"schema": "ccbench/1"}).to_netcdf(
+        d / "fake.nc", engine="h5netcdf")
+    (d / "deep.json").write_text("[" * 100 + "]" * 100)
+    levels = ["a0: &a0 [x, y]"] + [f"a{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 10)}]"
+                                    for k in range(1, 9)]
+    (d / "bomb.yaml").write_text("\n".join(levels) + "\nmatrix: {collectives: [all_reduce]}\n")
+    (d / "loop.yaml").write_text("&a [*a]\n")
+    os.mkfifo(d / "fifo")
     return d
 
 
@@ -117,7 +155,9 @@ def test_bad_input(argv, message, files, capsys):
     names = {k: str(files / k) for k in ["missing.json", "nohosts.txt", "nonexistent.txt",
                                           "nonexistent.nc", "r.html", "r.pdf", "nosuite.yaml",
                                           "v3.nc", "other.nc", "trunc.txt", "trunc.json", "badheader.txt",
+                                          "fake.nc", "deep.json", "bomb.yaml", "loop.yaml", "fifo",
                                           *FILES, *TEXT]}
+    names.update(AR=str(AR), AG=str(AG))
     def fill(text):
         return re.sub(r"\{([\w.]+)\}", lambda m: names[m.group(1)], text)
     argv, message = fill(argv), fill(message)

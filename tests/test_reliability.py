@@ -98,7 +98,7 @@ def test_sigterm_saves_and_exits_cleanly(tmp_path, every):
     time.sleep(0.5)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 143, err  # SIGTERM (errors.EXIT_SIGTERM)
     assert "interrupted by SIGTERM" in err
     assert_partial(out, 2, "interrupted by SIGTERM")
     assert_no_leftovers(tag)

@@ -2,7 +2,6 @@
 counts that don't divide evenly."""
 import json
 
-import numpy as np
 import pytest
 
 SCRIPT = r"""

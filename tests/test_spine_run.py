@@ -135,14 +135,14 @@ def test_two_collectives_in_one_file(cli, tmp_path):
 
 BAD = [
     (["run", "all_reduce", "-b", "1G", "-e", "1K"], "-b/--minbytes: minimum size 1 GiB is larger than -e/--maxbytes 1 KiB"),
-    (["run", "all_reduce", "-r", "0"], "-r/--nworkers: need at least 1 rank, got 0"),
+    (["run", "all_reduce", "-r", "0"], "argument -r/--nworkers: must be an integer from 1 to 1048576, got 0"),
     (["run", "all_frobnicate"], "COLLECTIVE: unknown collective 'all_frobnicate'"),
     (["run", "all_reduce", "--algorithms", "ring,bogus"], "--algorithms: unknown algorithm 'bogus' for all_reduce"),
     (["run", "all_reduce", "-b", "12XB"], "-b/--minbytes: cannot read size '12XB'"),
     (["run", "all_reduce", "-d", "fp128"], "-d/--datatype: unknown data type 'fp128'"),
     (["run", "all_reduce", "-o", "xor"], "-o/--op: unknown reduction op 'xor'"),
     (["run", "all_reduce", "-t", "p101"], "-t/--stats: unknown statistic 'p101'"),
-    (["run", "all_reduce", "-n", "0"], "-n/--iters: must be an integer >= 1, got 0"),
+    (["run", "all_reduce", "-n", "0"], "argument -n/--iters: must be an integer from 1 to 1000000000, got 0"),
     (["report", "/nonexistent/x.nc", "-o", "/tmp/r.html"], "results: /nonexistent/x.nc: no such results file"),
     (["show", "/nonexistent/x.nc"], "/nonexistent/x.nc: no such results file"),
 ]

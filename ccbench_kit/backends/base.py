@@ -34,7 +34,6 @@ Rank side (one instance per rank, made by the harness)
 """
 import abc
 import dataclasses
-import os
 from typing import ClassVar
 
 from ..errors import ConfigError
@@ -46,15 +45,10 @@ class NoOptions:
 
 
 def host_memory_available():
-    """Bytes the kernel says can be allocated without swapping."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    """Bytes this host may still allocate: MemAvailable, and the cgroup and
+    Slurm limits of this process (`resources.memory_available`)."""
+    from ..resources import memory_available
+    return memory_available()
 
 
 class Backend(abc.ABC):

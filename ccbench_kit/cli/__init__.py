@@ -10,18 +10,23 @@ import os
 import signal
 import sys
 
-from ..errors import CCBenchError
+from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
+                      EXIT_SIGTERM, CCBenchError)
 
-SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite", "doctor")
+SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite",
+               "doctor", "recover")
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, naming the problem, exit 2
-        self.exit(2, f"ccbench: error: {message}\n")
+        self.exit(EXIT_BAD_INPUT, f"ccbench: error: {message}\n")
 
 
 def build_parser():
-    parser = _Parser(prog="ccbench", description="Benchmark and analyse collective communication.")
+    epilog = "exit status:\n" + "\n".join(f"  {code:>3}  {what}"
+                                          for code, what in EXIT_CODES.items())
+    parser = _Parser(prog="ccbench", description="Benchmark and analyse collective communication.",
+                     epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     from .. import __version__
     parser.add_argument("--version", action="version", version=f"ccbench_kit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -48,15 +53,15 @@ def main(argv=None):
         return e.exit_code
     except KeyboardInterrupt:
         print("ccbench: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_SIGINT
     except BrokenPipeError:  # `ccbench show x.nc | head`: the reader is gone
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return EXIT_BROKEN_PIPE
     except Exception as e:
         if type(e).__name__ != "Interrupted":
             raise
         print("ccbench: terminated", file=sys.stderr)
-        return 143
+        return EXIT_SIGTERM
 
 
 if __name__ == "__main__":

@@ -7,19 +7,20 @@ Also the launch flags ``ccbench run`` and ``ccbench suite`` share
 import sys
 
 from ..errors import ConfigError
+from . import argtypes as T
 
 
 def add_launch_arguments(p, nnodes_short=True):
     """--hosts, --hosts-file, -N, --ranks-per-node and the Slurm flags."""
     g = p.add_argument_group("hosts and Slurm")
-    g.add_argument("--hosts", nargs="+", default=None, metavar="HOST",
+    g.add_argument("--hosts", nargs="+", default=None, type=T.text("a host"), metavar="HOST",
                    help="hosts to run on (name or name:slots; spaces or commas); ranks are "
                         "placed in equal blocks in this order")
-    g.add_argument("--hosts-file", default=None, metavar="FILE",
+    g.add_argument("--hosts-file", default=None, type=T.path("a host file"), metavar="FILE",
                    help="hosts, one per line (Open MPI's `name slots=N` accepted)")
-    g.add_argument(*(["-N"] if nnodes_short else []), "--nnodes", type=int, default=None,
+    g.add_argument(*(["-N"] if nnodes_short else []), "--nnodes", type=T.positive, default=None,
                    help="nodes to use (default: every host given, else 1)")
-    g.add_argument("--ranks-per-node", type=int, default=None,
+    g.add_argument("--ranks-per-node", type=T.positive, default=None,
                    help="ranks on each node (default: ranks / nodes)")
     g.add_argument("-S", "--slurm-mode", action="store_true",
                    help="launch with srun: in --slurm-job-id, the current allocation, or a "
@@ -59,9 +60,10 @@ def add_parser(sub):
     csub = p.add_subparsers(dest="action", required=True)
 
     s = csub.add_parser("start", help="start the cluster in the background")
-    s.add_argument("-np", "-r", "--nranks", dest="nranks", type=int, required=True,
+    s.add_argument("-np", "-r", "--nranks", dest="nranks",
+                   type=T.int_in(2, T.RANKS_MAX), required=True,
                    help="MPI ranks: one scheduler + N-1 workers")
-    s.add_argument("--scheduler-file", default=None,
+    s.add_argument("--scheduler-file", default=None, type=T.path("a file"),
                    help="where the scheduler writes its address (default "
                         "~/.ccbench/scheduler.json)")
     s.add_argument("--interface", default=None,
@@ -69,34 +71,43 @@ def add_parser(sub):
                         "loopback only, one host; give one for several hosts)")
     s.add_argument("--dashboard", default=None, metavar="ADDRESS",
                    help="serve the dashboard at ADDRESS (e.g. 127.0.0.1:8787); default none")
-    s.add_argument("--timeout", type=float, default=120, help="seconds to wait for the workers")
+    s.add_argument("--timeout", type=T.seconds, default=120, help="seconds to wait for the workers")
     add_launch_arguments(s)
     s.set_defaults(func=start)
 
     t = csub.add_parser("stop", help="shut the cluster down and wait for every rank to exit")
-    t.add_argument("--scheduler-file", default=None)
-    t.add_argument("--timeout", type=float, default=30)
+    t.add_argument("--scheduler-file", default=None, type=T.path("a file"))
+    t.add_argument("--timeout", type=T.seconds, default=30)
     t.set_defaults(func=stop)
 
     q = csub.add_parser("status", help="the cluster's address and workers")
-    q.add_argument("--scheduler-file", default=None)
+    q.add_argument("--scheduler-file", default=None, type=T.path("a file"))
     q.set_defaults(func=status)
 
     h = csub.add_parser("hostfile", help="sort a host file by network topology (EC2 "
                                          "DescribeInstanceTopology JSON)")
-    h.add_argument("-i", "--input", required=True, help="host file, one host per line")
-    h.add_argument("--topology", required=True,
+    h.add_argument("-i", "--input", required=True, type=T.path("a host file"),
+                   help="host file, one host per line")
+    h.add_argument("--topology", required=True, type=T.path("a JSON file"),
                    help="DescribeInstanceTopology output (JSON; pages as a list allowed)")
     h.add_argument("--instances", default=None,
                    help="DescribeInstances output or {host: instance id} JSON, when the "
                         "host file doesn't list instance ids")
-    h.add_argument("-o", "--output", default=None, help="sorted host file (default stdout)")
+    h.add_argument("-o", "--output", default=None, type=T.path("a host file"),
+                   help="sorted host file (default stdout)")
     h.set_defaults(func=hostfile)
 
 
 def start(args):
-    from ..launch import cluster
+    import os
 
+    from ..launch import cluster
+    from ..output_path import check_output
+
+    path = cluster.scheduler_path(args.scheduler_file)
+    stem = os.path.splitext(path)[0]
+    for f in (path, stem + ".launcher.json", stem + ".log"):
+        check_output(f, "--scheduler-file")
     handle = cluster.start(args.nranks, scheduler_file=args.scheduler_file,
                            interface=args.interface, dashboard=args.dashboard,
                            timeout=args.timeout, **launch_options(args))
@@ -132,6 +143,9 @@ def status(args):
 def hostfile(args):
     from ..launch.hosts import topology_sort_file
 
+    if args.output:
+        from ..output_path import check_output
+        check_output(args.output, "-o/--output")
     ordered, unplaced = topology_sort_file(args.input, args.topology, args.output,
                                            instance_map=args.instances)
     if not args.output:

@@ -10,9 +10,10 @@ import warnings
 
 from ..compare import (CompareWarning, below, compare_parts, format_comparison, plot_comparison,
                        to_frame)
-from ..errors import ConfigError
+from ..errors import EXIT_BELOW, ConfigError
 from ..importers import ReportedMismatchWarning, open_any
 from ..units import parse_size
+from . import argtypes as T
 
 
 def add_parser(sub):
@@ -20,7 +21,7 @@ def add_parser(sub):
                        description=__doc__.split("\n\n")[0])
     p.add_argument("baseline", help="the reference: a .nc results file or a baseline log/JSON")
     p.add_argument("runs", nargs="+", metavar="RUN", help="results to compare with it")
-    p.add_argument("--min-ratio", type=float,
+    p.add_argument("--min-ratio", type=T.float_in(0, 10**6, low_open=True),
                    help="exit 1 if any size's busbw ratio run/baseline is below this")
     p.add_argument("--stat", default="avg", help="statistic over iterations (avg, min, median, pNN)")
     p.add_argument("--rank-stat", default="max", choices=("max", "min", "mean"),
@@ -30,16 +31,21 @@ def add_parser(sub):
     p.add_argument("--algorithm", action="append", metavar="RUN[=BASE]",
                    help="algorithm pair to compare (repeatable); default: same names, "
                    "else each against the baseline's only one")
-    p.add_argument("--confidence", type=float, default=0.95, help="CI level (default 0.95)")
-    p.add_argument("--bootstrap", type=int, default=2000, help="resamples (default 2000)")
-    p.add_argument("--tolerance", type=float, default=0.03,
+    p.add_argument("--confidence", type=T.float_in(0, 1, low_open=True, high_open=True),
+                   default=0.95,
+                   help="CI level (default 0.95)")
+    p.add_argument("--bootstrap", type=T.int_in(100, 10**6), default=2000,
+                   help="resamples (default 2000)")
+    p.add_argument("--tolerance", type=T.float_in(0, 1), default=0.03,
                    help="plain ratios within 1±this are indistinguishable (default 0.03)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--csv", help="also write the comparison table to this CSV")
-    p.add_argument("--plot", help="also write a plot (PNG/SVG/PDF) of each comparison; "
+    p.add_argument("--seed", type=T.seed, default=0)
+    p.add_argument("--csv", type=T.path("a CSV file"),
+                   help="also write the comparison table to this CSV")
+    p.add_argument("--plot", type=T.path("an image file"),
+                   help="also write a plot (PNG/SVG/PDF) of each comparison; "
                    "several comparisons get -1, -2... before the suffix")
     p.add_argument("--collective", help="collective of baseline files that do not name it")
-    p.add_argument("--nranks", type=int, help="rank count of baseline files that do not say it")
+    p.add_argument("--nranks", type=T.ranks, help="rank count of baseline files that do not say it")
     p.set_defaults(func=main)
 
 
@@ -64,6 +70,11 @@ def main(args):
                 seed=args.seed,
                 minbytes=parse_size(args.minbytes, "-b/--minbytes") if args.minbytes else None,
                 maxbytes=parse_size(args.maxbytes, "-e/--maxbytes") if args.maxbytes else None)
+    from ..output_path import check_output
+    if args.csv:
+        check_output(args.csv, "--csv")
+    if args.plot:
+        check_output(args.plot, "--plot")
     hints = dict(collective=args.collective, nranks=args.nranks)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportedMismatchWarning)
@@ -108,6 +119,6 @@ def main(args):
                   f"{args.min_ratio:g}:")
             for path, alg, pl, size, ratio in failing:
                 print(f"  {path} {alg} {pl} {size} B: ratio {ratio:.3f}")
-            return 1
+            return EXIT_BELOW
         print(f"PASSED: every size is at or above the minimum busbw ratio {args.min_ratio:g}")
     return 0

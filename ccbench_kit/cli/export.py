@@ -14,32 +14,34 @@ import sys
 from ..errors import ConfigError
 from ..formats.csv.write import DEFAULT_STATS, write_aws, write_csv
 from ..importers import open_any, unique_names
+from . import argtypes as T
 
 
 def add_parser(sub):
     p = sub.add_parser("export", help="results (or baselines) as CSV",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="+", metavar="FILE", help=".nc results or baseline files")
-    p.add_argument("--csv", nargs="?", const="-", metavar="OUT",
+    p.add_argument("--csv", nargs="?", const="-", type=T.path("a CSV file"), metavar="OUT",
                    help="write one CSV (default: standard output)")
     p.add_argument("--nccl-tuner-csv", nargs="?", const="-", metavar="OUT",
+                   type=T.path("a CSV file"),
                    help="write the performance CSV of NCCL's tuner example "
                    "(optimize_config.py) from an algorithm/protocol sweep")
     p.add_argument("--placement", default="out_of_place", choices=("out_of_place", "in_place"),
                    help="which placement --nccl-tuner-csv writes (default out_of_place)")
-    p.add_argument("--aws-naming", metavar="DIR",
+    p.add_argument("--aws-naming", metavar="DIR", type=T.path("a folder"),
                    help="write one CSV per collective into DIR with the AWS recipe's names")
     p.add_argument("--mode", default="ami", choices=("ami", "container"),
                    help="the {mode} of the AWS name (default ami)")
     p.add_argument("--pattern", help="the {pattern} of the AWS name (default: the run's "
                    "NCCL_TESTS_SPLIT mask, else 0x0)")
     p.add_argument("--topo", action="store_true", help="add _topo to the AWS name")
-    p.add_argument("--nodes", type=int, help="the {nodes} of the AWS name (default: hosts)")
+    p.add_argument("--nodes", type=T.positive, help="the {nodes} of the AWS name (default: hosts)")
     p.add_argument("-t", "--stats", nargs="+", default=list(DEFAULT_STATS),
                    help="time statistics; the first sets algbw/busbw (default avg min max p50 p99 std)")
     p.add_argument("--rank-stat", default="max", choices=("max", "min", "mean"))
     p.add_argument("--collective", help="collective of baseline files that do not name it")
-    p.add_argument("--nranks", type=int, help="rank count of baseline files that do not say it")
+    p.add_argument("--nranks", type=T.ranks, help="rank count of baseline files that do not say it")
     p.set_defaults(func=main)
 
 
@@ -47,6 +49,12 @@ def main(args):
     if args.csv is None and args.aws_naming is None and args.nccl_tuner_csv is None:
         raise ConfigError("say where: --csv [OUT], --nccl-tuner-csv [OUT] or --aws-naming DIR",
                           "--csv")
+    from ..output_path import check_output, check_output_folder
+    for flag, path in (("--csv", args.csv), ("--nccl-tuner-csv", args.nccl_tuner_csv)):
+        if path not in (None, "-"):
+            check_output(path, flag)
+    if args.aws_naming:
+        check_output_folder(args.aws_naming, "--aws-naming")
     datasets = []
     for path in args.files:
         datasets.extend(open_any(path, collective=args.collective, nranks=args.nranks).values())

@@ -12,6 +12,7 @@ import warnings
 from ..dataset import save
 from ..formats.nccl_tests.write_table import format_table
 from ..importers import ReportedMismatchWarning, read_all, unique_names
+from . import argtypes as T
 
 
 def add_parser(sub):
@@ -22,10 +23,11 @@ def add_parser(sub):
                    "(an NCCL Inspector dump folder, or its files, are read together; a log "
                    "directory of NVIDIA's NCCL microbenchmark recipe, LOG_*_sweep_N*/ or "
                    "the folder above, as a whole)")
-    p.add_argument("-o", "--out", help="write every imported result set to this .nc file")
+    p.add_argument("-o", "--out", type=T.path("a results file"),
+                   help="write every imported result set to this .nc file")
     p.add_argument("--collective", help="collective of files that do not name it "
                    "(nccom-test output, old nccl-tests logs)")
-    p.add_argument("--nranks", type=int, help="rank count of files that do not say it")
+    p.add_argument("--nranks", type=T.ranks, help="rank count of files that do not say it")
     p.add_argument("--partial", action="store_true",
                    help="keep the complete rows of a truncated table (marked incomplete)")
     p.add_argument("--table", action="store_true", help="also print each table")
@@ -33,6 +35,9 @@ def add_parser(sub):
 
 
 def main(args):
+    if args.out:
+        from ..output_path import check_output
+        check_output(args.out, "-o/--out")
     datasets = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportedMismatchWarning)

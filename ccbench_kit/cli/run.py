@@ -3,6 +3,7 @@ import shlex
 import sys
 
 from .. import api, backends
+from . import argtypes as T
 from ..dataset.schema import library_name
 from ..formats.nccl_tests.write_table import format_table
 from ..units import format_size
@@ -15,22 +16,29 @@ def add_parser(sub):
     p = sub.add_parser("run", help="benchmark one collective over a size sweep",
                        description="Benchmark a collective; print nccl-tests' table and "
                                    "write the per-rank, per-iteration Dataset.")
-    p.add_argument("collective", help="all_reduce (allr), all_gather (allg), ...; "
+    p.add_argument("collective", type=T.name_list("collective names"),
+                   help="all_reduce (allr), all_gather (allg), ...; "
                                       "several, comma-separated, go into one file")
-    p.add_argument("-r", "--nworkers", type=int, default=2, help="ranks (default 2)")
+    p.add_argument("-r", "--nworkers", type=T.ranks, default=2, help="ranks (default 2)")
     g = p.add_argument_group("sizes")
-    g.add_argument("-b", "--minbytes", default="32M", help="first size (8, 1K, 64M, 1kb, 1MB...)")
-    g.add_argument("-e", "--maxbytes", default=None, help="last size (default: minbytes)")
-    g.add_argument("-f", "--stepfactor", default=None, help="multiply the size by this each step")
-    g.add_argument("-i", "--stepbytes", default=None, help="add this many bytes each step")
-    g.add_argument("--sizes", default=None, metavar="LIST",
+    g.add_argument("-b", "--minbytes", default="32M", type=T.text("a size"),
+                   help="first size (8, 1K, 64M, 1kb, 1MB...)")
+    g.add_argument("-e", "--maxbytes", default=None, type=T.text("a size"),
+                   help="last size (default: minbytes)")
+    g.add_argument("-f", "--stepfactor", default=None, type=T.text("a factor"),
+                   help="multiply the size by this each step")
+    g.add_argument("-i", "--stepbytes", default=None, type=T.text("a size"),
+                   help="add this many bytes each step")
+    g.add_argument("--sizes", default=None, metavar="LIST", type=T.text("a size list"),
                    help="exactly these sizes, in this order (8,1K,1M), in place of -b/-e/-f/-i")
-    g.add_argument("--msglen", default=None, metavar="FILE",
+    g.add_argument("--msglen", default=None, metavar="FILE", type=T.text("a file"),
                    help="sizes from a file as IMB's -msglen: one per line, K/M suffixes, "
                         "# comments")
     g = p.add_argument_group("iterations")
-    g.add_argument("-n", "--iters", type=int, default=20, help="measured iterations (default 20)")
-    g.add_argument("-w", "--warmup_iters", "--warmup-iters", dest="warmup", type=int, default=5,
+    g.add_argument("-n", "--iters", type=T.iterations, default=20,
+                   help="measured iterations (default 20)")
+    g.add_argument("-w", "--warmup_iters", "--warmup-iters", dest="warmup",
+                   type=T.warmup_iterations, default=5,
                    help="warm-up iterations, not returned (default 5)")
     g.add_argument("--cycles", type=int, default=1, metavar="N",
                    help="run the whole sweep N times, as nccl-tests -N; each cycle's table "
@@ -40,18 +48,21 @@ def add_parser(sub):
                         "its mean time is within ±HALF_WIDTH (0.05 = 5%%) or --stable-cap")
     g.add_argument("--stable-cap", type=int, default=None, metavar="N",
                    help="most iterations per size for --until-stable (default 10 x -n)")
-    g.add_argument("-m", "--agg-iters", dest="agg_iters", type=int, default=1,
+    g.add_argument("-m", "--agg-iters", dest="agg_iters", type=T.int_in(1, 10**6), default=1,
                    help="operations aggregated into one timed iteration")
     g.add_argument("-z", "--blocking", type=int, choices=(0, 1), default=0,
                    help="1: barrier before every iteration")
     g = p.add_argument_group("data")
-    g.add_argument("-d", "--datatype", dest="dtype", default="fp32", help="fp32, bf16, int8... (nccl-tests names too)")
-    g.add_argument("-o", "--op", default="sum", help="sum, prod, min, max, avg")
-    g.add_argument("--root", type=int, default=0, help="root rank of rooted collectives")
+    g.add_argument("-d", "--datatype", dest="dtype", default="fp32", type=T.text("a data type"),
+                   help="fp32, bf16, int8... (nccl-tests names too)")
+    g.add_argument("-o", "--op", default="sum", type=T.text("an op"),
+                   help="sum, prod, min, max, avg")
+    g.add_argument("--root", type=T.non_negative, default=0, help="root rank of rooted collectives")
     g.add_argument("-c", "--check", nargs="?", const="random", default=None,
                    choices=("random", "all_ones"), help="check results against numpy")
-    g.add_argument("--seed", type=int, default=None, help="seed for --check random")
-    g.add_argument("--placement", default="both", help="out_of_place, in_place or both")
+    g.add_argument("--seed", type=T.seed, default=None, help="seed for --check random")
+    g.add_argument("--placement", default="both", type=T.text("a placement"),
+                   help="out_of_place, in_place or both")
     g.add_argument("--unique-buff", action="store_true",
                    help="a different buffer set for every operation (up to 1 GiB per rank)")
     g.add_argument("--coalesced-cc-size-ratio", dest="coalesced_ratio", nargs="+", default=None,
@@ -65,23 +76,26 @@ def add_parser(sub):
     g.add_argument("--custom-src-target-pairs", dest="src_target_pairs", default=None,
                    metavar="JSON", help="permute's [src, target] pairs (nccom-test's format)")
     g = p.add_argument_group("replica groups (run concurrently; at most one of these)")
-    g.add_argument("--split", default=None, metavar="SPEC",
+    g.add_argument("--split", default=None, type=T.text("a split spec"), metavar="SPEC",
                    help="NCCL_TESTS_SPLIT syntax: 'AND 0x7', 'MOD 8', 'DIV 4', 'OR 1', "
                         "'%%8'...; the variable applies when no flag is given")
-    g.add_argument("--data-parallel-dimension", type=int, default=None, metavar="D",
+    g.add_argument("--data-parallel-dimension", type=T.positive, default=None, metavar="D",
                    help="groups of D ranks, nranks/D apart")
     g.add_argument("--custom-replica-group", dest="replica_groups", default=None,
                    metavar="JSON", help='{"replica_groups": [[0, 1], [2, 3]]}')
     g = p.add_argument_group("algorithms and backend")
-    g.add_argument("--algorithms", default=None,
+    g.add_argument("--algorithms", default=None, type=T.name_list("algorithm names"),
                    help="comma-separated, or all (default: the library's own, mpi or nccl)")
-    g.add_argument("--backend", default="mpi", help="mpi (CPU) or nccl (GPU)")
+    g.add_argument("--backend", default="mpi", type=T.text("a backend"),
+                   help="mpi (CPU) or nccl (GPU)")
     for name in backends.names():  # each backend owns its flags (backends.base)
         backends.backend_class(name).add_arguments(g)
     add_launch_arguments(p)
     g = p.add_argument_group("output")
-    g.add_argument("--out", default=None, help="results file (default results/COLL-TIME.nc)")
-    g.add_argument("-t", "--stats", nargs="+", default=["avg"], help="avg p50 p99 ...")
+    g.add_argument("--out", default=None, type=T.path("a results file"),
+                   help="results file (default results/COLL-TIME.nc)")
+    g.add_argument("-t", "--stats", nargs="+", default=["avg"], type=T.text("a statistic"),
+                   help="avg p50 p99 ...")
     g.add_argument("-a", "--average", default=None, metavar="0|1|2|3",
                    help="the table as nccl-tests -a: each rank's time over its iterations, "
                    "then rank 0's (0), the avg (1), min (2) or max (3) across ranks "
@@ -90,17 +104,18 @@ def add_parser(sub):
                    help="the algorithm column in the table (always there) and in the JSON")
     g.add_argument("--show-input-output-size", action="store_true",
                    help="each rank's input and output bytes, in the table and the JSON")
-    g.add_argument("--report-to-json-file", dest="json_file", default=None, metavar="PATH",
+    g.add_argument("--report-to-json-file", dest="json_file", default=None,
+                   type=T.path("a JSON file"), metavar="PATH",
                    help="also write the results as JSON (one file per collective)")
     g.add_argument("--json-format", default=None, choices=("nccom-test", "nccl-tests"),
                    help="for --report-to-json-file: nccom-test's keys (default) or "
                         "nccl-tests' -J format, version 3")
     g.add_argument("--non-interactive", action="store_true", help="no progress lines")
-    g.add_argument("--timeout", type=float, default=None,
+    g.add_argument("--timeout", type=T.seconds, default=None,
                    help="seconds one collective call may take before the run is stopped "
                         "and the ranks that did not arrive are named (default 30 s + 1 s "
                         "per 50 MB)")
-    g.add_argument("--checkpoint-every", type=float, default=None, metavar="SECONDS",
+    g.add_argument("--checkpoint-every", type=T.float_in(0, 10**7), default=None, metavar="SECONDS",
                    help="rewrite the results file at most this often (default 10; 0: after "
                         "every size); sizes in between go to small sidecar files, merged "
                         "into the results if the run dies")
@@ -118,6 +133,32 @@ def _backend_options(args):
     return given
 
 
+def _config_keywords(args, argv):
+    """`api.make_config`'s keywords from the parsed flags (the seed is rank 0's)."""
+    return dict(
+        minbytes=args.minbytes, maxbytes=args.maxbytes, stepfactor=args.stepfactor,
+        stepbytes=args.stepbytes, algorithms=args.algorithms, dtype=args.dtype, op=args.op,
+        root=args.root, placement=args.placement, warmup=args.warmup, iters=args.iters,
+        agg_iters=args.agg_iters, blocking=bool(args.blocking), check=args.check,
+        seed=args.seed, stats=args.stats, backend=args.backend,
+        command=shlex.join(argv), timeout=args.timeout, skip_oversize=args.skip_oversize,
+        checkpoint_every=args.checkpoint_every,
+        split=args.split, data_parallel_dimension=args.data_parallel_dimension,
+        replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
+        src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
+        coalesced_ratio=args.coalesced_ratio, alltoallv_pattern=args.alltoallv_pattern,
+        backend_options=_backend_options(args))
+
+
+def _check_json_outputs(args, cfgs):
+    """--report-to-json-file's paths, checked now, not after the sweep."""
+    if args.json_file:
+        from ..output import json_paths
+        from ..output_path import check_output
+        for path in json_paths(args.json_file, [c.collective for c in cfgs]).values():
+            check_output(path, "--report-to-json-file")
+
+
 def main(args):
     names = [c for c in args.collective.split(",") if c]
     out = args.out or api.default_out("-".join(n.replace("-", "_") for n in names))
@@ -133,19 +174,7 @@ def main(args):
     if args.average is not None:
         from ..dataset.stats import check_average
         rank_stat = check_average(args.average)
-    cfg_kw = dict(
-        minbytes=args.minbytes, maxbytes=args.maxbytes, stepfactor=args.stepfactor,
-        stepbytes=args.stepbytes, algorithms=args.algorithms, dtype=args.dtype, op=args.op,
-        root=args.root, placement=args.placement, warmup=args.warmup, iters=args.iters,
-        agg_iters=args.agg_iters, blocking=bool(args.blocking), check=args.check,
-        seed=args.seed, stats=args.stats, backend=args.backend,
-        command=shlex.join(argv), timeout=args.timeout, skip_oversize=args.skip_oversize,
-        checkpoint_every=args.checkpoint_every,
-        split=args.split, data_parallel_dimension=args.data_parallel_dimension,
-        replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
-        src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
-        coalesced_ratio=args.coalesced_ratio, alltoallv_pattern=args.alltoallv_pattern,
-        backend_options=_backend_options(args))
+    cfg_kw = _config_keywords(args, argv)
     # built once, here: every collective shares rank 0's seed
     nranks = api.job_size(args.nworkers)
     sizes = _explicit_sizes(args)
@@ -155,6 +184,7 @@ def main(args):
     cfgs += [api.make_config(name, nranks, sizes, **cfg_kw) for name in names[1:]]
     progress = None if args.non_interactive else \
         Progress({c.collective: len(c.sweep.sizes) for c in cfgs})
+    _check_json_outputs(args, cfgs)
     if cfgs[0].inputs.check == "random" and _prints():  # every rank runs rank 0's seed (api)
         print(f"# check: random, seed {seed}", file=sys.stderr)
     launch = {"progress": progress, **launch_options(args)}

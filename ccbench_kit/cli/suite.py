@@ -23,7 +23,7 @@ def add_parser(sub):
 
 
 def main(args):
-    from ..errors import ConfigError
+    from ..errors import EXIT_RUN_FAILED, ConfigError
     from ..suite import collect, load_suite, run_suite, status
 
     words = list(args.words)
@@ -57,4 +57,4 @@ def main(args):
         print(overview(result.out).to_string(index=False))
     for key, reason in result.failed:
         print(f"ccbench: failed: {key}: {reason}", file=sys.stderr)
-    return 0 if result.ok else 3
+    return 0 if result.ok else EXIT_RUN_FAILED

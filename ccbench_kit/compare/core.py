@@ -236,6 +236,11 @@ def compare(run, baseline, *, stat="avg", rank_stat="max", algorithms=None, plac
                            .values, dtype=float)
             B = np.asarray(it_b.sel(algorithm=ba, placement=pl).transpose("size", "iteration")
                            .values, dtype=float)
+            # a time that is no time (a broken file, a hand-made Dataset) is missing: a
+            # negative or infinite ratio means nothing
+            with np.errstate(invalid="ignore"):
+                R[~(np.isfinite(R) & (R > 0))] = np.nan
+                B[~(np.isfinite(B) & (B > 0))] = np.nan
             tr, tb = _stat(R, stat), _stat(B, stat)
             with np.errstate(all="ignore"):
                 out["busbw"][ai, pi] = gb / tr * fr
@@ -353,15 +358,24 @@ def compare_parts(run_parts, base_parts, **kw):
     if not out:
         if refusals:
             raise CompareError(refusals[0])
-        have = lambda parts: ", ".join(sorted({f"{d.attrs.get('collective')} "  # noqa: E731
-                                               f"{d.attrs.get('dtype')}" for d in parts.values()}))
-        raise CompareError(f"nothing to compare: the run has {have(run_parts)}, the baseline "
-                           f"{have(base_parts)} (comparisons need the same collective and dtype)")
+        require_common(run_parts, base_parts)
     return out
 
 
 def _production(*datasets):
     return any(d.attrs.get("comm_id") for d in datasets)
+
+
+def require_common(run_parts, base_parts):
+    """Raise CompareError unless the run and the baseline ({name: Dataset})
+    share a collective, naming what each side has."""
+    collective = lambda parts: {d.attrs.get("collective") for d in parts.values()}  # noqa: E731
+    if collective(run_parts) & collective(base_parts):
+        return
+    have = lambda parts: ", ".join(sorted({f"{d.attrs.get('collective')} "  # noqa: E731
+                                           f"{d.attrs.get('dtype')}" for d in parts.values()}))
+    raise CompareError(f"nothing to compare: the run has {have(run_parts)}, the baseline "
+                       f"{have(base_parts)} (comparisons need the same collective and dtype)")
 
 
 def below(result, min_ratio):

@@ -9,7 +9,11 @@ to write).  Before the first size rank 0 also writes a template (the run's
 attrs and coords, no data), so that the first rewrite, too, can wait.
 After a crash, `merge_pending` folds the sidecars into the file (or into
 the template, when the file was not yet written), so no size that was done
-is lost.
+is lost (``ccbench recover PATH`` does it by hand).
+
+When the file cannot be written (disk full, a quota, the folder gone), the
+whole run so far goes to a rescue folder (`output_path.rescue`) and the
+error says where; later saves of the run go there too.
 """
 import glob
 import os
@@ -25,12 +29,12 @@ def pending_files(path):
     return sorted(glob.glob(glob.escape(os.fspath(path)) + PENDING + "*.npz"))
 
 
-def _template(path):
+def template_path(path):
     return f"{os.fspath(path)}{PENDING}template.nc"
 
 
 def clear_pending(path):
-    for f in pending_files(path) + [_template(path)]:
+    for f in pending_files(path) + [template_path(path)]:
         try:
             os.unlink(f)
         except OSError:
@@ -42,16 +46,27 @@ class Checkpoint:
 
     def __init__(self, path):
         self.path = os.fspath(path)
+        self.rescued_to = None   # where the results went when `path` could not take them
 
     def template(self, ds):
         """The run's attrs and coords, before any size is done: `ds` holds
         one placeholder size, dropped when sidecars are merged into it."""
         from .io import save
-        save(ds, _template(self.path))
+        save(ds, template_path(self.path))
 
     def full(self, ds):
-        from .io import save
-        save(ds, self.path)
+        """Rewrite the file with every size so far; see the module doc for
+        what happens when it cannot be written."""
+        from ..output_path import ResultsRescued
+        from .io import save, save_or_rescue
+        if self.rescued_to:
+            save(ds, self.rescued_to)
+            return
+        try:
+            save_or_rescue(ds, self.path)
+        except ResultsRescued as e:
+            self.rescued_to = e.where
+            raise
         clear_pending(self.path)
 
     def pending(self, index, layout, latency, start, wrong, itemsize):
@@ -64,16 +79,19 @@ class Checkpoint:
         atomic_write(f"{self.path}{PENDING}{index:05d}.npz", write)
 
 
-def merge_pending(path):
-    """Fold the sidecars left beside `path` into it; the number of sizes added.
+def merge_pending(path, into=None):
+    """Fold the sidecars left beside `path` into it (or into the file `into`);
+    the number of sizes added.
 
     The attrs and coords come from the template while the run had not yet
-    written `path`, else from `path` itself."""
+    written `path`, else from `path` itself.  When the file cannot be
+    written, the merged results go to a rescue folder
+    (`output_path.ResultsRescued` says where) and the sidecars stay."""
     import xarray as xr
 
-    from .io import open_parts, save
+    from .io import open_parts, save_or_rescue
     files = pending_files(path)
-    template = _template(path)
+    template = template_path(path)
     # no template: the file was written by this run, and the sidecars are newer
     base = template if os.path.exists(template) else path
     if not files or not os.path.exists(base):
@@ -106,6 +124,8 @@ def merge_pending(path):
         merged = xr.concat([ds, *blocks], dim="size", data_vars="minimal", coords="minimal",
                            compat="override", combine_attrs="override")
         merged["size"].attrs = ds["size"].attrs
-        save(merged, path)
+        save_or_rescue(merged, into or path)
+    elif into:
+        save_or_rescue(ds, into)
     clear_pending(path)
     return len(blocks)

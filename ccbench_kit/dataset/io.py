@@ -8,12 +8,13 @@ layout in memory, because the collectives' `size` coords differ and a child
 must align with its parent.  A suite's tree nests its runs
 (``all_reduce/env2/r8``): each is saved in the group of that path.
 """
+import io
 import json
 import os
 
 import xarray as xr
 
-from .._files import atomic_write
+from .._files import atomic_write_bytes
 
 from ..errors import CCBenchError
 from .schema import check_required
@@ -36,23 +37,67 @@ def _encoding(ds):
     return enc
 
 
+def to_bytes(data):
+    """The netCDF file of `data` (see `save`), built in memory.
+
+    HDF5 never touches the disk: a write that fails (no space, a quota)
+    fails in plain `write`, cleanly.  HDF5 itself, on a failed write, leaves
+    a handle that crashes the process (signal 11) when xarray later closes
+    it (h5py 3, HDF5 1.14).
+    """
+    parts = _as_parts(data)
+    first, *rest = parts
+    ds0 = parts[first].copy()
+    ds0.attrs["collectives"] = json.dumps(list(parts))
+    if not rest:
+        return ds0.to_netcdf(None, engine="h5netcdf", encoding=_encoding(ds0))
+    buf = io.BytesIO()
+    ds0.to_netcdf(buf, engine="h5netcdf", mode="w", encoding=_encoding(ds0))
+    for name in rest:
+        buf.seek(0)
+        parts[name].to_netcdf(buf, engine="h5netcdf", mode="a", group=name,
+                              encoding=_encoding(parts[name]))
+    return buf.getbuffer()
+
+
 def save(data, path):
     """Write a Dataset, a DataTree or a {collective: Dataset} mapping to `path`.
 
-    The file appears whole or not at all: it is written beside `path` and
-    renamed over it.
+    The file appears whole or not at all: it is built in memory, written
+    beside `path` and renamed over it.  Only a regular file is replaced; a
+    failed write raises `output_path.WriteFailed`.
     """
-    parts = _as_parts(data)
+    return atomic_write_bytes(path, to_bytes(data))
 
-    def write(tmp):
-        first, *rest = parts
-        ds0 = parts[first].copy()
-        ds0.attrs["collectives"] = json.dumps(list(parts))
-        ds0.to_netcdf(tmp, engine="h5netcdf", mode="w", encoding=_encoding(ds0))
-        for name in rest:
-            parts[name].to_netcdf(tmp, engine="h5netcdf", mode="a", group=name,
-                                  encoding=_encoding(parts[name]))
-    return atomic_write(path, write)
+
+def save_or_rescue(data, path, what="results"):
+    """`save`, and when `path` cannot take the file (no space, a quota, a
+    read-only or vanished folder), put it in a rescue folder and raise
+    `output_path.ResultsRescued` saying where and how to get it back."""
+    from .._files import atomic_write_bytes as write_bytes, rescue
+    from ..output_path import ResultsRescued, WriteFailed, is_no_room, rescue_folders
+
+    image = to_bytes(data)
+    try:
+        return write_bytes(path, image)
+    except WriteFailed as e:
+        if not is_no_room(e):
+            raise
+        where = rescue(path, lambda tmp: _write_image(tmp, image), need=len(image))
+        if where is None:
+            err = ResultsRescued(f"{e}; no rescue folder had room either "
+                                 f"({', '.join(rescue_folders())}): the {what} are lost "
+                                 "unless sidecar files remain beside it")
+        else:
+            err = ResultsRescued(f"{e}; the {what} are safe in {where}: move them back "
+                                 f"with `mv {where} {path}` once there is room")
+        err.where = where
+        raise err from e
+
+
+def _write_image(tmp, image):
+    with open(tmp, "wb") as f:
+        f.write(image)
 
 
 def _as_parts(data):
@@ -84,6 +129,8 @@ def open_parts(path, chunks=None):
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CCBenchError(f"{path}: no such results file")
+    if not os.path.isfile(path):  # a FIFO would block the reader for ever
+        raise SchemaError(f"{path}: not a results file (not a regular file)")
     try:
         root = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
     except (OSError, ValueError) as e:

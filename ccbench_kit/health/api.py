@@ -200,7 +200,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     results.remove(raw_path)
     launched = time.time()
     with tempfile.TemporaryDirectory(prefix="ccbench-doctor-") as run_dir:
-        failure, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], nranks,
+        failure, _, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], nranks,
                                run_dir, describe=describe, call_timeout=timeout, command=cmd,
                                env=env)
     return _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, launched)

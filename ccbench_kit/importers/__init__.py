@@ -158,6 +158,8 @@ def open_any(path, **hints):
         return unique_names(read_all([path], **hints))
     if not os.path.exists(path):
         raise ImporterError(path, None, "an existing file")
+    if not os.path.isfile(path):  # a FIFO would block the reader for ever
+        raise ImporterError(path, None, "a regular file")
     if is_netcdf(path):
         return open_parts(path)  # old versions upgraded; newer or foreign: SchemaError
     return read(path, **hints)

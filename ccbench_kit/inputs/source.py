@@ -6,6 +6,7 @@ name the flag and, when there is one, the file.
 import json
 import os
 
+from ..bounded import loads_json, read_text
 from ..errors import ConfigError
 
 
@@ -35,17 +36,21 @@ def load(value, flag):
         path = os.fspath(value)
         src = Source(flag, path)
         try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
+            text = read_text(path, "a JSON input")
+        except ConfigError as e:
+            raise src.error(str(e).split(": ", 1)[1]) from None
         except FileNotFoundError:
             raise src.error("no such file") from None
         except (OSError, UnicodeDecodeError) as e:
-            raise src.error(f"cannot read it ({e.__class__.__name__}: {e})") from None
+            reason = getattr(e, "strerror", None) or f"{e.__class__.__name__}: {e}"
+            raise src.error(f"cannot read it ({reason})") from None
         try:
-            return json.loads(text), src
+            return loads_json(text), src
         except json.JSONDecodeError as e:
             raise src.error(f"not valid JSON: {e.msg} at line {e.lineno}, "
                             f"column {e.colno}") from None
+        except ValueError as e:
+            raise src.error(f"not a JSON input the kit takes: {e}") from None
     return value, Source(flag)
 
 

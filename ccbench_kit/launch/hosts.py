@@ -9,7 +9,6 @@ next to each other, as the AWS recipe's hostfile_topologify does) puts
 neighbouring ranks close together.
 """
 import ipaddress
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -69,8 +68,9 @@ def read_hostfile(path, flag="--hosts-file"):
     """
     path = os.fspath(path)
     try:
-        with open(path) as f:
-            lines = f.readlines()
+        from ..output_path import open_regular
+        with open_regular(path) as f:
+            lines = f.read().decode("utf-8", errors="replace").splitlines()
     except OSError as e:
         raise ConfigError(f"cannot read host file {path}: {e.strerror}", flag) from e
     hosts = []
@@ -191,8 +191,10 @@ def _load_json(source, flag):
         return source
     path = os.fspath(source)
     try:
-        with open(path) as f:
-            return json.load(f)
+        from ..bounded import loads_json, read_text
+        return loads_json(read_text(path, "JSON"))
+    except ConfigError as e:
+        raise ConfigError(str(e), flag) from None
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror}", flag) from e
     except ValueError as e:

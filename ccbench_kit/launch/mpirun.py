@@ -2,7 +2,6 @@
 (Open MPI's mpirun or Hydra's mpiexec: `mpi_impl`)."""
 import functools
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -10,9 +9,9 @@ import threading
 import time
 import uuid
 
-from ..errors import RunError
-from . import events, worker
+from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError
 from ..progress_board import Board
+from . import events, lifeline, worker
 from .heartbeat import Beats
 from .watchdog import Monitor, dead_ranks, kill_tree
 
@@ -127,13 +126,17 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
         with open(cfg_path, "w") as f:
             f.write(cfg.to_json())
         # Ranks on other hosts can't read our /tmp: they get the config inline
-        failure, exit_code = run_ranks(
+        failure, exit_code, errors = run_ranks(
             "ccbench_kit.launch.worker", [worker.inline_config(cfg) if command else cfg_path],
             cfg.nranks, run_dir, describe=lambda stall: stall_message(stall, cfg),
             call_timeout=cfg.launch.timeout, on_event=on_event, timeout=timeout,
             hosts=hosts, command=command, env=env)
     if failure is not None:
-        err = RunError(failure + _saved_note(cfg.output.out, failure, earlier))
+        rescued = bool(errors) and errors[0].get("kind") == "ResultsRescued"
+        if rescued:  # rank 0 put every size done elsewhere, and said where
+            from ..dataset.checkpoint import clear_pending
+            clear_pending(cfg.output.out)
+        err = RunError(failure + ("" if rescued else _saved_note(cfg.output.out, failure, earlier)))
         err.exit_code = exit_code
         raise err
     return cfg.output.out
@@ -145,8 +148,8 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
 
     The ranks beat (`heartbeat`) and fill the board in `run_dir`; a stall is
     turned into a message by ``describe(stall)``.  Returns ``(failure,
-    exit_code)``: why the job failed (None if it did not) and the exit code
-    that failure calls for.  Every process of the job is gone on return.
+    exit_code, errors)``: why the job failed (None if it did not), the exit
+    code that failure calls for, and the error events the ranks sent.  Every process of the job is gone on return.
     """
     board_path = os.path.join(run_dir, "board")
     board = Board(board_path, nranks, create=True)
@@ -156,10 +159,12 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
     placement = getattr(command, "placement", None)
     placed = [placement.host_of_rank(r) for r in range(nranks)] if placement else []
     run_id = uuid.uuid4().hex
-    job_env = {**mpirun_env(), **(env or {}), "CCB_RUN_ID": run_id}
+    job_env = {**mpirun_env(), **(env or {}), **lifeline.launcher_env(), "CCB_RUN_ID": run_id}
     beats = Beats()
+    # mpirun and the ranks die with this process, even by SIGKILL (`lifeline`)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=job_env, start_new_session=True)
+                            env=job_env, start_new_session=True,
+                            preexec_fn=lifeline.terminate_with_parent)
     output = _Output(proc, on_event, beats)
     exit_code = RunError.exit_code
     failure = None
@@ -167,7 +172,7 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
         failure = _supervise(proc, Monitor(board, call_timeout, beats, placed), describe, timeout)
     except (KeyboardInterrupt, Interrupted) as e:
         failure = f"interrupted by {getattr(e, 'signal_name', 'SIGINT')}"
-        exit_code = 130
+        exit_code = getattr(e, "exit_code", EXIT_SIGINT)
     finally:
         # mpirun may be gone while a rank it could not reach is not; a hung
         # job has nothing left to flush and a stopped rank ignores SIGTERM:
@@ -188,13 +193,14 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
             detail = "".join(output.tail[-8:]).strip()
             failure = f"{os.path.basename(cmd[0])} exited with status {rc}" + \
                 (f":\n{detail}" if detail else "")
-    return failure, exit_code
+    return failure, exit_code, output.errors
 
 
 class Interrupted(Exception):
     """SIGTERM, turned into an exception so that the launcher cleans up."""
 
     signal_name = "SIGTERM"
+    exit_code = EXIT_SIGTERM
 
 
 class _Output:
@@ -269,9 +275,12 @@ def _saved_note(out, reason, earlier=None):
     and say what it holds."""
     from ..dataset import io
     from ..dataset.checkpoint import merge_pending
+    from ..errors import CCBenchError
     if out:
         try:
             merge_pending(out)
+        except CCBenchError as e:  # a failed write, or the results rescued elsewhere
+            return f". {e}"
         except Exception as e:
             return f". The sizes kept beside {out} could not be merged into it ({e})"
     if not out or not os.path.exists(out) or _stamp(out) == earlier:
@@ -283,6 +292,9 @@ def _saved_note(out, reason, earlier=None):
     for ds in parts.values():
         ds.attrs["complete"] = "false"
         ds.attrs["incomplete_reason"] = reason.splitlines()[0]
-    io.save(parts, out)
+    try:
+        io.save_or_rescue(parts, out)
+    except CCBenchError as e:
+        return f". {e}"
     n = next(iter(parts.values())).sizes["size"]
     return f". Results for the {n} size{'s' if n != 1 else ''} done before are in {out}"

@@ -75,6 +75,8 @@ class RankWatch:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    from .lifeline import guard_rank
+    guard_rank()  # no rank outlives the launcher
     cfg = read_config(argv[0])
     watch = RankWatch(argv[1:])
     from mpi4py import MPI

@@ -40,6 +40,7 @@ def render(results, output, *, baseline=None, theory="auto", stats=("avg", "p50"
     from .notebook import check_parameters
     results = [results] if isinstance(results, (str, os.PathLike)) else list(results)
     output = Path(output)
+    _check_outputs(output)
     if output.suffix != ".html":
         raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "-o/--output")
     p = check_parameters(results, baseline or "", theory, stats, title)
@@ -55,6 +56,7 @@ def render_compare(results, output, *, baseline=None, stats=("avg",), title="", 
     """compare.ipynb for several results files (and an optional baseline)."""
     from .notebook import prepare_compare_parameters
     output = Path(output)
+    _check_outputs(output)
     if output.suffix != ".html":
         raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "-o/--output")
     p = prepare_compare_parameters(results, baseline or "", stats, title)
@@ -64,6 +66,13 @@ def render_compare(results, output, *, baseline=None, stats=("avg",), title="", 
     execute("compare.ipynb", output, params, timeout=timeout)
     write_html(output.with_suffix(".ipynb"), output, title=p.title or "ccbench comparison")
     return str(output)
+
+
+def _check_outputs(output):
+    """The HTML and the executed notebook beside it can be written."""
+    from ..output_path import check_output
+    check_output(output, "-o/--output")
+    check_output(output.with_suffix(".ipynb"), "-o/--output")
 
 
 def execute(notebook, output, params, timeout=600):

@@ -616,6 +616,12 @@ def prepare_compare_parameters(results, baseline="", stats=("avg",), title=""):
     p = check_parameters(results, baseline, "", stats, title)
     if len(p.results) < 2 and not p.baseline:
         raise ConfigError("give two or more results files, or one and a baseline", "results")
+    # as `ccbench compare`: each run must share a collective with the reference
+    from ..compare.core import require_common
+    paths = ([p.baseline] if p.baseline else []) + list(p.results)
+    reference = _open(paths[0])
+    for path in paths[1:]:
+        require_common(_open(path), reference)
     return p
 
 

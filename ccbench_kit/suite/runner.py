@@ -107,6 +107,7 @@ def run_suite(suite, *, slurm=None, dry_run=False, report=True, progress=None):
         Slurm mode: the submitted entries (gather them with `collect`).
     """
     mode = "slurm" if (slurm if slurm is not None else suite.launcher == "slurm") else "mpirun"
+    _check_outputs(suite, report)
     for d in _paths(suite).values():
         os.makedirs(d, exist_ok=True)
     entries = [Entry(c.key, c.axes, os.path.join(_paths(suite)["parts"], f"{c.flat}.nc"))
@@ -279,6 +280,19 @@ def status(suite):
     return rows
 
 
+def _check_outputs(suite, report):
+    """The suite's results file, report and work folders can be written:
+    checked before the first combination runs."""
+    from ..output_path import check_output, check_output_folder
+
+    check_output(suite.out, f"{suite.path}: out")
+    if report and suite.report:
+        check_output(suite.report, f"{suite.path}: report")
+        check_output(os.path.splitext(suite.report)[0] + ".ipynb", f"{suite.path}: report")
+    for d in _paths(suite).values():
+        check_output_folder(d, f"{suite.path}: work folder")
+
+
 def collect(suite, report=True, progress=None):
     """One DataTree file (suite.out) of every combination with results, and
     the report; the others are listed in `failed`."""
@@ -286,6 +300,7 @@ def collect(suite, report=True, progress=None):
 
     from ..dataset import open_parts, save
 
+    _check_outputs(suite, report)
     _, entries = read_manifest(suite)
     jobs, _note = _job_info(entries)
     parts, failed = {}, []

@@ -91,13 +91,19 @@ def _run_keys():
 
 def load_suite(path):
     """Read and check a suite file; raise ConfigError naming the file and key."""
+    from ..bounded import load_yaml, read_text
     yaml = require("yaml", "suite")
     path = os.path.abspath(os.fspath(path))
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
+        data = load_yaml(read_text(path, "a suite file"))
     except OSError as e:
         raise ConfigError(f"cannot read suite file: {e.strerror}", path) from e
+    except UnicodeDecodeError:
+        raise ConfigError("cannot read suite file: not UTF-8 text", path) from None
+    except ConfigError as e:
+        raise ConfigError(str(e).split(": ", 1)[1], path) from None
+    except ValueError as e:
+        raise ConfigError(f"refused: the YAML {e}", path) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""

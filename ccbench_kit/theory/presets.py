@@ -74,10 +74,8 @@ def _parse(path):
         raise ConfigError(f"{path}: no such presets file", "theory")
     try:
         if path.endswith((".yaml", ".yml")):
-            from .._optional import require
-            yaml = require("yaml", "report")
-            with open(path, encoding="utf-8") as f:
-                data = yaml.safe_load(f) or {}
+            from ..bounded import load_yaml, read_text
+            data = load_yaml(read_text(path, "a presets file"), extra="report") or {}
         else:
             import tomllib
             with open(path, "rb") as f:

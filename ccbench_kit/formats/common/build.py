@@ -20,7 +20,7 @@ from ...collectives import all_collectives, get as get_collective
 from ...dataset.schema import make_dataset
 from ...dtypes import get_dtype, get_op
 from ...errors import ConfigError
-from .errors import ReportedMismatchWarning
+from .errors import BrokenTimesWarning, ReportedMismatchWarning
 
 # nccom-test's and the AWS recipe's collective spellings the collectives
 # package may not list as aliases.
@@ -239,6 +239,45 @@ def _pick_nranks(t, coll, hints):
 
 # -- the bandwidth check ------------------------------------------------------
 
+def drop_broken_times(t):
+    """Set to missing (NaN) the times that are no times: NaN on a row that
+    printed numbers, ±inf, negative or zero; also in the per-iteration
+    latencies.  Returns what was dropped, for the warning and the
+    ``reported_check`` attr ("" when nothing)."""
+    time = np.asarray(t.time, dtype=float)
+    printed = (np.isfinite(np.broadcast_to(np.asarray(t.algbw, dtype=float), time.shape))
+               | np.isfinite(np.broadcast_to(np.asarray(t.busbw, dtype=float), time.shape)))
+    with np.errstate(invalid="ignore"):
+        bad = np.isinf(time) | (time <= 0) | (np.isnan(time) & printed)
+    n = int(bad.sum())
+    lines = set()
+    if n:
+        t.time = np.where(bad, np.nan, time)
+        if t.lines is not None:
+            rows = np.asarray(t.lines)[bad.any(axis=1)] if np.ndim(t.lines) == 3 else []
+            lines = {int(x) for x in np.ravel(rows) if x}
+    n_iter = 0
+    if t.latency is not None:
+        lat = np.asarray(t.latency, dtype=float)
+        with np.errstate(invalid="ignore"):
+            bad_iter = np.isinf(lat) | (lat <= 0)
+        n_iter = int(bad_iter.sum())
+        if n_iter:
+            t.latency = np.where(bad_iter, np.nan, lat)
+    if not n and not n_iter:
+        return ""
+    what = []
+    if n:
+        where = f" (line{'s' if len(lines) != 1 else ''} " \
+            f"{', '.join(map(str, sorted(lines)[:10]))}{', ...' if len(lines) > 10 else ''})" \
+            if lines else ""
+        what.append(f"{n} time{'s' if n != 1 else ''}{where}")
+    if n_iter:
+        what.append(f"{n_iter} per-iteration time{'s' if n_iter != 1 else ''}")
+    return (f"BROKEN: {' and '.join(what)} not a positive finite number (nan, inf, negative "
+            "or zero); kept as missing")
+
+
 def check_reported(t, factor):
     """Masks of printed algbw and busbw values that disagree with size/time
     and `factor` beyond their printed rounding (NaN values are not judged)."""
@@ -349,6 +388,7 @@ def to_dataset(t, hints):
     A, P, S, C = t.time.shape
     unit_name = "GiB/s" if t.bw_unit == float(1 << 30) else "GB/s"
 
+    broken = drop_broken_times(t)
     alg_bad, bus_bad, alg_rng, bus_rng = check_reported(t, factor)
     items, judged = _mismatch_report(t, alg_bad, bus_bad, alg_rng, bus_rng)
     attrs = {}
@@ -364,6 +404,9 @@ def to_dataset(t, hints):
         attrs["reported_check"] = (
             f"ok: {judged} printed bandwidths agree with size/time and the bus factor "
             f"{factor_text(coll, group)} within rounding")
+    if broken:  # never "ok" over times that are no times
+        attrs["reported_check"] = f"{broken}; {attrs['reported_check']}"
+        warnings.warn(f"{src.path}: {broken}", BrokenTimesWarning, stacklevel=3)
 
     if t.latency is None:
         latency = t.time[:, :, :, None, :]

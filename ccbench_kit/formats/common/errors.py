@@ -39,3 +39,8 @@ def _one_line(text):
 class ReportedMismatchWarning(UserWarning):
     """The bandwidths a tool printed disagree with size / time and the bus
     factor by more than the printed rounding."""
+
+
+class BrokenTimesWarning(ReportedMismatchWarning):
+    """Times that are no times (NaN on a printed row, ±inf, negative, zero)
+    were kept as missing; the message counts them and names their lines."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...bounded import loads_json as loads_bounded
 from .errors import ImporterError
 
 # srun --label ("0: ") in front of every line of a log; mpirun --tag-output's
@@ -52,7 +53,8 @@ class Source:
     def from_file(cls, path):
         path = os.fspath(path)
         try:
-            with open(path, "rb") as f:
+            from ...output_path import open_regular
+            with open_regular(path) as f:
                 raw = f.read()
             mtime = os.path.getmtime(path)
         except OSError as e:
@@ -180,7 +182,7 @@ def loads_json(src):
     """Parse `src.text` as JSON keeping printed precision; ImporterError on
     a syntax error (with its line)."""
     try:
-        return json.loads(src.text, parse_float=PrintedFloat)
+        return loads_bounded(src.text, parse_float=PrintedFloat)
     except json.JSONDecodeError as e:
         what = "the rest of the JSON document (the file ends early: truncated?)" \
             if e.pos >= len(src.text.rstrip()) else f"valid JSON ({e.msg})"

@@ -42,7 +42,7 @@ empty and `count` -1; it skips calls under NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES
 import datetime
 import json
 import warnings
-from collections import Counter, defaultdict
+from collections import Counter
 
 import numpy as np
 

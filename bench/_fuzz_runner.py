@@ -1,0 +1,36 @@
+"""Run a file of hypothesis tests with many examples on fresh random seeds
+(shared by bench/import_fuzz.py and bench/fuzz_cli.py).
+
+The tests read FUZZ_EXAMPLES (examples per test), FUZZ_SEED (present: random
+seeds) and FUZZ_TALLY (a file each example appends its outcome to)."""
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(test_file, per_test, extra_env=None):
+    """(pytest's exit status, its output, Counter of tallied outcomes,
+    [(passing, failing)] per test, seconds)."""
+    tally = tempfile.NamedTemporaryFile(prefix="fuzz-tally-", delete=False).name
+    env = dict(os.environ, FUZZ_EXAMPLES=str(per_test), FUZZ_SEED="random", FUZZ_TALLY=tally,
+               **(extra_env or {}))
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--hypothesis-show-statistics", test_file],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.time() - t0
+    out = proc.stdout + proc.stderr
+    counts = [tuple(map(int, m)) for m in re.findall(r"(\d+) passing, (\d+) failing", out)]
+    with open(tally) as f:
+        outcomes = collections.Counter(line.strip() for line in f)
+    os.unlink(tally)
+    if proc.returncode:                     # the failures, with their falsifying examples
+        print(out[:out.find("Hypothesis Statistics")] if "Hypothesis Statistics" in out else out)
+    return proc.returncode, out, outcomes, counts, wall
