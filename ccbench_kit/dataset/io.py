@@ -8,6 +8,7 @@ layout in memory, because the collectives' `size` coords differ and a child
 must align with its parent.  A suite's tree nests its runs
 (``all_reduce/env2/r8``): each is saved in the group of that path.
 """
+import contextlib
 import io
 import json
 import os
@@ -49,15 +50,30 @@ def to_bytes(data):
     first, *rest = parts
     ds0 = parts[first].copy()
     ds0.attrs["collectives"] = json.dumps(list(parts))
-    if not rest:
-        return ds0.to_netcdf(None, engine="h5netcdf", encoding=_encoding(ds0))
-    buf = io.BytesIO()
-    ds0.to_netcdf(buf, engine="h5netcdf", mode="w", encoding=_encoding(ds0))
-    for name in rest:
-        buf.seek(0)
-        parts[name].to_netcdf(buf, engine="h5netcdf", mode="a", group=name,
-                              encoding=_encoding(parts[name]))
-    return buf.getbuffer()
+    with _local_write_lock():
+        if not rest:
+            return ds0.to_netcdf(None, engine="h5netcdf", encoding=_encoding(ds0))
+        buf = io.BytesIO()
+        ds0.to_netcdf(buf, engine="h5netcdf", mode="w", encoding=_encoding(ds0))
+        for name in rest:
+            buf.seek(0)
+            parts[name].to_netcdf(buf, engine="h5netcdf", mode="a", group=name,
+                                  encoding=_encoding(parts[name]))
+        return buf.getbuffer()
+
+
+def _local_write_lock():
+    """A plain thread lock for xarray's write, also inside a Dask worker.
+
+    There xarray would take a distributed Lock named after the target, and a
+    BytesIO has no name the scheduler knows ("Semaphore or Lock ... not
+    known"); the buffer is this process's own, so a local lock is right.
+    """
+    try:
+        import dask
+    except ImportError:  # no dask: xarray takes a thread lock already
+        return contextlib.nullcontext()
+    return dask.config.set(scheduler="synchronous")
 
 
 def save(data, path):
