@@ -60,4 +60,4 @@ def test_export_cli(cli, tmp_path):
     assert any(n.startswith("nccl_unknown_ami_allgather_0x0_") for n in names)
     p = cli("export", DATA / "all_reduce_h200x2.json")
     assert p.returncode == 2 and p.stderr.strip() == \
-        "ccbench: error: --csv: say where: --csv [OUT] or --aws-naming DIR"
+        "ccbench: error: --csv: say where: --csv [OUT], --nccl-tuner-csv [OUT] or --aws-naming DIR"
