@@ -74,7 +74,10 @@ def wait_for_job_end(proc, tag, since):
     return gone, proc.returncode, proc.stderr.read()
 
 
-def check_stall(err, out, pid, rank, host, waiting):
+def check_stall(err, out, pid, rank, host, waiting, done=2):
+    """The stall names `rank` on `host` (with its pid) as stopped and the
+    `waiting` (rank, host) pairs as waiting; the size named in flight is the
+    first size not kept, and at least the `done` sizes seen finished are kept."""
     m = re.search(rf"timeout: rank {rank} \(host (\S+), pid (\d+)\) stopped \(no heartbeat", err)
     assert m, err
     assert m.group(1) == host and int(m.group(2)) == pid
@@ -86,15 +89,14 @@ def check_stall(err, out, pid, rank, host, waiting):
     assert "every rank" not in err and "did not arrive" not in err
     merge_pending(out)
     kept = list(xr.open_dataset(out)["size"].values)
-    # every size before the one in flight is kept, and none after it
+    # every size before the one in flight is kept, and none after it: the
+    # job stops where the stall was seen (Open MPI's SIGCONT before its
+    # SIGTERM once let the stopped rank finish the size named and more)
     assert kept == SIZES[:SIZES.index(in_flight)], (kept, in_flight)
-    assert len(kept) >= 2
+    assert len(kept) >= done
     return in_flight
 
 
-@pytest.mark.xfail(reason="after the round's merges, one host: the stopped rank and its host are "
-                          "named right, but the size named in flight can be one already kept "
-                          "(seen: 1024 B named, 4096 B kept); open in issue 16", strict=False)
 def test_stopped_rank_is_named_apart_from_the_waiting_ones(tmp_path):
     tag = uuid.uuid4().hex
     out = tmp_path / "s.nc"
@@ -102,7 +104,9 @@ def test_stopped_rank_is_named_apart_from_the_waiting_ones(tmp_path):
                             env={**os.environ, "CCB_TEST_TAG": tag, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        pid, stopped = stop_after_sizes(proc, tag, 1, 2)
+        # after the first size: rank 0 is still writing the file for the first
+        # time while the others go on, the widest window between sizes
+        pid, stopped = stop_after_sizes(proc, tag, 1, 1)
         ended, rc, err = wait_for_job_end(proc, tag, stopped)
     finally:
         if proc.poll() is None:
@@ -110,7 +114,7 @@ def test_stopped_rank_is_named_apart_from_the_waiting_ones(tmp_path):
     assert rc == 3
     import socket
     me = socket.gethostname()
-    check_stall(err, out, pid, 1, me, [(0, me), (2, me)])
+    check_stall(err, out, pid, 1, me, [(0, me), (2, me)], done=1)
     # the stall is seen after 5 s without progress and the job is down
     # within 5 s more (+2 s for a loaded 2-core machine)
     assert ended < 5 + 5 + 2, ended

@@ -13,7 +13,8 @@ from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError
 from ..progress_board import Board
 from . import events, lifeline, worker
 from .heartbeat import Beats
-from .watchdog import Monitor, dead_ranks, kill_tree
+from .watchdog import (Monitor, dead_ranks, kill_tree, unanswered_hosts,
+                       unanswered_message)
 
 
 def usable_cores():
@@ -98,6 +99,11 @@ def mpirun_env():
     if not single_copy_works():
         env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
     env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+    # a host that does not answer: ssh gives up after 20 s (and mpirun says
+    # which host, `watchdog.unanswered_hosts`), not after the kernel's two
+    # minutes of SYN retries; a launch agent of the user's own is left alone
+    if "OMPI_MCA_plm_rsh_agent" not in env and "OMPI_MCA_plm_rsh_args" not in env:
+        env["OMPI_MCA_plm_rsh_args"] = "-o ConnectTimeout=20"
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -168,8 +174,13 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
     output = _Output(proc, on_event, beats)
     exit_code = RunError.exit_code
     failure = None
+    stalls = []
+
+    def described(stall):
+        stalls.append(stall)
+        return describe(stall)
     try:
-        failure = _supervise(proc, Monitor(board, call_timeout, beats, placed), describe, timeout)
+        failure = _supervise(proc, Monitor(board, call_timeout, beats, placed), described, timeout)
     except (KeyboardInterrupt, Interrupted) as e:
         failure = f"interrupted by {getattr(e, 'signal_name', 'SIGINT')}"
         exit_code = getattr(e, "exit_code", EXIT_SIGINT)
@@ -177,7 +188,9 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
         # mpirun may be gone while a rank it could not reach is not; a hung
         # job has nothing left to flush and a stopped rank ignores SIGTERM:
         # no grace for it
-        kill_tree(proc, run_id, grace=0.5 if failure or proc.poll() is not None else 3.0)
+        # the job stops where the stall was seen: no size after the one named
+        kill_tree(proc, run_id, grace=0.5 if failure or proc.poll() is not None else 3.0,
+                  at_once=bool(stalls))
         output.join()
         del board
     rc = proc.returncode
@@ -187,8 +200,11 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
             failure += "\n" + output.errors[0]["traceback"]
     if failure is None and rc != 0:
         dead = dead_ranks("".join(output.tail))
+        unanswered = unanswered_hosts("".join(output.tail)) if not beats else []
         if dead:
             failure = "; ".join(f"rank {r} on host {h} died (signal {sig})" for r, h, sig in dead)
+        elif unanswered:  # one line, not Open MPI's banner
+            failure = unanswered_message(unanswered, list(hosts or []) + placed)
         else:
             detail = "".join(output.tail[-8:]).strip()
             failure = f"{os.path.basename(cmd[0])} exited with status {rc}" + \

@@ -230,9 +230,63 @@ def dead_ranks(text):
     return [(int(m.group(1)), m.group(3), int(m.group(4))) for m in _NOTICED.finditer(text)]
 
 
-def kill_tree(proc, run_id, grace=3.0):
+# How ssh (Open MPI's default launch agent) says a host did not answer; the
+# lines come before Open MPI's multi-line "unable to reliably start" banner.
+_UNANSWERED = (
+    re.compile(r"ssh: Could not resolve hostname ([^:\s]+): (.+)"),
+    re.compile(r"ssh: connect to host (\S+) port \d+: (.+)"),
+    re.compile(r"Connection to (\S+) port \d+ (timed out)"),
+)
+_NO_DAEMONS = "unable to reliably start one or more daemons"
+
+
+def unanswered_hosts(text):
+    """(host, why) for each host mpirun's launch agent could not reach,
+    from mpirun's output; [("", first line)] when mpirun says only that
+    some daemon did not start; [] when it says neither."""
+    found = {}
+    for line in text.splitlines():
+        for pattern in _UNANSWERED:
+            m = pattern.search(line)
+            if m:
+                found.setdefault(m.group(1), m.group(2).strip())
+    if found:
+        return list(found.items())
+    if _NO_DAEMONS in text:
+        first = next((ln.strip() for ln in text.splitlines()
+                      if ln.strip() and not ln.startswith("-----")), "")
+        return [("", first)]
+    return []
+
+
+def unanswered_message(found, given=()):
+    """One line for `unanswered_hosts`' findings, naming the flag; a host
+    is named as `given` spells it (Open MPI drops the domain of a name)."""
+    def as_given(h):
+        return next((g for g in given if g == h), None) or \
+            next((g for g in given if g.startswith(h + ".")), h)
+    named = [(as_given(h), why) for h, why in found if h]
+    if not named:
+        why = found[0][1] if found else ""
+        return ("--hosts: mpirun could not start its daemon on one or more of the hosts"
+                + (f" ({why})" if why else "") + "; no rank was started")
+    hosts = ", ".join(f"{h} ({why})" for h, why in named)
+    s = "s" if len(named) > 1 else ""
+    return f"--hosts: host{s} {hosts} did not answer; no rank was started"
+
+
+def kill_tree(proc, run_id, grace=3.0, at_once=False):
     """Stop mpirun (SIGTERM lets it take its ranks down), then SIGKILL its
-    process group and any process still carrying this run's id."""
+    process group and any process still carrying this run's id.
+
+    With `at_once` (the watchdog has described a stall) this host's
+    processes of the run get SIGKILL first.  Open MPI takes its ranks down
+    with SIGCONT before SIGTERM: that wakes a stopped rank, and in the
+    moment before SIGTERM lands the job went on, finished the size the
+    stall named and saved it, so the results contradicted the message."""
+    if at_once:
+        for pid in processes_with_env("CCB_RUN_ID", run_id):
+            _quietly(os.kill, pid, signal.SIGKILL)
     _quietly(os.killpg, proc.pid, signal.SIGTERM)
     _quietly(proc.wait, timeout=grace)
     _quietly(os.killpg, proc.pid, signal.SIGKILL)
