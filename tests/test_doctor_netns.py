@@ -2,6 +2,7 @@
 between them): the whole matrix of an odd node count, the report page, and
 bad input (one line, exit 2, nothing launched)."""
 import json
+import re
 import os
 import subprocess
 
@@ -64,10 +65,26 @@ def test_matrix_of_three_nodes_with_report(net, tmp_path):
     (["--hosts", "a", "b", "-N", "3"],
      "-N/--nnodes: 3 nodes asked for but only 2 are there (a, b)"),
     (["--hosts", "a", "b", "--repeats", "0"], "--repeats: must be an integer >= 1, got 0"),
+    (["--hosts", "a", "b", "c", "-N", "1"],
+     "-N/--nnodes: a health check compares nodes: it needs at least 2, got 1 (a)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     r = subprocess.run([str(BIN / "ccbench"), "doctor", *args, "--out", str(tmp_path / "x.nc")],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
     assert r.stderr == f"ccbench: error: {message}\n"
+    assert not (tmp_path / "x.nc").exists()
+
+
+def test_a_host_that_does_not_answer_is_one_line(tmp_path):
+    """mpirun's launch agent cannot reach a host: one line naming it and the
+    flag (not Open MPI's banner), exit 3, no results file (nothing ran)."""
+    host = "nosuchhost-ccbench.invalid"  # .invalid never resolves (RFC 6761)
+    r = subprocess.run([str(BIN / "ccbench"), "doctor", "--hosts", host, "localhost",
+                        "--repeats", "1", "--out", str(tmp_path / "x.nc")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, r.stderr
+    assert re.fullmatch(rf"ccbench: --hosts: host {re.escape(host)} \([^)\n]+\) did not "
+                        r"answer; no rank was started\n", r.stderr), r.stderr
+    assert r.stdout.splitlines()[-1] == "verdict: unknown"
     assert not (tmp_path / "x.nc").exists()

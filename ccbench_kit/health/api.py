@@ -114,7 +114,8 @@ def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
         names = names[:nnodes]
     if len(names) < 2:
         raise ConfigError(f"a health check compares nodes: it needs at least 2, got "
-                          f"{len(names)} ({', '.join(names)})", "--hosts")
+                          f"{len(names)} ({', '.join(names)})",
+                          "-N/--nnodes" if nnodes is not None else "--hosts")
     return names
 
 
