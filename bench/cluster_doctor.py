@@ -40,6 +40,17 @@ def doctor(cluster, out, timeout=15, extra=()):
     return (lines[-1] if lines else "verdict: (none printed)"), text, took, proc.returncode
 
 
+def scores(out):
+    """Each statistic's ratio per node, from the verdict kept in the results
+    file ({} if the run saved none): what a hit or a miss was decided on."""
+    try:
+        import xarray as xr
+        with xr.open_dataset(out) as ds:
+            return json.loads(ds.attrs["doctor_verdict"]).get("scores", {})
+    except (OSError, KeyError, ValueError):
+        return {}
+
+
 def named(line):
     """{node names} in a verdict line."""
     body = line.split(":", 1)[1]
@@ -92,7 +103,8 @@ def bench(n, kinds, name, path, seed):
                 load = os.getloadavg()[0]
                 rows.append({"kind": kind, "node": node, "verdict": line, "hit": hit,
                              "exact": exact, "seconds": round(took, 1), "exit": rc,
-                             "load1": round(load, 1),
+                             "load1": round(load, 1), "scores": scores(
+                                 f"/tmp/{name}-doctor-{kind}-{i}.nc"),
                              **({} if printed else {"output": text[-600:]})})
                 print(f"{kind:15s} {node or '-':6s} {line:30s} hit={hit} exact={exact} "
                       f"{took:5.0f} s load {load:.1f}", flush=True)
