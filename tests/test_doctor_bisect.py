@@ -97,3 +97,24 @@ def test_replay_follows_the_record_and_a_stricter_threshold_stops_sooner():
 def test_needs_four_nodes():
     with pytest.raises(ValueError, match="at least 4 nodes"):
         bisect.Descent([0, 1, 2])
+
+
+def test_verdict_names_the_culprit_link_and_the_path():
+    from ccbench_kit.health import results, verdict
+    from ccbench_kit.health.api import make_plan
+    names = [f"node{k + 1}" for k in range(6)]
+    plan = make_plan(6, repeats=5, bisect=True)
+    assert plan["waves"] == [] and plan["bisect"]["order"] == list(range(6))
+    speed = {k: GOOD for k in range(6)}
+    speed[4] = SLOW
+    d = bisect.Descent(plan["bisect"]["order"], names=names)
+    feed(d, speed, noise=0.03)
+    raw = results.Raw(names, list(range(12)), [k // 2 for k in range(12)], plan)
+    raw.bisect = d.path
+    v = verdict.judge(raw)
+    assert v.line() == "verdict: node5 link"
+    s = v.findings[0].sentence()
+    assert s.startswith("node5 link: bisection of the all_reduce: node1+node2+node3+node4+"
+                        "node5+node6 -> node4+node5+node6 (2.")
+    assert re.search(r"; its pair with node2 \(known good\) ran at 9\d Mbit/s vs (19|20)\d Mbit/s "
+                     r"for the other pairs \(2\.\d\dx slower; 5/5 repeats agree", s), s
