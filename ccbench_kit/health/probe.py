@@ -10,6 +10,9 @@ One MPI job measures everything, so the cost is one job start:
    ways at once (bandwidth, each direction at its own link's rate) over a
    TCP connection of the pair (`connect_pair` says why not MPI's); the
    pairs of a wave run at the same time.
+3. or, instead of the matrix (``plan["bisect"]``), the bisection: rank 0's
+   `bisect.Descent` names the groups, whose ring all_reduce (`ring_allreduce`,
+   over TCP like the pairs) run all at the same time, step by step.
 
 Repeats interleave (every node, every wave, then again), so a burst of
 load on the machine hits one repeat, not one node.  Ranks not measuring
