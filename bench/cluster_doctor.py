@@ -3,6 +3,7 @@
 
     python bench/cluster_doctor.py [--fault KIND:NODE]          # make cluster-doctor FAULT=...
     python bench/cluster_doctor.py --bench 10 [--kinds all]     # hit rate per fault kind
+    python bench/cluster_doctor.py --fault slow-link:node3 --doctor-args=--bisect  # bisection
 
 With --bench N, each fault kind runs N times on a node drawn at random (and
 N clean runs); a run hits when the verdict names that node (or its link)
@@ -57,12 +58,12 @@ def named(line):
     return set(re.findall(r"node\d+", body))
 
 
-def one(fault, name, out):
-    with Cluster(Config(name=name, nodes=4)) as c:
+def one(fault, name, out, nodes=4, extra=()):
+    with Cluster(Config(name=name, nodes=nodes)) as c:
         if fault:
             kind, node = fault.split(":", 1)
             c.fault(kind, node)
-        line, text, took, rc = doctor(c, out)
+        line, text, took, rc = doctor(c, out, extra=extra)
     print(text.rstrip())
     print(f"(health check {took:.0f} s, exit {rc})")
     print(line)
@@ -128,6 +129,9 @@ def main():
     p.add_argument("--name", default=f"doc{os.getpid() % 100000}", help="testbed instance name")
     p.add_argument("--json", default=os.path.join(HERE, "cluster_doctor.json"))
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--nodes", type=int, default=4, help="testbed nodes (default 4)")
+    p.add_argument("--doctor-args", default="", metavar="ARGS",
+                   help="more arguments for ccbench doctor, e.g. '--bisect --ranks-per-node 1'")
     a = p.parse_args()
     if a.bench:
         kinds = KINDS if a.kinds == "all" else tuple(a.kinds.split(","))
@@ -139,7 +143,7 @@ def main():
             print(f"FAULT={fault!r}: expected KIND:NODE with KIND one of {', '.join(KINDS)} "
                   "and NODE like node3", file=sys.stderr)
             return 2
-    return one(fault, a.name, f"/tmp/{a.name}-doctor.nc")
+    return one(fault, a.name, f"/tmp/{a.name}-doctor.nc", a.nodes, a.doctor_args.split())
 
 
 if __name__ == "__main__":

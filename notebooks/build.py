@@ -134,14 +134,18 @@ for f in verdict.get("findings", []):
 for note in verdict.get("notes", []):
     lines.append(f"- note: {note}")
 plan = json.loads(pairs.attrs["doctor_plan"])
-lines += ["", f"Nodes: {', '.join(json.loads(pairs.attrs['doctor_nodes']))}; "
-          f"{plan['repeats']} repeats of {len(plan['waves'])} waves of disjoint pairs; "
+lines += ["", f"Nodes: {', '.join(json.loads(pairs.attrs['doctor_nodes']))}; " +
+          (f"{plan['repeats']} repeats of {len(plan['waves'])} waves of disjoint pairs; "
+           if plan["waves"] else f"bisection, {plan['repeats']} repeats a step; ") +
           f"timing: {pairs.attrs.get('doctor_timing', '{}')}",
           "", "Reproduce:", "", f"    {pairs.attrs.get('command') or 'ccbench doctor --hosts ...'}"]
 display(Markdown("\\n".join(lines)))
 """),
     code("""
-report.show_matrices(pairs)
+if json.loads(pairs.attrs["doctor_plan"])["waves"]:
+    report.show_matrices(pairs)
+else:  # bisection instead of the pair matrix
+    display(Markdown(report.bisection_markdown(pairs)))
 """),
     code("""
 report.show_nodes(pairs)

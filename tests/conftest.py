@@ -24,10 +24,11 @@ def run_cli(*args, timeout=180, cwd=None, env=None, check=False):
     return proc
 
 
-def mpirun_python(nranks, code, timeout=180, cwd=None):
-    """Run `code` under `mpirun -np nranks python -c`; returns CompletedProcess."""
+def mpirun_python(nranks, code, timeout=180, cwd=None, args=()):
+    """Run `code` under `mpirun -np nranks python -c` (`args` in its
+    sys.argv[1:]); returns CompletedProcess."""
     from ccbench_kit.launch.mpirun import mpirun_command, mpirun_env
-    cmd = mpirun_command(nranks, [sys.executable, "-c", code])
+    cmd = mpirun_command(nranks, [sys.executable, "-c", code, *map(str, args)])
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
                           env=mpirun_env())
 

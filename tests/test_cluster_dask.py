@@ -92,6 +92,20 @@ def test_many_sweeps_in_one_cluster(five_ranks, tmp_path):
                             "ranks already run (choose them at `ccbench cluster start`)")
 
 
+def test_doctor_needs_workers_on_two_nodes(five_ranks, tmp_path, cli):
+    # a cluster on loopback: all its workers on this one host
+    with pytest.raises(ConfigError) as e:
+        ccb.doctor(client=five_ranks.client(), out=str(tmp_path / "d.nc"))
+    assert str(e.value) == (f"--scheduler-file: the cluster's 4 workers run on 1 node "
+                            f"({socket.gethostname()}): a health check compares nodes, it "
+                            "needs workers on at least 2")
+    r = cli("doctor", "--scheduler-file", tmp_path / "none.json", timeout=60)
+    assert r.returncode == 2 and r.stderr == (
+        f"ccbench: error: --scheduler-file: {tmp_path / 'none.json'} does not exist: no cluster "
+        "wrote it; start one with `ccbench cluster start`\n")
+    assert not (tmp_path / "d.nc").exists()
+
+
 def test_workers_answer_while_a_sweep_runs(five_ranks):
     """The sweep runs in a task, not in the event loop: the workers still answer
     the scheduler (client.run runs in their event loops) in the middle of it."""

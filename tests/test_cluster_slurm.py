@@ -385,3 +385,30 @@ def test_dask_cluster_over_slurm_matches_srun(tb, tmp_path):
     assert int(dask.wrong.sum()) == int(srun.wrong.sum()) == 0
     assert dask.attrs["slurm_job_id"] != srun.attrs["slurm_job_id"]
     assert set(srun.attrs) - set(dask.attrs) <= {"slurm_step_id"}
+
+
+def test_doctor_bisection_finds_a_slow_link(tb, tmp_path):
+    """`ccbench doctor --bisect`: the ring all_reduce of node1..4, its halves
+    side by side, then node1 and node2 each paired with a node of the faster
+    half: node2's link, cut to half its rate, is named."""
+    import json
+
+    import xarray as xr
+    out = tmp_path / "d.nc"
+    key = tb.fault("slow-link", "node2")
+    try:
+        r = _ccbench(tb, "doctor", "-S", "--srun-mpi", "pmix", "--hosts", "node1", "node2",
+                     "node3", "node4", "--topology", tb.topology_file, "--bisect",
+                     "--ranks-per-node", "1", "--repeats", "3", "--lat-iters", "10",
+                     "--bw-size", "1M", "--bw-iters", "2", "--out", out)
+    finally:
+        tb.clear(key)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1] == "verdict: node2 link", r.stdout
+    path = json.loads(xr.open_dataset(out).attrs["doctor_bisect"])["path"]
+    assert [(e["kind"], e["groups"]) for e in path] == [
+        ("whole", [[0, 1, 2, 3]]), ("halves", [[0, 1], [2, 3]]),
+        ("pairs", [[0, 2], [1, 3], [2, 3]])]
+    assert path[1]["slower"] == [0, 1] and path[2]["decision"] == "culprit: node2"
+    whole, halves = path[0]["median_busbw"][0], path[1]["median_busbw"]
+    assert halves[0] < 0.75 * halves[1] and whole < 0.75 * halves[1]

@@ -5,6 +5,8 @@ import json
 import re
 import os
 import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -57,6 +59,46 @@ def test_matrix_of_three_nodes_with_report(net, tmp_path):
     assert (local["peak_GBps"] > 0).all()
     page = html.read_text()
     assert page.count("<img") >= 2 and last in page  # the matrices, the per-node bars
+
+
+def test_doctor_on_dask_workers_across_hosts(net, tmp_path):
+    """A Dask-MPI cluster over the three hosts (scheduler and a worker on the
+    first, workers on the others): the check runs on its workers, one per
+    node, and writes the same results as with --hosts."""
+    h0, h1, h2 = net.names
+    sched, out = tmp_path / "s.json", tmp_path / "d.nc"
+    script = tmp_path / "doctor_dask.py"
+    script.write_text(textwrap.dedent(f"""\
+        import subprocess, sys
+        from ccbench_kit.launch import cluster
+        c = cluster.start(6, scheduler_file={str(sched)!r}, hosts=[{h0!r}, {h1!r}, {h2!r}],
+                          interface="veth0", timeout=90)
+        try:
+            r = subprocess.run([{str(BIN / "ccbench")!r}, "doctor", "--scheduler-file",
+                                {str(sched)!r}, "--repeats", "2", "--lat-iters", "10",
+                                "--bw-size", "256K", "--bw-iters", "2", "--out", {str(out)!r}],
+                               capture_output=True, text=True, timeout=300)
+            print(r.stdout + r.stderr)
+            print("EXIT", r.returncode)
+        finally:
+            print("STOP", c.stop())
+        """))
+    r = net.run(h0, [sys.executable, script], timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[-1] == "STOP shut down" and lines[-2] in ("EXIT 0", "EXIT 1"), r.stdout
+    last = [line for line in lines if line.startswith("verdict: ")]
+    assert last, r.stdout
+    last = last[-1]
+    pairs = xr.open_dataset(out)
+    assert json.loads(pairs.attrs["doctor_nodes"]) == [h0, h1, h2]
+    assert json.loads(pairs.attrs["doctor_verdict"])["line"] == last
+    assert json.loads(pairs.attrs["doctor_plan"])["ranks_per_node"] == 1
+    lat = pairs["latency"].isel(placement=0, rank=0)
+    assert lat.sel(size=8).count() == 3 * 2 * 10 and lat.sel(size=256 << 10).count() == 3 * 2 * 2
+    local = xr.open_dataset(out, group="local")
+    assert list(local["algorithm"].values) == [h0, h1, h2] and local.attrs["nranks"] == 1
+    assert all(net.pids()[ns] == [] for ns in net.names)
 
 
 @pytest.mark.parametrize("args, message", [

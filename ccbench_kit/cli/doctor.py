@@ -5,6 +5,7 @@ starts), 2 bad input, 3 the run failed without naming a node.  The last line
 printed is the verdict: ``verdict: node3``, ``verdict: node3 link`` or
 ``verdict: none``.
 """
+import argparse
 import shlex
 import sys
 
@@ -31,6 +32,9 @@ def add_parser(sub):
     g.add_argument("--topology", default=None, metavar="FILE",
                    help="DescribeInstanceTopology JSON: pairs sharing a leaf uplink don't "
                         "run at once")
+    g.add_argument("--bisect", action=argparse.BooleanOptionalAction, default=None,
+                   help="bisection of a slow all_reduce (O(log N) rounds) instead of the pair "
+                        f"matrix; default: from {health.api.BISECT_FROM} nodes on")
     g.add_argument("--timeout", type=float, default=None,
                    help="seconds without progress before the hang is attributed")
     g.add_argument("--out", default=None, help="results file (default results/doctor-STAMP.nc)")
@@ -45,13 +49,17 @@ def main(args):
     if args.scheduler_file:
         from ..launch.cluster import connect
         client = connect(args.scheduler_file)
-    rpn = launch.pop("ranks_per_node") or 2
-    diag = health.doctor(
-        launch["hosts"], hosts_file=launch["hosts_file"], nnodes=launch["nnodes"],
-        slurm=launch["slurm"], client=client, out=args.out, ranks_per_node=rpn,
-        repeats=args.repeats, bw_bytes=args.bw_size, local_bytes=args.local_size,
-        lat_iters=args.lat_iters, bw_iters=args.bw_iters, topology=args.topology,
-        timeout=args.timeout, command=shlex.join(argv) if argv else "")
+    try:
+        diag = health.doctor(
+            launch["hosts"], hosts_file=launch["hosts_file"], nnodes=launch["nnodes"],
+            slurm=launch["slurm"], client=client, out=args.out,
+            ranks_per_node=launch["ranks_per_node"], repeats=args.repeats,
+            bw_bytes=args.bw_size, local_bytes=args.local_size, lat_iters=args.lat_iters,
+            bw_iters=args.bw_iters, topology=args.topology, bisect=args.bisect,
+            timeout=args.timeout, command=shlex.join(argv) if argv else "")
+    finally:
+        if client is not None:
+            client.close()
     if diag.message:
         print(f"ccbench: {diag.message}", file=sys.stderr)
     for note in diag.verdict.notes:

@@ -5,8 +5,10 @@ node's own collective and every pair of nodes in O(N) rounds, and names the
 node or node link that stands out, with how much and how sure
 (`verdict`); a job that hangs names the rank and host the others wait for.
 
-Modules: `plan` (rounds of disjoint pairs), `probe` (the ranks' side),
-`results` (records and Datasets), `verdict` (statistics), `api`.
+Modules: `plan` (rounds of disjoint pairs), `bisect` (the descent of a
+slow all_reduce, for many nodes), `probe` (the ranks' side), `cluster` (on
+a Dask-MPI cluster's workers), `results` (records and Datasets), `verdict`
+(statistics), `api`.
 """
 from . import report  # noqa: F401
 from .api import BAD_INPUT, HEALTHY, OUTLIER, RUN_FAILED, Diagnosis, doctor

@@ -58,9 +58,16 @@ def default_out():
     return os.path.join("results", f"doctor-{stamp}.nc")
 
 
+# from this many nodes on, bisection replaces the pair matrix (docs/doctor.md)
+BISECT_FROM = 16
+
+
 def make_plan(nnodes, *, ranks_per_node=2, repeats=5, bw_bytes="2M", local_bytes="1M",
-              lat_iters=50, bw_iters=3, leaf_of=None):
-    """The measurement plan the ranks follow (a JSON-able dict)."""
+              lat_iters=50, bw_iters=3, leaf_of=None, bisect=None):
+    """The measurement plan the ranks follow (a JSON-able dict).
+
+    `bisect`: True runs the bisection (`health.bisect`) instead of the pair
+    matrix, False the matrix, None the bisection from `BISECT_FROM` nodes."""
     plan = {"ranks_per_node": ranks_per_node, "repeats": repeats,
             "bw_bytes": parse_size(bw_bytes, "--bw-size"),
             "local_bytes": parse_size(local_bytes, "--local-size"),
@@ -72,7 +79,16 @@ def make_plan(nnodes, *, ranks_per_node=2, repeats=5, bw_bytes="2M", local_bytes
     for key, flag in (("bw_bytes", "--bw-size"), ("local_bytes", "--local-size")):
         if plan[key] < 8 or plan[key] % 8:
             raise ConfigError(f"must be a positive multiple of 8 bytes, got {plan[key]}", flag)
-    plan["waves"] = _plan.schedule(nnodes, leaf_of)
+    if bisect is None:
+        bisect = nnodes >= BISECT_FROM
+    if bisect and nnodes < 4:
+        raise ConfigError(f"bisection splits the nodes in halves of at least 2: it needs at "
+                          f"least 4 nodes, got {nnodes}", "--bisect")
+    plan["waves"] = [] if bisect else _plan.schedule(nnodes, leaf_of)
+    if bisect:
+        from .bisect import THRESHOLD, leaf_order
+        plan["bisect"] = {"order": leaf_order(nnodes, leaf_of), "threshold": THRESHOLD,
+                          "leaf": [leaf_of(k) for k in range(nnodes)] if leaf_of else None}
     return plan
 
 
@@ -140,8 +156,9 @@ def allocation_nodes(slurm):
 
 
 def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None, out=None,
-           ranks_per_node=2, repeats=5, bw_bytes="2M", local_bytes="1M", lat_iters=50,
-           bw_iters=3, topology=None, timeout=None, env=None, thresholds=None, command=""):
+           ranks_per_node=None, repeats=5, bw_bytes="2M", local_bytes="1M", lat_iters=50,
+           bw_iters=3, topology=None, bisect=None, timeout=None, env=None, thresholds=None,
+           command=""):
     """Check the nodes; return a `Diagnosis`.
 
     Parameters
@@ -151,11 +168,13 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     slurm : bool or dict, optional
         Launch with srun (``-S``); without hosts, the allocation's nodes.
     client : distributed.Client, optional
-        Not implemented yet (raises ConfigError): give the hosts instead.
+        Check the nodes of a Dask-MPI cluster's workers (``ccbench cluster
+        start``), on those workers (`health.cluster`); no hosts then.
     out : str, optional
         Results file (default ``results/doctor-STAMP.nc``).
-    ranks_per_node : int
-        Ranks on each node: the local check is an all_reduce among them.
+    ranks_per_node : int, optional
+        Ranks on each node: the local check is an all_reduce among them
+        (default 2; on a cluster, the fewest workers any node has).
     repeats : int
         Times every measurement is repeated (interleaved); the verdict needs
         most repeats to agree.
@@ -163,7 +182,12 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         Message of the pair bandwidth test; size of the local all_reduce.
     topology : str or dict, optional
         DescribeInstanceTopology output: pairs that would share a leaf's
-        uplink don't run at the same time (`plan.waves`).
+        uplink don't run at the same time (`plan.waves`); bisection splits
+        the nodes along the leaves.
+    bisect : bool, optional
+        True: bisection of a slow all_reduce (O(log N) rounds,
+        `health.bisect`) instead of the pair matrix; False: the matrix;
+        None (default): bisection from `BISECT_FROM` nodes.
     timeout : float, optional
         Seconds without progress before the watchdog stops the job and
         names the node it waits for (default 30 s plus 1 s per 50 MB).
@@ -172,13 +196,16 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     """
     if timeout is not None and not timeout > 0:
         raise ConfigError(f"must be a positive number of seconds, got {timeout}", "--timeout")
-    if client is not None:  # not built yet: say so rather than half-run
-        raise ConfigError("checking a Dask-MPI cluster's workers is not implemented yet; "
-                          "give the cluster's hosts with --hosts instead", "--scheduler-file")
+    if client is not None:
+        return _doctor_cluster(client, hosts or hosts_file or slurm, nnodes, out, ranks_per_node,
+                               timeout, thresholds, command, dict(
+                                   repeats=repeats, bw_bytes=bw_bytes, local_bytes=local_bytes,
+                                   lat_iters=lat_iters, bw_iters=bw_iters, bisect=bisect))
+    ranks_per_node = 2 if ranks_per_node is None else ranks_per_node
     names = resolve_nodes(hosts, hosts_file, nnodes, slurm)
     plan = make_plan(len(names), ranks_per_node=ranks_per_node, repeats=repeats,
                      bw_bytes=bw_bytes, local_bytes=local_bytes, lat_iters=lat_iters,
-                     bw_iters=bw_iters, leaf_of=leaves(names, topology))
+                     bw_iters=bw_iters, leaf_of=leaves(names, topology), bisect=bisect)
     plan["hosts"] = names
     out = os.path.abspath(out or default_out())
     plan["out"] = raw_path = out + ".raw.json"
@@ -205,6 +232,28 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
                                run_dir, describe=describe, call_timeout=timeout, command=cmd,
                                env=env)
     return _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, launched)
+
+
+def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, thresholds,
+                    command, measure):
+    """`doctor` on the workers of a Dask-MPI cluster (`health.cluster`)."""
+    from . import cluster as _cluster
+    if hosts_given:
+        raise ConfigError("the cluster's workers are the nodes checked: give --scheduler-file "
+                          "or the hosts (--hosts, --hosts-file, -S), not both",
+                          "--scheduler-file")
+    workers, names = _cluster.choose_workers(client, ranks_per_node, nnodes)
+    plan = make_plan(len(names), ranks_per_node=len(workers) // len(names), **measure)
+    plan["hosts"] = names
+    out = os.path.abspath(out or default_out())
+    plan["out"] = raw_path = out + ".raw.json"
+    results.remove(raw_path)
+    launched = time.time()
+    text, failure = _cluster.run_on_workers(client, workers, plan, timeout)
+    if text is not None:
+        from .._files import atomic_write_text
+        atomic_write_text(raw_path, text)  # rank 0's host may not share our disk
+    return _finish(raw_path, out, names, plan, failure, [], thresholds, command, launched)
 
 
 def step_name(row):
@@ -240,7 +289,9 @@ def _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, la
             "command": command, "doctor_verdict": verdict.to_dict(),
             "doctor_nodes": names, "doctor_plan": {k: v for k, v in plan.items()
                                                    if k != "out"},
-            "doctor_timing": timing(raw, launched)})
+            "doctor_timing": timing(raw, launched),
+            **({"doctor_bisect": {"path": raw.bisect, "note": raw.bisect_note}}
+               if plan.get("bisect") else {})})
         if failure is not None:
             for ds in parts.values():
                 ds.attrs["incomplete_reason"] = failure.splitlines()[0]
@@ -258,16 +309,18 @@ def timing(raw, launched):
     measuring, and each repeat's pair matrix (`bench/doctor_scaling.py`)."""
     if not raw.started:
         return {}
-    ats = sorted(r["at"] for r in raw.local + raw.pair)
+    ats = sorted(r["at"] for r in raw.local + raw.pair + raw.bisect)
     per_rep = {}
     for r in raw.pair:
         per_rep.setdefault(r["rep"], []).append(r["at"])
     return {"startup_s": round(raw.started - launched, 3),
             "measure_s": round((ats[-1] if ats else raw.started) - raw.started, 3),
-            "waves": len(raw.plan["waves"]), "repeats": raw.plan["repeats"]}
+            "waves": len(raw.plan["waves"]), "repeats": raw.plan["repeats"],
+            **({"bisect_steps": len(raw.bisect)} if raw.plan.get("bisect") else {})}
 
 
 def reproduce(names, plan):
     """A command line that runs this check again."""
     return shlex.join(["ccbench", "doctor", "--hosts", *names, "--repeats", str(plan["repeats"]),
-                       "--ranks-per-node", str(plan["ranks_per_node"])])
+                       "--ranks-per-node", str(plan["ranks_per_node"]),
+                       "--bisect" if plan.get("bisect") else "--no-bisect"])

@@ -10,6 +10,9 @@ One MPI job measures everything, so the cost is one job start:
    ways at once (bandwidth, each direction at its own link's rate) over a
    TCP connection of the pair (`connect_pair` says why not MPI's); the
    pairs of a wave run at the same time.
+3. or, instead of the matrix (``plan["bisect"]``), the bisection: rank 0's
+   `bisect.Descent` names the groups, whose ring all_reduce (`ring_allreduce`,
+   over TCP like the pairs) run all at the same time, step by step.
 
 Repeats interleave (every node, every wave, then again), so a burst of
 load on the machine hits one repeat, not one node.  Ranks not measuring
@@ -20,6 +23,8 @@ measured ones need.
 Rank 0 writes what it has after every step (`results.write_raw`), so a
 run that hangs or dies keeps the partial matrix.
 """
+import functools
+import itertools
 import json
 import socket
 import sys
@@ -31,7 +36,8 @@ from . import results
 from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
 
 # what the board's PLACEMENT column holds during a step (doctor.report names them)
-STEPS = ("local latency", "local bandwidth", "pair latency", "pair bandwidth", "local compute")
+STEPS = ("local latency", "local bandwidth", "pair latency", "pair bandwidth", "local compute",
+         "bisect all_reduce")
 
 
 def quiet_wait(comm, nap=0.002):
@@ -101,21 +107,20 @@ def node_layout(comm, names):
 
 
 def run(comm, plan, progress, out):
-    """Measure `plan` (a dict, see `health.api`) on `comm`; rank 0 writes `out`."""
-    from mpi4py import MPI
+    """Measure `plan` (a dict, see `health.api`) on `comm`.
 
+    `out`: where rank 0 keeps the records after every step, a path or a
+    callable taking the `results.Raw` (a Dask worker also reports progress).
+    Returns the records on rank 0."""
     me = comm.Get_rank()
+    if not callable(out):
+        out = functools.partial(results.Raw.write, path=out)
     node_of, nodes = node_layout(comm, plan["hosts"])
     leaders = [node_of.index(k) for k in range(len(nodes))]
     local = comm.Split(color=node_of[me], key=me)
     raw = results.Raw(nodes, list(range(comm.Get_size())), node_of, plan)
     waves = [[tuple(p) for p in w] for w in plan["waves"]]
-    # one connection per pair of each wave, made once (pairs of a wave are disjoint)
-    links = []
-    for w, pairs in enumerate(waves):
-        mine = next((k for k, (a, b) in enumerate(pairs) if me in (leaders[a], leaders[b])), None)
-        pc = comm.Split(color=MPI.UNDEFINED if mine is None else mine, key=me)
-        links.append(None if pc == MPI.COMM_NULL else (pc, connect_pair(pc), pairs[mine]))
+    links = pair_links(comm, waves, leaders)
     peaks = comm.gather(memcpy_bandwidth(plan["local_bytes"] * 4), root=0)
     if me == 0:
         raw.peaks = peaks
@@ -137,13 +142,150 @@ def run(comm, plan, progress, out):
         for w, link in enumerate(links):
             rec = _pair_check(link, plan, progress, w) if link else None
             _collect(comm, raw, "pair", rec, rep, out)
+    close_links(links)
+    local.Free()
+    if plan.get("bisect"):
+        _bisection(comm, raw, plan, progress, leaders, out)
+    progress.phase("done")
+    return raw
+
+
+def pair_links(comm, waves, leaders):
+    """One connection per pair of each wave (pairs of a wave are disjoint),
+    made once: [None or (pair communicator, socket, pair)] a wave."""
+    from mpi4py import MPI
+    me, links = comm.Get_rank(), []
+    for pairs in waves:
+        mine = next((k for k, (a, b) in enumerate(pairs) if me in (leaders[a], leaders[b])), None)
+        pc = comm.Split(color=MPI.UNDEFINED if mine is None else mine, key=me)
+        links.append(None if pc == MPI.COMM_NULL else (pc, connect_pair(pc), tuple(pairs[mine])))
+    return links
+
+
+def close_links(links):
     for link in links:
         if link:
             link[1].close()
             link[0].Free()
-    local.Free()
-    progress.phase("done")
-    return raw
+
+
+def _bisection(comm, raw, plan, progress, leaders, out):
+    """Rank 0's `bisect.Descent` says what to measure; every rank takes part
+    in each step (`_ring_step`, `_pairs_step`) until it is done."""
+    from .bisect import Descent
+    me, spec, descent = comm.Get_rank(), plan["bisect"], None
+    if me == 0:
+        leaf = spec.get("leaf")
+        descent = Descent(spec["order"], spec["threshold"],
+                          (lambda k: leaf[k]) if leaf else None, raw.nodes)
+    for index in itertools.count():
+        step = comm.bcast(descent.next() if me == 0 else None, root=0)
+        if step is None:
+            break
+        measure = _pairs_step if step["kind"] == "pairs" else _ring_step
+        rates = measure(comm, step, plan, progress, leaders, index)
+        if me == 0:
+            descent.record(rates)["at"] = time.time()
+            raw.bisect, raw.bisect_note = descent.path, descent.note
+            out(raw)
+
+
+def _pairs_step(comm, step, plan, progress, leaders, index):
+    """Rates (B/s each way, one list a repeat, one value a pair) of the
+    suspects' pairs with good nodes, wave by wave."""
+    links = pair_links(comm, step["waves"], leaders)
+    where = {tuple(p): k for k, p in enumerate(step["groups"])}
+    per_rep = []
+    for _ in range(plan["repeats"]):
+        row = [float("nan")] * len(where)
+        for w, link in enumerate(links):
+            quiet_wait(comm)
+            recs = comm.gather(_pair_check(link, plan, progress, index) if link else None, root=0)
+            for r in recs or ():
+                if r is not None:
+                    row[where[(r["a"], r["b"])]] = r["bw_bytes"] / float(np.median(r["bw_s"]))
+        per_rep.append(row)
+    close_links(links)
+    return per_rep
+
+
+def _ring_step(comm, step, plan, progress, leaders, index):
+    """Busbw (B/s, one list a repeat, one value a group) of every group's
+    ring all_reduce, all groups at the same time."""
+    from mpi4py import MPI
+    me, groups, nb = comm.Get_rank(), step["groups"], plan["bw_bytes"]
+    node = leaders.index(me) if me in leaders else None
+    mine = next((k for k, g in enumerate(groups) if node in g), None)
+    # ring order = the group's order (topology order: fewest uplinks crossed)
+    gc = comm.Split(color=MPI.UNDEFINED if mine is None else mine,
+                    key=0 if mine is None else groups[mine].index(node))
+    ring = None if gc == MPI.COMM_NULL else ring_links(gc)
+    per_rep = []
+    for _ in range(plan["repeats"]):
+        quiet_wait(comm)
+        rec = None
+        if ring:
+            n = gc.Get_size()
+            x, tmp = np.empty(nb // 8), np.empty(nb // 8)
+            progress.enter("bisect all_reduce", nb, index)
+            t = _timed(lambda: ring_allreduce(ring, x, tmp, gc.Get_rank(), n), plan["bw_iters"],
+                       1, progress)
+            if not x[0] == x[-1] == n * (n + 1) / 2:  # each rank put in its rank + 1
+                raise RuntimeError(f"the ring all_reduce of {n} nodes summed to {x[0]}, "
+                                   f"{x[-1]}, not {n * (n + 1) / 2}")
+            gc.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)  # it ends when the last rank has it
+            if gc.Get_rank() == 0:
+                rec = (mine, 2 * (n - 1) / n * nb / float(np.median(t)))
+        recs = comm.gather(rec, root=0)
+        row = [float("nan")] * len(groups)
+        for r in recs or ():
+            if r is not None:
+                row[r[0]] = r[1]
+        per_rep.append(row)
+    if ring:
+        for s in ring:
+            s.close()
+        gc.Free()
+    return per_rep
+
+
+def ring_links(gc, timeout=30.0):
+    """(to the right, from the left): TCP connections to the next and
+    previous rank of `gc`, blocking, for the reason `connect_pair` gives."""
+    n, r = gc.Get_size(), gc.Get_rank()
+    srv = socket.create_server(("", 0))
+    srv.settimeout(timeout)
+    ends = gc.allgather((interface_addresses(), srv.getsockname()[1]))
+    right = _connect_any(*ends[(r + 1) % n])  # the peer's backlog holds it until accept
+    left, _ = srv.accept()
+    srv.close()
+    for s in (right, left):
+        s.settimeout(None)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return right, left
+
+
+def ring_allreduce(ring, x, tmp, r, n):
+    """Sum of `x` over the ring, in place (reduce-scatter, then all-gather,
+    n - 1 steps each): every link carries 2 (n - 1) / n of `x`, so the ring
+    runs at its slowest link's rate.  `x` starts as r + 1 everywhere."""
+    import threading
+    right, left = ring
+    x.fill(r + 1.0)
+    chunks = np.array_split(x, n)
+
+    def shift(send, into):
+        sender = threading.Thread(target=right.sendall, args=(memoryview(send).cast("B"),))
+        sender.start()
+        _recv_exact(left, memoryview(into).cast("B"))
+        sender.join()
+    for s in range(n - 1):
+        k = (r - s - 1) % n
+        got = tmp[:chunks[k].size]
+        shift(chunks[(r - s) % n], got)
+        chunks[k] += got
+    for s in range(n - 1):
+        shift(chunks[(r + 1 - s) % n], chunks[(r - s) % n])
 
 
 def interface_addresses():
@@ -177,18 +319,21 @@ def connect_pair(pc, timeout=30.0):
         srv.close()
     else:
         addrs, port = pc.recv(source=0, tag=5)
-        conn, errors = None, []
-        for addr in addrs:
-            try:
-                conn = socket.create_connection((addr, port), timeout=5)
-                break
-            except OSError as e:
-                errors.append(f"{addr}: {e}")
-        if conn is None:
-            raise OSError(f"cannot reach the pair's other end on port {port}: {'; '.join(errors)}")
+        conn = _connect_any(addrs, port)
     conn.settimeout(None)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return conn
+
+
+def _connect_any(addrs, port):
+    """A connection to the first of `addrs` that answers on `port`."""
+    errors = []
+    for addr in addrs:
+        try:
+            return socket.create_connection((addr, port), timeout=5)
+        except OSError as e:
+            errors.append(f"{addr}: {e}")
+    raise OSError(f"cannot reach the other end on port {port}: {'; '.join(errors)}")
 
 
 def _recv_exact(conn, view):
@@ -208,7 +353,7 @@ def _collect(comm, raw, kind, rec, rep, out):
         for r in recs:
             if r is not None:
                 raw.add(kind, rep, {**r, "at": time.time()})
-        raw.write(out)
+        out(raw)
 
 
 def _local_check(local, plan, progress, node):

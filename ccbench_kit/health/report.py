@@ -33,6 +33,21 @@ def verdict_of(ds):
     return json.loads(ds.attrs.get("doctor_verdict") or "{}")
 
 
+def bisection_markdown(ds):
+    """The bisection's path as a Markdown table: each step's groups, their
+    median busbw, the ratio and the decision."""
+    spec = json.loads(ds.attrs.get("doctor_bisect") or "{}")
+    nodes = list(json.loads(ds.attrs["doctor_nodes"]))
+    rows = ["| step | groups (median busbw, Mbit/s) | decision |", "|---|---|---|"]
+    for e in spec.get("path", []):
+        groups = "; ".join(f"{'+'.join(nodes[k] for k in g)} ({bw * 8 / 1e6:.0f})"
+                           for g, bw in zip(e["groups"], e["median_busbw"]))
+        rows.append(f"| {e['kind']} | {groups} | {e.get('decision', '')} |")
+    if spec.get("note"):
+        rows += ["", spec["note"]]
+    return "\n".join(["## Bisection of the all_reduce", "", *rows])
+
+
 def matrices(ds):
     """(nodes, bandwidth Mbit/s, latency µs): node x node medians over every
     iteration of every repeat, NaN on the diagonal and where not measured."""

@@ -50,6 +50,7 @@ class Raw:
         self.peaks = []
         self.started = None  # time.time() when the measuring started
         self.local, self.pair = [], []
+        self.bisect, self.bisect_note = [], ""  # the descent's path (`bisect.Descent`)
         self.complete = False
 
     def add(self, kind, rep, record):
@@ -58,7 +59,8 @@ class Raw:
     def to_json(self):
         return json.dumps({"nodes": self.nodes, "ranks": self.ranks, "node_of": self.node_of,
                            "plan": self.plan, "peaks": self.peaks, "started": self.started, "local": self.local,
-                           "pair": self.pair, "complete": self.complete})
+                           "pair": self.pair, "bisect": self.bisect,
+                           "bisect_note": self.bisect_note, "complete": self.complete})
 
     def write(self, path):
         atomic_write_text(path, self.to_json())
@@ -70,6 +72,7 @@ class Raw:
         raw = cls(d["nodes"], d["ranks"], d["node_of"], d["plan"])
         raw.peaks, raw.local, raw.pair = d["peaks"], d["local"], d["pair"]
         raw.started = d.get("started")
+        raw.bisect, raw.bisect_note = d.get("bisect", []), d.get("bisect_note", "")
         raw.complete = d.get("complete", False)
         return raw
 

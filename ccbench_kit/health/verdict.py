@@ -36,7 +36,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-THRESHOLDS = {"local": 5.0, "bandwidth": 0.75, "latency": 2.0}
+from . import bisect as _bisect
+
+THRESHOLDS = {"local": 5.0, "bandwidth": 0.75, "latency": 2.0, "bisect": _bisect.THRESHOLD}
 AGREE = 0.6
 AGREE_LOCAL = 0.8  # load from elsewhere makes a node's local time jump now and then
 BOOT = 2000
@@ -62,7 +64,7 @@ class Finding:
         return f"{self.node} link" if self.kind == "link" else self.node
 
     def sentence(self):
-        if self.metric in ("hang", "loss"):
+        if self.metric in ("hang", "loss", "bisection"):
             return f"{self.label}: {self.detail}"
         what = {"local": "intra-node 8 B all_reduce time", "bandwidth": "bandwidth of its pairs",
                 "latency": "latency of its pairs"}[self.metric]
@@ -143,9 +145,10 @@ def judge(raw, thresholds=None, seed=0):
         import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            metrics = {"local": (raw.local_matrix("lat"), local_ratios, True),
-                       "bandwidth": (raw.pair_matrix("bw"), node_ratios, False),
-                       "latency": (raw.pair_matrix("lat"), node_ratios, True)}
+            metrics = {"local": (raw.local_matrix("lat"), local_ratios, True)}
+            if raw.plan["waves"]:  # not when bisection replaced the pair matrix
+                metrics.update({"bandwidth": (raw.pair_matrix("bw"), node_ratios, False),
+                                "latency": (raw.pair_matrix("lat"), node_ratios, True)})
             verdict = Verdict()
             flagged = {}
             for name, (values, ratio_fn, slow_high) in metrics.items():
@@ -168,20 +171,54 @@ def judge(raw, thresholds=None, seed=0):
                         flagged.setdefault(x, {})[name] = Finding(
                             nodes[x], "link" if name == "bandwidth" else "node", name, med,
                             own, ref, f"{votes}/{total}", ci)
-    verdict.scores["loss"] = {}
-    for x, finding in _loss(raw).items():
+    for x, finding in (_loss(raw) if raw.plan["waves"] else {}).items():
+        verdict.scores.setdefault("loss", {})
         verdict.scores["loss"][nodes[x]] = round(finding.ratio, 4)
         if finding.kind:
             flagged.setdefault(x, {})["loss"] = finding
-    if n == 2:
+    for x, finding in _bisection(raw, th["bisect"]).items():
+        flagged.setdefault(x, {})["bisection"] = finding
+    if raw.bisect_note:
+        verdict.notes.append(raw.bisect_note)
+    if n == 2 and raw.plan["waves"]:
         verdict.notes.append("two nodes: the pair's bandwidth and latency have no other pair "
                              "to compare with; only the local check can single one out")
     for x in sorted(flagged):
         found = flagged[x]
         pick = found.get("local") or found.get("bandwidth") or found.get("loss") \
-            or found.get("latency")
+            or found.get("bisection") or found.get("latency")
         verdict.findings.append(pick)
     return verdict
+
+
+def _bisection(raw, threshold):
+    """{node: Finding} of the bisection's culprits (`bisect.replay` of the
+    recorded path)."""
+    spec = raw.plan.get("bisect")
+    if not spec or not raw.bisect:
+        return {}
+    leaf = spec.get("leaf")
+    d = _bisect.replay(spec["order"], raw.bisect, threshold,
+                       (lambda k: leaf[k]) if leaf else None, raw.nodes)
+    if not d.culprits:
+        return {}
+    label = lambda g: "+".join(raw.nodes[k] for k in g)  # noqa: E731
+    trail = [label(d.path[0]["groups"][0])] + [
+        f"{label(e['slower'])} ({1 / e['ratio'] if e['slower'] == e['groups'][0] else e['ratio']:.2f}x"
+        " slower than the other half)" for e in d.path if "slower" in e]
+    last, out = d.path[-1], {}
+    for c in d.culprits:
+        k = next(i for i, p in enumerate(last["groups"]) if p[0] == c["node"])
+        rates = last["median_busbw"]
+        ref = float(np.median([r for i, r in enumerate(rates) if i != k]))
+        detail = (f"bisection of the all_reduce: {' -> '.join(trail)}; its pair with "
+                  f"{raw.nodes[last['groups'][k][1]]} (known good) ran at "
+                  f"{_fmt('bandwidth', rates[k])} vs {_fmt('bandwidth', ref)} for the other "
+                  f"pairs ({1 / c['ratio']:.2f}x slower; {c['agree']} repeats agree; 90% CI "
+                  f"of the ratio {c['ci'][0]:.2f}-{c['ci'][1]:.2f})")
+        out[c["node"]] = Finding(raw.nodes[c["node"]], "link", "bisection", c["ratio"],
+                                 rates[k], ref, c["agree"], tuple(c["ci"]), detail)
+    return out
 
 
 def _loss(raw):

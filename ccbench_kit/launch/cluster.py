@@ -177,6 +177,31 @@ def start(nranks, *, scheduler_file=None, interface=None, dashboard=None, timeou
     return Cluster(info, proc)
 
 
+def connect(scheduler_file=None, timeout=5):
+    """A `distributed.Client` of the cluster whose scheduler wrote
+    `scheduler_file`; ConfigError naming --scheduler-file when the file is
+    missing or unreadable, or no scheduler answers there."""
+    from .._optional import require
+    require("distributed", "cluster")
+    path = scheduler_path(scheduler_file)
+    try:
+        with open(path) as f:
+            address = json.load(f)["address"]
+    except FileNotFoundError:
+        raise ConfigError(f"{path} does not exist: no cluster wrote it; start one with "
+                          "`ccbench cluster start`", "--scheduler-file") from None
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{path} is not a Dask scheduler file ({e})",
+                          "--scheduler-file") from None
+    from distributed import Client
+    try:
+        return Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError):
+        raise ConfigError(f"no scheduler answers at {address} (from {path}) within "
+                          f"{timeout:.0f} s: the cluster is not running", "--scheduler-file") \
+            from None
+
+
 def _refuse_running(path):
     info = read_state(path, missing_ok=True)
     if info and _alive(info.pid):
