@@ -52,6 +52,19 @@ def scores(out):
         return {}
 
 
+def left_jobs(cluster, wait=20):
+    """Slurm jobs still running or pending `wait` s after a check ended (a
+    check must release its allocation; one left behind holds the nodes'
+    CPUs and the next check waits for them)."""
+    deadline = time.monotonic() + wait
+    while True:
+        q = cluster.login(["squeue", "-h", "-o", "%i %T"], timeout=30).stdout.split("\n")
+        jobs = [l for l in q if l.strip()]
+        if not jobs or time.monotonic() > deadline:
+            return jobs
+        time.sleep(1)
+
+
 def named(line):
     """{node names} in a verdict line."""
     body = line.split(":", 1)[1]
@@ -96,6 +109,7 @@ def bench(n, kinds, name, path, seed):
                 finally:
                     if key:
                         c.clear(key)
+                left = left_jobs(c)
                 got = named(line)
                 printed = "(none printed)" not in line and "unknown" not in line
                 hit = printed and got == ({node} if node else set())
@@ -104,9 +118,9 @@ def bench(n, kinds, name, path, seed):
                 load = os.getloadavg()[0]
                 rows.append({"kind": kind, "node": node, "verdict": line, "hit": hit,
                              "exact": exact, "seconds": round(took, 1), "exit": rc,
-                             "load1": round(load, 1), "scores": scores(
+                             "load1": round(load, 1), "jobs_left": left, "scores": scores(
                                  f"/tmp/{name}-doctor-{kind}-{i}.nc"),
-                             **({} if printed else {"output": text[-600:]})})
+                             **({} if hit else {"output": text[-4000:]})})
                 print(f"{kind:15s} {node or '-':6s} {line:30s} hit={hit} exact={exact} "
                       f"{took:5.0f} s load {load:.1f}", flush=True)
                 with open(path, "w") as f:

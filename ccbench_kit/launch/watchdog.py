@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 
@@ -283,16 +284,29 @@ def kill_tree(proc, run_id, grace=3.0, at_once=False):
     processes of the run get SIGKILL first.  Open MPI takes its ranks down
     with SIGCONT before SIGTERM: that wakes a stopped rank, and in the
     moment before SIGTERM lands the job went on, finished the size the
-    stall named and saved it, so the results contradicted the message."""
+    stall named and saved it, so the results contradicted the message.
+    Only the ranks (and their heartbeat children) get it: the launchers
+    (mpirun, salloc, srun) get SIGTERM, so that Slurm's release the
+    allocation and the step rather than leave a job running on the nodes."""
     if at_once:
         for pid in processes_with_env("CCB_RUN_ID", run_id):
-            _quietly(os.kill, pid, signal.SIGKILL)
+            if _runs_this_python(pid):
+                _quietly(os.kill, pid, signal.SIGKILL)
     _quietly(os.killpg, proc.pid, signal.SIGTERM)
     _quietly(proc.wait, timeout=grace)
     _quietly(os.killpg, proc.pid, signal.SIGKILL)
     for pid in processes_with_env("CCB_RUN_ID", run_id):
         _quietly(os.kill, pid, signal.SIGKILL)
     _quietly(proc.wait, timeout=grace)
+
+
+def _runs_this_python(pid):
+    """Whether process `pid` runs this interpreter (a rank or its heartbeat
+    child; the launchers are other programs)."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe") == os.path.realpath(sys.executable)
+    except OSError:
+        return False
 
 
 def _quietly(fn, *args, **kwargs):
