@@ -225,13 +225,35 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     def describe(stall):
         stalls.append(stall)
         return describe_stall(stall, step_name(stall.row))
-    results.remove(raw_path)
-    launched = time.time()
-    with tempfile.TemporaryDirectory(prefix="ccbench-doctor-") as run_dir:
-        failure, _, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], nranks,
-                               run_dir, describe=describe, call_timeout=timeout, command=cmd,
-                               env=env)
-    return _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, launched)
+    earlier = []
+    for attempt in (1, 2):
+        results.remove(raw_path)
+        launched = time.time()
+        with tempfile.TemporaryDirectory(prefix="ccbench-doctor-") as run_dir:
+            failure, _, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)],
+                                      nranks, run_dir, describe=describe, call_timeout=timeout,
+                                      command=cmd, env=env)
+        if attempt == 2 or not _stuck_starting(failure, stalls, raw_path):
+            break
+        # every rank alive, none ahead of the others, nothing measured: MPI's
+        # own start-up (Open MPI's TCP wire-up hangs when its handshake meets
+        # a lost packet) stopped, not a node; one more start says which
+        earlier.append(f"attempt 1 stopped before its first measurement and was started "
+                       f"again: {failure.splitlines()[0]}")
+        stalls.clear()
+    diagnosis = _finish(raw_path, out, names, plan, failure, stalls, thresholds, command,
+                        launched)
+    diagnosis.verdict.notes[:0] = earlier
+    return diagnosis
+
+
+def _stuck_starting(failure, stalls, raw_path):
+    """Whether a failed run stalled with every rank alive and stuck together
+    (no culprit) before any record was written."""
+    if failure is None or not stalls or stalls[-1].kind != "stuck":
+        return False
+    return not os.path.exists(raw_path) or not (results.Raw.read(raw_path).local
+                                                or results.Raw.read(raw_path).pair)
 
 
 def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, thresholds,
