@@ -139,3 +139,22 @@ def test_chain_fit_uses_the_runs_segment():
     ds.attrs["segment_bytes"] = 0
     ds.attrs["backend"] = "mpi"
     assert fit(ds)["chain"].segment_bytes == 256 << 10
+
+
+def test_a_latency_bound_piece_is_judged_by_its_rms():
+    """8 B..2 KiB of a 20 µs link: the times barely move, so R² has no
+    spread to explain but noise; the line holds on its rms.  A sweep whose
+    times do span a range still needs R²."""
+    flat = synthetic_dataset("sendrecv", ["mpi"], sizes=[8 << k for k in range(9)], nranks=2,
+                             iters=20, alpha=20e-6, beta=1e-12, noise=0.05, seed=3,
+                             generic_latency=20e-6)
+    f = fit(flat)["mpi"]
+    assert f.r2_log < 0.98 and f.rms_inliers < 0.05
+    assert f.holds, f.why_not
+    assert f.alpha == pytest.approx(20e-6, rel=0.05)
+    curved = synthetic_dataset("sendrecv", ["mpi"], sizes=[8 << k for k in range(16)], nranks=2,
+                               iters=20, alpha=20e-6, beta=1e-9, noise=0.03, seed=3,
+                               generic_latency=20e-6)
+    # every other size 3x slower: a zigzag no line follows, over a wide span
+    curved["latency"].values[:, :, 1::2] *= 3
+    assert "R² (log)" in fit(curved)["mpi"].why_not
