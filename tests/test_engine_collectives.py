@@ -202,7 +202,6 @@ from ccbench_kit.harness import Sweep
 
 comm = MPI.COMM_WORLD
 p = comm.Get_size()
-DTYPES = sys.argv[1].split(",")
 results = {}
 for dtype in ("fp8_e4m3", "fp8_e5m2"):
     for name, ops in (("all_reduce", ["sum", "prod", "min", "max", "avg"]),
