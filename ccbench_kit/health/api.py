@@ -252,8 +252,10 @@ def _stuck_starting(failure, stalls, raw_path):
     (no culprit) before any record was written."""
     if failure is None or not stalls or stalls[-1].kind != "stuck":
         return False
-    return not os.path.exists(raw_path) or not (results.Raw.read(raw_path).local
-                                                or results.Raw.read(raw_path).pair)
+    if not os.path.exists(raw_path):
+        return True
+    raw = results.Raw.read(raw_path)
+    return not (raw.local or raw.pair)
 
 
 def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, thresholds,

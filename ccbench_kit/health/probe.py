@@ -259,10 +259,7 @@ def ring_links(gc, timeout=30.0):
     right = _connect_any(*ends[(r + 1) % n])  # the peer's backlog holds it until accept
     left, _ = srv.accept()
     srv.close()
-    for s in (right, left):
-        s.settimeout(None)
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return right, left
+    return _blocking(right), _blocking(left)
 
 
 def ring_allreduce(ring, x, tmp, r, n):
@@ -320,6 +317,11 @@ def connect_pair(pc, timeout=30.0):
     else:
         addrs, port = pc.recv(source=0, tag=5)
         conn = _connect_any(addrs, port)
+    return _blocking(conn)
+
+
+def _blocking(conn):
+    """`conn` made blocking, without Nagle (a message goes out as it is sent)."""
     conn.settimeout(None)
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return conn

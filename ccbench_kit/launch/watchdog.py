@@ -286,7 +286,7 @@ def kill_tree(proc, run_id, grace=3.0, at_once=False):
     moment before SIGTERM lands the job went on, finished the size the
     stall named and saved it, so the results contradicted the message.
     Only the ranks (and their heartbeat children) get it: the launchers
-    (mpirun, salloc, srun) get SIGTERM, so that Slurm's release the
+    (mpirun, salloc, srun) get SIGTERM, so that salloc and srun release the
     allocation and the step rather than leave a job running on the nodes."""
     if at_once:
         for pid in processes_with_env("CCB_RUN_ID", run_id):
