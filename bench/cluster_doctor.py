@@ -96,6 +96,7 @@ def bench(n, kinds, name, path, seed):
                     continue
                 node = rng.choice(c.config.node_names) if kind != "clean" else None
                 key = None
+                out = f"/tmp/{name}-doctor-{kind}-{i}.nc"
                 try:
                     if node:
                         key = c.fault(kind, node)
@@ -105,7 +106,7 @@ def bench(n, kinds, name, path, seed):
                     skipped.add(kind)
                     continue
                 try:
-                    line, text, took, rc = doctor(c, f"/tmp/{name}-doctor-{kind}-{i}.nc")
+                    line, text, took, rc = doctor(c, out)
                 finally:
                     if key:
                         c.clear(key)
@@ -118,8 +119,8 @@ def bench(n, kinds, name, path, seed):
                 load = os.getloadavg()[0]
                 rows.append({"kind": kind, "node": node, "verdict": line, "hit": hit,
                              "exact": exact, "seconds": round(took, 1), "exit": rc,
-                             "load1": round(load, 1), "jobs_left": left, "scores": scores(
-                                 f"/tmp/{name}-doctor-{kind}-{i}.nc"),
+                             "load1": round(load, 1), "jobs_left": left,
+                             "scores": scores(out),
                              **({} if hit else {"output": text[-4000:]})})
                 print(f"{kind:15s} {node or '-':6s} {line:30s} hit={hit} exact={exact} "
                       f"{took:5.0f} s load {load:.1f}", flush=True)

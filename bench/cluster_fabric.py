@@ -32,9 +32,9 @@ SORTED = ["node1", "node2", "node3", "node4"]
 CROSSING = ["node1", "node3", "node2", "node4"]
 
 
-def ccbench(cluster, job, args, out, prefix=()):
-    cmd = [*prefix, CCBENCH, "run", *args, "-S", "--slurm-job-id", job, "--out", out]
-    proc = cluster.login(cmd, timeout=900)
+def ccbench(cluster, job, args, out, env=None):
+    cmd = [CCBENCH, "run", *args, "-S", "--slurm-job-id", job, "--out", out]
+    proc = cluster.login(cmd, timeout=900, env=env)  # srun passes the environment on
     if proc.returncode != 0:
         sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
     import ccbench_kit as ccb
@@ -66,8 +66,7 @@ def alpha_beta(cluster, job, workdir, rate_mbit, pair, env=None, tag="default"):
     from ccbench_kit.theory.fit import fit
     args = ["sendrecv", "-r", "2", "--hosts", *pair, "-b", "8", "-e", "8M", "-f", "2", "-n", "9",
             "-w", "2", "-z", "1", "--placement", "out_of_place"]
-    prefix = ["env", *(f"{k}={v}" for k, v in (env or {}).items())] if env else []
-    ds = ccbench(cluster, job, args, os.path.join(workdir, f"sendrecv-{tag}.nc"), prefix)
+    ds = ccbench(cluster, job, args, os.path.join(workdir, f"sendrecv-{tag}.nc"), env)
     shaped = rate_mbit * 1e6 / 8                      # B/s
     out = {"pair": pair, "hosts": list(ds.host.values), "shaped_MBps": shaped / 1e6,
            "slurm_job_id": ds.attrs.get("slurm_job_id"), "launcher": ds.attrs.get("launcher"),
