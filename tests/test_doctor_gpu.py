@@ -31,7 +31,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not isinstance(_N, int),
 def _doctor(tmp_path, *args):
     p = subprocess.run([sys.executable, "-m", "ccbench_kit", "doctor", "--local", "--repeats",
                         "3", *args], capture_output=True, text=True, cwd=tmp_path, timeout=200,
-                       env={**os.environ, "PYTHONPATH": ROOT})
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                           [ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])})
     return p.returncode, p.stdout, p.stderr
 
 

@@ -65,10 +65,12 @@ def plot(ds, ax=None):
     ax = ax or plt.subplots(figsize=(8, 3.4))[1]
     bars = [(fig, ref) for fig in FIGURES for ref in ("preset", "baseline")]
     width = 0.8 / len(bars)
+    colors = dict(zip(FIGURES, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     for k, (fig, ref) in enumerate(bars):
         vals = [(scores.get(fig, {}).get(lab, {}) or {}).get(ref) for lab in labels]
         ax.bar(np.arange(len(labels)) + k * width, [np.nan if v is None else v for v in vals],
-               width, label=f"{SHORT[fig]} / {ref}", hatch="//" if ref == "baseline" else None)
+               width, label=f"{SHORT[fig]} / {ref}", color=colors[fig],
+               hatch="//" if ref == "baseline" else None, edgecolor="w")
     ax.axhline(1, color="k", lw=0.8)
     ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2,
                   [f"{lab} *" if lab in flagged else lab for lab in labels])
