@@ -180,3 +180,19 @@ def test_cli_no_gpu_and_bad_files(tmp_path):
     rc, out, err = _cli(tmp_path, "--local", "--hosts", "a", "b")
     assert rc == 2 and "--hosts does not apply" in err
     assert sorted(os.listdir(tmp_path)) == ["other.json"]  # nothing written
+
+
+def test_report_page_shows_the_verdict_and_bars(tmp_path):
+    pytest.importorskip("papermill")
+    ds = gpu_run({(2, "matmul_tflops"): 0.4})
+    base = tmp_path / "b.json"
+    baseline.save(gpu_run(seed=5), base)
+    ds.attrs["doctor_verdict"] = json.dumps(judge.judge(ds, baseline.load(base)).to_dict(),
+                                            default=float)
+    check.save(ds, tmp_path / "r.nc")
+    page = open(report.html(tmp_path / "r.nc", tmp_path / "r.html")).read()
+    assert "verdict: n1 gpu2" in page and "bf16 matmul" in page
+    executed = json.loads((tmp_path / "r.ipynb").read_text())
+    images = [o for c in executed["cells"] for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert len(images) == 1  # the per-GPU bars

@@ -91,30 +91,27 @@ def judge(ds, baseline=None, preset_of=None, seed=0):
             row = {"value": round(float(np.nanmedian(mine)), 2), "peers": None, "preset": None,
                    "baseline": None}
             others = np.delete(flat, i, axis=0)
-            if others.shape[0]:
-                with np.errstate(all="ignore"):
-                    ratios = mine / np.nanmedian(others, axis=0)
-                med, votes, total, ci = _summary(ratios, False, PEER_THRESHOLD, rng)
-                row["peers"] = round(med, 4)
-                if total and med <= PEER_THRESHOLD and ci[1] < 1 and votes >= AGREE * total:
+
+            def vote(ref, ratios, threshold, against):
+                """Score `ratios` (one a repeat); a reason when they pass the rule."""
+                med, votes, total, ci = _summary(ratios, False, threshold, rng)
+                row[ref] = round(med, 4)
+                if total and med <= threshold and ci[1] < 1 and votes >= AGREE * total:
                     f = finding(place)
                     f.moved.append(figure)
                     f.reasons.append(
-                        f"{SHORT[figure]} {fmt(figure, np.nanmedian(mine))} is {med:.2f}x the "
-                        f"other GPUs' median {fmt(figure, np.nanmedian(others))} (peers; "
-                        f"{votes}/{total} repeats agree; 90% CI {ci[0]:.2f}-{ci[1]:.2f})")
+                        f"{SHORT[figure]} {fmt(figure, np.nanmedian(mine))} is {med:.2f}x "
+                        f"{against} ({votes}/{total} repeats agree; 90% CI "
+                        f"{ci[0]:.2f}-{ci[1]:.2f})")
+            if others.shape[0]:
+                with np.errstate(all="ignore"):
+                    vote("peers", mine / np.nanmedian(others, axis=0), PEER_THRESHOLD,
+                         f"the other GPUs' median {fmt(figure, np.nanmedian(others))} (peers)")
             preset = presets[place]
             typical = preset.extra.get(FIGURES[figure][2]) if preset else None
             if typical:
-                med, votes, total, ci = _summary(mine / typical, False, PRESET_THRESHOLD, rng)
-                row["preset"] = round(med, 4)
-                if total and med <= PRESET_THRESHOLD and ci[1] < 1 and votes >= AGREE * total:
-                    f = finding(place)
-                    f.moved.append(figure)
-                    f.reasons.append(
-                        f"{SHORT[figure]} {fmt(figure, np.nanmedian(mine))} is {med:.2f}x the "
-                        f"preset's typical {fmt(figure, typical)} ({preset.name}; {votes}/"
-                        f"{total} repeats agree; 90% CI {ci[0]:.2f}-{ci[1]:.2f})")
+                vote("preset", mine / typical, PRESET_THRESHOLD,
+                     f"the preset's typical {fmt(figure, typical)} ({preset.name})")
             s = by_place.get((place[0], place[1], figure))
             if s is not None:
                 row["baseline"] = round(s.ratio, 4)

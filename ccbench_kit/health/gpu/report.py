@@ -80,16 +80,8 @@ def plot(ds, ax=None):
     return ax
 
 
+
 def html(results, output, title="ccbench doctor --local", timeout=600):
     """Execute notebooks/doctor_gpu.ipynb for `results` and write `output` (.html)."""
-    from pathlib import Path
-
-    from ...errors import ConfigError
-    from ...report.driver import execute, write_html
-    output = Path(output)
-    if output.suffix != ".html":
-        raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "--report")
-    execute("doctor_gpu.ipynb", output, {"results": str(Path(results).resolve()),
-                                         "title": title}, timeout=timeout)
-    write_html(output.with_suffix(".ipynb"), output, title=title)
-    return str(output)
+    from ..report import html as _html
+    return _html(results, output, title, timeout, notebook="doctor_gpu.ipynb")
