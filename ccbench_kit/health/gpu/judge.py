@@ -49,6 +49,12 @@ class GpuFinding:
     def label(self):
         return f"{self.node} gpu{self.gpu}" + (" nvlink" if self.kind == "nvlink" else "")
 
+    def add(self, what, reason):
+        """`what` moved (a figure or an NVML field), and why."""
+        if what not in self.moved:
+            self.moved.append(what)
+        self.reasons.append(reason)
+
     def sentence(self):
         return f"{self.label}: " + "; ".join(self.reasons)
 
@@ -97,12 +103,10 @@ def judge(ds, baseline=None, preset_of=None, seed=0):
                 med, votes, total, ci = _summary(ratios, False, threshold, rng)
                 row[ref] = round(med, 4)
                 if total and med <= threshold and ci[1] < 1 and votes >= AGREE * total:
-                    f = finding(place)
-                    f.moved.append(figure)
-                    f.reasons.append(
+                    finding(place).add(figure, (
                         f"{SHORT[figure]} {fmt(figure, np.nanmedian(mine))} is {med:.2f}x "
                         f"{against} ({votes}/{total} repeats agree; 90% CI "
-                        f"{ci[0]:.2f}-{ci[1]:.2f})")
+                        f"{ci[0]:.2f}-{ci[1]:.2f})"))
             if others.shape[0]:
                 with np.errstate(all="ignore"):
                     vote("peers", mine / np.nanmedian(others, axis=0), PEER_THRESHOLD,
@@ -116,18 +120,14 @@ def judge(ds, baseline=None, preset_of=None, seed=0):
             if s is not None:
                 row["baseline"] = round(s.ratio, 4)
                 if s.flagged:
-                    f = finding(place)
-                    f.moved.append(figure)
-                    f.reasons.append(
+                    finding(place).add(figure, (
                         f"{SHORT[figure]} {fmt(figure, s.now)} is {s.ratio:.2f}x the baseline's "
                         f"{fmt(figure, s.base)} (baseline {baseline.path}; 90% CI "
-                        f"{s.ci[0]:.2f}-{s.ci[1]:.2f}; robust z {s.z:.1f})")
+                        f"{s.ci[0]:.2f}-{s.ci[1]:.2f}; robust z {s.z:.1f})"))
             verdict.scores[figure][f"{place[0]}/gpu{place[1]}"] = row
     for place in places:
         _state(ds, place, finding)
     verdict.findings = [found[k] for k in sorted(found, key=lambda k: (k[0], k[1]))]
-    for f in verdict.findings:
-        f.moved = list(dict.fromkeys(f.moved))
     _notes(ds, verdict, places, presets, baseline)
     return verdict
 
@@ -150,20 +150,15 @@ def _state(ds, place, finding):
     for key, bad, say in checks:
         v = get(key)
         if math.isfinite(v) and bad(v):
-            f = finding(place)
-            f.moved.append(key)
-            f.reasons.append(say(v))
+            finding(place).add(key, say(v))
     w, wmax = get("pcie_width"), get("pcie_width_max")
     if math.isfinite(w) and math.isfinite(wmax) and w < wmax:
-        f = finding(place)
-        f.moved.append("pcie_width")
-        f.reasons.append(f"PCIe link x{w:.0f} of x{wmax:.0f} (gen {get('pcie_gen'):.0f} of "
-                         f"{get('pcie_gen_max'):.0f})")
+        finding(place).add("pcie_width", f"PCIe link x{w:.0f} of x{wmax:.0f} (gen "
+                                         f"{get('pcie_gen'):.0f} of {get('pcie_gen_max'):.0f})")
     up, links = get("nvlink_up"), get("nvlink_links")
     if math.isfinite(links) and links > 0 and up < links:
-        f = finding(place, "nvlink")
-        f.moved.append("nvlink_up")
-        f.reasons.append(f"{links - up:.0f} of {links:.0f} NVLink links down")
+        finding(place, "nvlink").add("nvlink_up",
+                                     f"{links - up:.0f} of {links:.0f} NVLink links down")
 
 
 def _xids(ds, g):

@@ -59,7 +59,7 @@ def shutdown(pynvml):
         pass
 
 
-def _s(v):
+def as_text(v):
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
@@ -108,8 +108,8 @@ FIELDS = {  # name: (unit, what)
 def read_state(pynvml, bus_id):
     """The `State` of the GPU at PCI `bus_id` (as CUDA names it)."""
     h = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
-    st = State(name=_s(pynvml.nvmlDeviceGetName(h)), uuid=_s(pynvml.nvmlDeviceGetUUID(h)),
-               bus_id=bus_id)
+    st = State(name=as_text(pynvml.nvmlDeviceGetName(h)),
+               uuid=as_text(pynvml.nvmlDeviceGetUUID(h)), bus_id=bus_id)
     N = pynvml
 
     def put(key, fn, scale=1.0):
