@@ -196,3 +196,18 @@ def test_report_page_shows_the_verdict_and_bars(tmp_path):
     images = [o for c in executed["cells"] for o in c.get("outputs", [])
               if "image/png" in o.get("data", {})]
     assert len(images) == 1  # the per-GPU bars
+
+
+def test_compare_two_gpu_checks(tmp_path):
+    check.save(gpu_run(seed=7), tmp_path / "idle.nc")
+    check.save(gpu_run({(1, "hbm_gbps"): 0.5}, seed=8), tmp_path / "slow.nc")
+    p = subprocess.run([sys.executable, "-m", "ccbench_kit", "compare", "idle.nc", "slow.nc",
+                        "--min-ratio", "0.9"], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=60, env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 1, p.stderr
+    rows = {(line.split()[0], line.split()[2]): line for line in p.stdout.splitlines()
+            if line.startswith("n1/gpu") and "copy" in line}
+    assert "0.51x" in rows[("n1/gpu1", "copy")] and rows[("n1/gpu1", "copy")].endswith("slower")
+    assert 0.95 < float(rows[("n1/gpu0", "copy")].split()[-3].rstrip("x")) < 1.05  # 1 % noise
+    assert "FAILED: 1 figure(s) below the minimum ratio 0.9" in p.stdout
+    assert "slow.nc n1/gpu1 hbm_gbps: ratio 0.50" in p.stdout

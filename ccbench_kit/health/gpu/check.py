@@ -172,6 +172,17 @@ def save(ds, path):
     return atomic_write_bytes(path, bytes(ds.to_netcdf(None, engine="h5netcdf")))
 
 
+def is_results(path):
+    """Whether `path` is a GPU check results file (read its attrs only)."""
+    import h5py
+    try:
+        with h5py.File(path, "r") as f:
+            schema = f.attrs.get("schema")
+    except (OSError, ValueError):
+        return False
+    return (schema.decode() if isinstance(schema, bytes) else schema) == SCHEMA
+
+
 def load(path):
     import xarray as xr
     with xr.open_dataset(path, engine="h5netcdf") as ds:
