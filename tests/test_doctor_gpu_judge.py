@@ -211,3 +211,13 @@ def test_compare_two_gpu_checks(tmp_path):
     assert 0.95 < float(rows[("n1/gpu0", "copy")].split()[-3].rstrip("x")) < 1.05  # 1 % noise
     assert "FAILED: 1 figure(s) below the minimum ratio 0.9" in p.stdout
     assert "slow.nc n1/gpu1 hbm_gbps: ratio 0.50" in p.stdout
+
+
+def test_nvidia_ml_py_missing_names_the_extra(tmp_path):
+    p = subprocess.run([sys.executable, "-c", "import sys; sys.modules['pynvml'] = None\n"
+                        "from ccbench_kit.cli import main; sys.exit(main(['doctor', '--local']))"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                       env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("ccbench: error: --local: pynvml is required for this; install "
+                                "it with `pip install ccbench_kit[gpu]`")

@@ -39,7 +39,13 @@ class NvmlError(CCBenchError):
 
 def load():
     """pynvml, initialised; `NvmlError` (or MissingDependency) saying why not."""
-    pynvml = require("pynvml", "gpu")
+    try:
+        pynvml = require("pynvml", "gpu")
+    except ImportError:
+        raise
+    except Exception as e:  # a Python 2 era pynvml fails to compile (SyntaxError)
+        raise NvmlError(f"nvidia-ml-py cannot be imported ({type(e).__name__}: {e}): too old "
+                        "for this Python; pip install -U 'ccbench_kit[gpu]'") from e
     missing = [f for f in REQUIRED if not hasattr(pynvml, f)]
     if missing:
         raise NvmlError(f"nvidia-ml-py is too old (no {', '.join(missing)}); "
