@@ -39,6 +39,26 @@ def add_parser(sub):
         a.set_defaults(func=main)
 
 
+def add_history_flag(parser):
+    """--history DIR on run, suite, doctor and import (checked before anything runs)."""
+    parser.add_argument("--history", default=None, metavar="DIR", type=_writable_history,
+                        help="also file the results file into this history (docs/history.md)")
+
+
+def _writable_history(text):
+    from ..history.store import check_dir
+    return str(check_dir(text, write=True))
+
+
+def file_results(args, path):
+    """File the results file just written into --history DIR, if given."""
+    if getattr(args, "history", None) and path:
+        from .. import history
+        (run_id, new), = history.add(str(path), args.history)
+        print(f"# history: {'filed' if new else 'already filed'} in {args.history} as "
+              f"{run_id[:12]}")
+
+
 def percent(text):
     """'5%' or '0.05' as 0.05."""
     s = str(text).strip()

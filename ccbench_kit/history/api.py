@@ -91,11 +91,10 @@ def _created(text):
 
 @dataclasses.dataclass(frozen=True)
 class Regression:
-    """A change for the worse in one metric of one series."""
+    """A change for the worse in one series, starting at one run: the
+    metrics that moved there ((metric, relative change, p-value), ...)."""
     series: str
-    metric: str
-    change: float
-    p_value: float
+    changes: tuple
     position: int           # 1-based: the n-th run of the series
     runs: int
     run: dict               # the first run at the new level
@@ -103,10 +102,10 @@ class Regression:
 
     def line(self):
         when = self.run["created"] or self.run["filed"]
+        moved = ", ".join(f"{m} {c:+.1%} (p={p:.3f})" for m, c, p in self.changes)
         why = "; ".join(self.facts) if self.facts else "no recorded fact changed"
-        return (f"REGRESSION {self.series} {self.metric} {self.change:+.1%} (p={self.p_value:.3f}) "
-                f"from run {self.position}/{self.runs} {when} ({self.run['name']}, "
-                f"{self.run['run_id'][:12]}): {why}")
+        return (f"REGRESSION {self.series} from run {self.position}/{self.runs} {when} "
+                f"({self.run['name']}, {self.run['run_id'][:12]}): {moved}: {why}")
 
 
 class History:
@@ -158,22 +157,24 @@ class History:
 
     def regressions(self, since=None, min_change=0.0, pattern=None):
         """Every change for the worse, beyond noise and at least `min_change`
-        (relative), starting at or after `since` (a datetime)."""
+        (relative), starting at or after `since` (a datetime): one
+        `Regression` per series and run where metrics moved."""
         found = []
         for key, _ in self.series(pattern):
             pts, verdicts = self.analyse(key)
+            at = {}
             for metric, verdict in verdicts.items():
-                worse = F.METRICS[metric]
                 for ch in verdict.changes:
-                    bad = ch.change < 0 if worse == "lower" else ch.change > 0
-                    if not bad or abs(ch.change) < min_change:
-                        continue
-                    run = pts[ch.index][0]
-                    start = _created(run["created"])
-                    if since is not None and (start is None or start < since):
-                        continue
-                    found.append(Regression(key, metric, ch.change, ch.p_value, ch.index + 1,
-                                            len(pts), run, tuple(facts_near(pts, ch.index))))
+                    worse = ch.change < 0 if F.METRICS[metric] == "lower" else ch.change > 0
+                    if worse and abs(ch.change) >= min_change:
+                        at.setdefault(ch.index, []).append((metric, ch.change, ch.p_value))
+            for index, changes in sorted(at.items()):
+                run = pts[index][0]
+                start = _created(run["created"])
+                if since is not None and (start is None or start < since):
+                    continue
+                found.append(Regression(key, tuple(changes), index + 1, len(pts), run,
+                                        tuple(facts_near(pts, index))))
         return found
 
     def last_healthy_doctor(self):

@@ -6,6 +6,7 @@ a change in performance: the library and driver versions, the nodes, the
 environment variables that steer collectives, the kit's version and the
 run's configuration (as a digest).
 """
+import datetime as dt
 import hashlib
 import json
 
@@ -42,6 +43,17 @@ def config_digest(ds):
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def utc_iso(text):
+    """A `created` attr as UTC ISO text (naive times are taken as UTC), so
+    that runs sort by time as text; left as it is when it is no date."""
+    try:
+        t = dt.datetime.fromisoformat(str(text).strip())
+    except ValueError:
+        return str(text)
+    t = t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    return t.astimezone(dt.timezone.utc).isoformat(timespec="seconds")
+
+
 def run_facts(parts):
     """The facts of one run (a {collective: Dataset} mapping from one file)."""
     first = next(iter(parts.values()))
@@ -58,7 +70,7 @@ def run_facts(parts):
     else:
         kind = "run"
     return {
-        "created": str(a.get("created", "")),
+        "created": utc_iso(a.get("created", "")),
         "kind": kind,
         "verdict": (verdict.get("verdict", "") if isinstance(verdict, dict) else ""),
         "backend": str(a.get("backend", "")),
