@@ -1,0 +1,146 @@
+"""The history (issue 25): filing, the index, change points, `ccbench history`.
+
+The nightly histories are derived from a REAL run of the kit
+(tests/data/history/base-allreduce-3r.nc: the all_reduce part of
+``ccbench run all_reduce,broadcast -r 3 -b 1K -e 4K -f 2 -n 10 -w 2``)
+by tests/history_nights.py, which says exactly what it changes.
+"""
+import hashlib
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import xarray as xr
+
+from conftest import BIN, run_cli
+from history_nights import make_nights
+
+import ccbench_kit.history as H
+from ccbench_kit.cli import main
+
+BASE = Path(__file__).parent / "data" / "history" / "base-allreduce-3r.nc"
+DROP, NOISIER, OUTLIER = 4096, 2048, 1024
+SCENARIOS = {("all_reduce", DROP): ("drop", 41), ("all_reduce", NOISIER): ("noisier", 31),
+             ("all_reduce", OUTLIER): ("outlier", 25)}
+
+
+def tree_digest(directory):
+    """{relative path: sha256} of every file under `directory`."""
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(Path(directory).rglob("*")) if p.is_file()}
+
+
+def index_rows(directory):
+    con = sqlite3.connect(Path(directory) / "index.sqlite")
+    try:
+        return (con.execute("SELECT * FROM runs ORDER BY run_id").fetchall(),
+                con.execute("SELECT s.key, p.run_id, p.busbw, p.lat_p50, p.lat_p99 FROM points p "
+                            "JOIN series s USING (series_id) ORDER BY 1, 2").fetchall())
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="module")
+def nights(tmp_path_factory):
+    out = tmp_path_factory.mktemp("nights")
+    return make_nights(BASE, out, nights=60, scenarios=SCENARIOS)
+
+
+@pytest.fixture(scope="module")
+def hist(nights, tmp_path_factory):
+    """Sixty nights filed by two `ccbench history add` processes at once."""
+    d = tmp_path_factory.mktemp("hist") / "h"
+    procs = [subprocess.Popen([str(BIN / "ccbench"), "history", "add", "--history", str(d),
+                               *map(str, part)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for part in (nights[0::2], nights[1::2])]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        assert out.count("filed: ") == 30
+    return d
+
+
+def test_two_writers_lose_nothing(hist, nights):
+    runs, points = index_rows(hist)
+    assert len(runs) == 60 and len(list((hist / "runs").glob("*/*.nc"))) == 60
+    assert sorted(r[2] for r in runs) == sorted(p.name for p in nights)
+    # 3 sizes x 2 placements of one algorithm, every night
+    assert len(points) == 60 * 6
+    stored = next((hist / "runs").glob("*/*.nc"))
+    assert stored.stat().st_mode & 0o222 == 0  # filed read-only
+
+
+def test_check_names_the_drop_at_41_with_the_version_change(hist):
+    proc = run_cli("history", "check", "--history", hist)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2  # the dropped size, out of place and in place
+    for line in lines:
+        m = re.match(rf"REGRESSION all_reduce/mpi/(out_of|in)_place/{DROP}/fp32/3r1n/mpi "
+                     r"from run (\d+)/60 .*busbw (-[\d.]+)%.*: (.*)$", line)
+        assert m, line
+        assert abs(int(m.group(2)) - 41) <= 1
+        assert 6.0 < -float(m.group(3)) < 10.0
+        assert "library Open MPI v4.1.4 → Open MPI v4.1.5" in m.group(4)
+    assert f"/{NOISIER}/" not in proc.stdout and f"/{OUTLIER}/" not in proc.stdout
+
+
+def in_process(capsys, *argv):
+    """(exit status, stdout, stderr) of `ccbench ARGV` run in this process."""
+    capsys.readouterr()
+    rc = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_show_explains_the_change_and_keeps_the_noisy_series_quiet(hist, capsys):
+    rc, out, _ = in_process(capsys, "history", "show", "--history", hist,
+                            f"all_reduce/mpi/out_of_place/{DROP}/*")
+    assert rc == 0
+    assert re.search(r"busbw: ok.*\n#     change at run 4[012] .*-[6-9]\.\d%.*library", out)
+    rows = [ln for ln in out.splitlines() if re.match(r"\s+\d+\s+2026", ln)]
+    assert len(rows) == 60 and rows[-1].rstrip().endswith("night-060.nc")
+    for size in (NOISIER, OUTLIER):
+        rc, out, _ = in_process(capsys, "history", "show", "--history", hist,
+                                f"all_reduce/mpi/out_of_place/{size}/*")
+        assert rc == 0 and "change at run" not in out and "60 runs" in out
+
+
+def test_since_and_min_change_limit_check(hist, capsys):
+    # night 41 is 2026-10-11: a window that starts after it finds nothing
+    assert in_process(capsys, "history", "check", "--history", hist,
+                      "--since", "2026-10-20")[:2] == (0, "")
+    assert in_process(capsys, "history", "check", "--history", hist, "--since",
+                      "2026-10-05")[0] == 1
+    assert in_process(capsys, "history", "check", "--history", hist,
+                      "--min-change", "12%")[:2] == (0, "")
+
+
+def test_deleted_index_is_rebuilt_with_the_same_rows(hist, tmp_path, capsys):
+    copy = tmp_path / "h"
+    shutil.copytree(hist, copy)
+    before = index_rows(copy)
+    listed = in_process(capsys, "history", "list", "--history", copy)
+    (copy / "index.sqlite").unlink()
+    assert in_process(capsys, "history", "list", "--history", copy) == listed
+    assert listed[1].startswith("# 60 runs, 2026-09-01T02:00:00+00:00 .. 2026-10-30")
+    assert index_rows(copy) == before
+
+
+def test_a_run_with_history_files_itself(tmp_path):
+    d = tmp_path / "h"
+    out = tmp_path / "r.nc"
+    run_cli("run", "all_reduce", "-r", "3", "-b", "8", "-e", "16", "-f", "2", "-n", "3", "-w", "1",
+            "--out", out, "--history", d, check=True, timeout=300)
+    with H.open(d) as h:
+        (run,) = h.runs()
+        assert run["name"] == "r.nc" and run["nranks"] == 3 and run["kind"] == "run"
+        assert (d / run["file"]).read_bytes() == out.read_bytes()
+        assert {k for k, _ in h.series()} == {f"all_reduce/mpi/{p}/{s}/fp32/3r1n/mpi"
+                                               for p in ("out_of_place", "in_place")
+                                               for s in (8, 16)}
