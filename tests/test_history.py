@@ -144,3 +144,119 @@ def test_a_run_with_history_files_itself(tmp_path):
         assert {k for k, _ in h.series()} == {f"all_reduce/mpi/{p}/{s}/fp32/3r1n/mpi"
                                                for p in ("out_of_place", "in_place")
                                                for s in (8, 16)}
+
+
+# -- bad input: one line, a non-zero exit, the history untouched ----------------
+
+@pytest.fixture
+def small(nights, tmp_path):
+    d = tmp_path / "small"
+    H.add(nights[:3], d)
+    return d
+
+
+def one_error(err):
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ccbench: error: "), err
+    return lines[0]
+
+
+def test_not_a_results_file_files_nothing(small, tmp_path, capsys):
+    bad = tmp_path / "notes.nc"
+    bad.write_text("not netCDF\n")
+    before = tree_digest(small)
+    rc, _, err = in_process(capsys, "history", "add", "--history", small, str(bad))
+    assert rc == 2 and str(bad) in one_error(err)
+    assert tree_digest(small) == before
+
+
+def test_future_schema_files_nothing(small, nights, tmp_path, capsys):
+    ds = xr.open_dataset(nights[0]).load()
+    ds.attrs["schema"] = "ccbench/99"
+    future = tmp_path / "future.nc"
+    ds.to_netcdf(future, engine="h5netcdf")
+    before = tree_digest(small)
+    rc, _, err = in_process(capsys, "history", "add", "--history", small, str(future))
+    assert rc == 2 and "schema ccbench/99 is newer than this kit reads" in one_error(err)
+    assert tree_digest(small) == before
+
+
+def test_corrupt_index_is_reported_not_rewritten(small, capsys):
+    index = small / "index.sqlite"
+    index.write_bytes(b"SQLite format 3\x00" + b"\x07" * 4000)
+    before = tree_digest(small)
+    rc, _, err = in_process(capsys, "history", "list", "--history", small)
+    assert rc == 2 and "the index is corrupt" in one_error(err)
+    assert "ccbench history rebuild" in err
+    assert tree_digest(small) == before
+    rc, out, _ = in_process(capsys, "history", "rebuild", "--history", small)
+    assert rc == 0 and out.startswith("# 3 runs")
+
+
+def test_unknown_series_and_future_since(small, capsys):
+    rc, _, err = in_process(capsys, "history", "show", "--history", small, "no/such/series")
+    assert rc == 2 and "no series 'no/such/series'" in one_error(err)
+    rc, _, err = in_process(capsys, "history", "check", "--history", small, "--since", "2999-01-01")
+    assert rc == 2 and "--since: '2999-01-01' is in the future" in one_error(err)
+    rc, _, err = in_process(capsys, "history", "list", "--history", small / "missing")
+    assert rc == 2 and "no such history directory" in one_error(err)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a read-only tmpfs needs root")
+def test_read_only_mount(small, nights, tmp_path, capsys):
+    mnt = tmp_path / "ro"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)]).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        shutil.copytree(small, mnt / "h")
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        before = tree_digest(mnt / "h")
+        rc, _, err = in_process(capsys, "history", "add", "--history", mnt / "h", nights[5])
+        assert rc == 2 and "is not writable" in one_error(err) and "--history" in err
+        rc, out, _ = in_process(capsys, "history", "list", "--history", mnt / "h")
+        assert rc == 0 and out.startswith("# 3 runs")
+        (mnt / "h" / "index.sqlite").exists()
+        assert tree_digest(mnt / "h") == before
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+WORDS = ["", " ", "-1", "7d", "0d", "1.5w", "12h", "2026-10-01", "2999-01-01", "nan", "1e308",
+         "5%", "-5%", "500%", "abc", "*", "all_reduce/*", "../..", "\x00", "%", "--", "'; DROP"]
+
+
+def test_history_cli_inputs_property(small, capsys):
+    """Whatever a user types to list/show/check: exit 0, 1 or 2 with one
+    error line, and the history is never changed."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    before = tree_digest(small)
+    word = st.one_of(st.sampled_from(WORDS), st.text(max_size=12))
+
+    @settings(max_examples=40, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(action=st.sampled_from(["list", "show", "check"]), since=word, change=word,
+           series=word, use=st.tuples(st.booleans(), st.booleans()))
+    def prop(action, since, change, series, use):
+        argv = ["history", action, "--history", str(small)]
+        if action == "show":
+            argv.append(series)
+        if action == "check" and use[0]:
+            argv += ["--since", since]
+        if action == "check" and use[1]:
+            argv += ["--min-change", change]
+        capsys.readouterr()
+        try:
+            rc = main(argv)
+        except SystemExit as e:
+            rc = e.code
+        out, err = capsys.readouterr()
+        assert rc in (0, 1, 2), (argv, rc, err)
+        if rc == 2:
+            one_error(err)
+        assert "Traceback" not in err
+        assert tree_digest(small) == before
+
+    prop()
