@@ -260,3 +260,12 @@ def test_history_cli_inputs_property(small, capsys):
         assert tree_digest(small) == before
 
     prop()
+
+
+def test_report_marks_and_explains_the_change(hist, tmp_path):
+    out = tmp_path / "trend.html"
+    run_cli("history", "report", "--history", hist, "-o", out, check=True, timeout=300)
+    page = out.read_text()
+    assert "library Open MPI v4.1.4 → Open MPI v4.1.5" in page
+    assert re.search(r"all_reduce/mpi/out_of_place/4096/fp32/3r1n/mpi</td>\s*<td>41</td>", page)
+    assert page.count("data:image/png;base64") == 1  # one collective, one figure

@@ -81,7 +81,7 @@ def main(args):
     if args.action == "rebuild":
         history.rebuild(args.history)
     if args.action == "report":
-        from ..report.history import render
+        from ..history.report import render
         print(f"report: {render(args.history, args.output, timeout=args.timeout)}",
               file=sys.stderr)
         return 0
