@@ -113,8 +113,9 @@ def main(argv=None):
     if not any(files.glob("*.nc")):
         timed("generate", generate, log)
     paths = sorted(files.glob("*.nc"))
-    timed(f"history add of {len(paths)} files (one process)",
-          lambda: cli("history", "add", "--history", hist, *paths), log)
+    if not (hist / "index.sqlite").exists():
+        timed(f"history add of {len(paths)} files (one process)",
+              lambda: cli("history", "add", "--history", hist, *paths), log)
     log(f"index size: {(hist / 'index.sqlite').stat().st_size / 1e6:.1f} MB")
     if args.rebuild:
         timed("rebuild the index from the files",
@@ -129,10 +130,12 @@ def main(argv=None):
     out, _ = timed("ccbench history show SERIES (process, end to end)",
                    lambda: cli("history", "show", "--history", hist, key), log)
     log("  " + "\n  ".join(out.stdout.splitlines()[:5]))
-    out, _ = timed("ccbench history check, every series", lambda: cli("history", "check", "--history", hist), log)
-    log(f"  {len(out.stdout.splitlines())} regression lines; first: {out.stdout.splitlines()[:1]}")
     timed("ccbench history report -o trend.html",
           lambda: cli("history", "report", "--history", hist, "-o", work / "trend.html"), log)
+    out, _ = timed("ccbench history check of the all_reduce series (90 of 1080)",
+                   lambda: cli("history", "check", "--history", hist, "--series", "all_reduce/*"),
+                   log)
+    log(f"  {len(out.stdout.splitlines())} regression lines; first: {out.stdout.splitlines()[:1]}")
 
 
 if __name__ == "__main__":

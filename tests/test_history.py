@@ -269,3 +269,19 @@ def test_report_marks_and_explains_the_change(hist, tmp_path):
     assert "library Open MPI v4.1.4 → Open MPI v4.1.5" in page
     assert re.search(r"all_reduce/mpi/out_of_place/4096/fp32/3r1n/mpi</td>\s*<td>41</td>", page)
     assert page.count("data:image/png;base64") == 1  # one collective, one figure
+
+
+def test_history_explorer_widget(hist, tmp_path):
+    pytest.importorskip("ipywidgets")
+    from ccbench_kit.widgets import HistoryExplorer
+    ex = HistoryExplorer(hist, reports=tmp_path)
+    assert len(ex.series.options) == 6
+    ex.series.value = f"all_reduce/mpi/out_of_place/{DROP}/fp32/3r1n/mpi"
+    assert ex.image.value[:8] == b"\x89PNG\r\n\x1a\n"
+    assert re.search(r"change at run 4[012] .*-[6-9]\.\d%.*library Open MPI v4\.1\.4 → ",
+                     ex.notes.value)
+    ex.metric.value = "lat_p99"
+    assert re.search(r"change at run 4[012] .*\+[7-9]\.\d%", ex.notes.value)
+    ex.series.value = f"all_reduce/mpi/out_of_place/{NOISIER}/fp32/3r1n/mpi"
+    assert "change at run" not in ex.notes.value
+    assert ex.run.options[0][0].startswith("60: 2026-10-30")

@@ -32,6 +32,8 @@ def add_parser(sub):
             a.add_argument("--min-change", default="0%", type=percent,
                            help="ignore changes smaller than this (default 0%%: every change "
                            "beyond noise)")
+            a.add_argument("--series", default=None, metavar="GLOB",
+                           help="only the series that match (all_reduce/*)")
         if name == "report":
             a.add_argument("-o", "--output", required=True, type=T.path("an HTML file"),
                            help="the HTML file to write")
@@ -91,11 +93,11 @@ def main(args):
             return _list(h)
         if args.action == "show":
             return _show(h, args.items[0])
-        found = h.regressions(since=since, min_change=args.min_change)
+        found = h.regressions(since=since, min_change=args.min_change, pattern=args.series)
         for reg in found:
             print(reg.line())
         print(f"# {len(found)} regression{'s' if len(found) != 1 else ''} in "
-              f"{len(h.series())} series of {len(h.runs())} runs", file=sys.stderr)
+              f"{len(h.series(args.series))} series of {len(h.runs())} runs", file=sys.stderr)
         return EXIT_BELOW if found else 0
 
 

@@ -70,14 +70,8 @@ def trends(h):
         fig, ax = plt.subplots(figsize=(9, 3.2))
         for key in keys:
             pts, verdict = _busbw_verdict(h, key)
-            when = np.array([np.datetime64(r["created"][:19]) for r, _ in pts])
-            y = np.array([v["busbw"] for _, v in pts])
-            line, = ax.plot(when, y, marker=".", lw=1, label=key.split("/", 1)[1])
-            _band(ax, when, y, verdict, line.get_color())
+            draw_series(ax, pts, "busbw", verdict, key.split("/", 1)[1])
             for ch in verdict.changes:
-                ax.axvline(when[ch.index], color=line.get_color(), ls="--", lw=1)
-                ax.annotate(f"{ch.change:+.1%}", (when[ch.index], y[ch.index]), fontsize=8,
-                            color=line.get_color(), xytext=(3, 6), textcoords="offset points")
                 explained.append({"series": key, "run": ch.index + 1,
                                   "date": pts[ch.index][0]["created"],
                                   "busbw change": f"{ch.change:+.1%}",
@@ -93,6 +87,19 @@ def trends(h):
         fig.autofmt_xdate()
         plt.show()
     return pd.DataFrame(explained)
+
+
+def draw_series(ax, pts, metric, verdict, label):
+    """One series' `metric` over time on `ax`: the line, the noise band of
+    each level and the change points (dashed, with their size)."""
+    when = np.array([np.datetime64(r["created"][:19]) for r, _ in pts])
+    y = np.array([v[metric] for _, v in pts])
+    line, = ax.plot(when, y, marker=".", lw=1, label=label)
+    _band(ax, when, y, verdict, line.get_color())
+    for ch in verdict.changes:
+        ax.axvline(when[ch.index], color=line.get_color(), ls="--", lw=1)
+        ax.annotate(f"{ch.change:+.1%}", (when[ch.index], y[ch.index]), fontsize=8,
+                    color=line.get_color(), xytext=(3, 6), textcoords="offset points")
 
 
 def _busbw_verdict(h, key):
