@@ -119,6 +119,9 @@ def test_since_and_min_change_limit_check(hist, capsys):
                       "2026-10-05")[0] == 1
     assert in_process(capsys, "history", "check", "--history", hist,
                       "--min-change", "12%")[:2] == (0, "")
+    # a duration counts back from the newest run (night 60, 2026-10-30), not from today
+    assert in_process(capsys, "history", "check", "--history", hist, "--since", "3w")[0] == 1
+    assert in_process(capsys, "history", "check", "--history", hist, "--since", "2w")[:2] == (0, "")
 
 
 def test_deleted_index_is_rebuilt_with_the_same_rows(hist, tmp_path, capsys):
@@ -222,7 +225,7 @@ def test_read_only_mount(small, nights, tmp_path, capsys):
         subprocess.run(["umount", str(mnt)], check=True)
 
 
-WORDS = ["", " ", "-1", "7d", "0d", "1.5w", "12h", "2026-10-01", "2999-01-01", "nan", "1e308",
+WORDS = ["", " ", "-1", "7d", "99999999999w", "1e308d", "0d", "1.5w", "12h", "2026-10-01", "2999-01-01", "nan", "1e308",
          "5%", "-5%", "500%", "abc", "*", "all_reduce/*", "../..", "\x00", "%", "--", "'; DROP"]
 
 

@@ -28,7 +28,8 @@ def add_parser(sub):
                            help="a series as `list` prints it, or a glob of them")
         if name == "check":
             a.add_argument("--since", default=None,
-                           help="only changes that start since then (7d, 12h, 2w or a date)")
+                           help="only changes that start since then: a date, or 7d, 12h, 2w "
+                           "back from the newest run")
             a.add_argument("--min-change", default="0%", type=percent,
                            help="ignore changes smaller than this (default 0%%: every change "
                            "beyond noise)")
@@ -87,12 +88,14 @@ def main(args):
         print(f"report: {render(args.history, args.output, timeout=args.timeout)}",
               file=sys.stderr)
         return 0
-    since = history.parse_since(args.since) if getattr(args, "since", None) else None
+    if getattr(args, "since", None):
+        history.parse_since(args.since)  # a bad --since fails before the index is opened
     with history.open(args.history) as h:
         if args.action in ("list", "rebuild"):
             return _list(h)
         if args.action == "show":
             return _show(h, args.items[0])
+        since = history.parse_since(args.since, newest=h.newest()) if args.since else None
         found = h.regressions(since=since, min_change=args.min_change, pattern=args.series)
         for reg in found:
             print(reg.line())

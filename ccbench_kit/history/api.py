@@ -4,7 +4,7 @@
 >>> ccb.history.add("results/nightly.nc", "/shared/ccbench-history")
 >>> h = ccb.history.open("/shared/ccbench-history")
 >>> h.series()[:3]
->>> h.check(since="7d")
+>>> h.regressions(since=ccb.history.parse_since("2026-11-01"))
 """
 import dataclasses
 import datetime as dt
@@ -60,14 +60,21 @@ def rebuild(directory):
     I.rebuild(S.check_dir(directory, write=True))
 
 
-def parse_since(text, now=None):
-    """`--since` (7d, 12h, 2w or an ISO date) as a UTC datetime in the past."""
+def parse_since(text, newest=None, now=None):
+    """`--since` as a UTC datetime.
+
+    A duration (7d, 12h, 2w) counts back from `newest` (the newest run's
+    time; for a nightly job, tonight's run) or from now when not given; a
+    date (2026-11-01, ISO) is that date.  Either in the future: ConfigError."""
     now = now or dt.datetime.now(dt.timezone.utc)
     s = str(text).strip().lower()
     m = _SINCE.match(s)
     if m:
         n, unit = float(m.group(1)), m.group(2)
-        when = now - dt.timedelta(hours=n * {"h": 1, "d": 24, "w": 168}[unit])
+        try:
+            when = min(newest or now, now) - dt.timedelta(hours=n * {"h": 1, "d": 24, "w": 168}[unit])
+        except OverflowError:
+            raise ConfigError(f"{text!r} reaches back too far", "--since") from None
     else:
         try:
             when = dt.datetime.fromisoformat(str(text).strip())
@@ -176,6 +183,11 @@ class History:
                 found.append(Regression(key, tuple(changes), index + 1, len(pts), run,
                                         tuple(facts_near(pts, index))))
         return found
+
+    def newest(self):
+        """The time of the newest run (None for an empty history)."""
+        row = self._con.execute("SELECT max(created) FROM runs").fetchone()
+        return _created(row[0]) if row and row[0] else None
 
     def last_healthy_doctor(self):
         """{node: run dict} of the newest doctor run with verdict "none"
