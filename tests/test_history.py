@@ -205,6 +205,24 @@ def test_unknown_series_and_future_since(small, capsys):
     assert rc == 2 and "no such history directory" in one_error(err)
 
 
+def test_last_healthy_doctor_of_each_node(nights, tmp_path):
+    """Doctor-shaped files (a night with the attrs `ccbench doctor` writes:
+    doctor_verdict, hosts): the newest healthy one of each node."""
+    import json
+    made = []
+    for k, (hosts, line) in enumerate([(["n1", "n2"], "verdict: none"),
+                                       (["n1", "n3"], "verdict: none"),
+                                       (["n1", "n2"], "verdict: n2")]):
+        ds = xr.open_dataset(nights[k]).load()
+        ds.attrs.update(doctor_verdict=json.dumps({"line": line}), hosts=json.dumps(hosts))
+        made.append(tmp_path / f"doctor-{k}.nc")
+        ds.to_netcdf(made[-1], engine="h5netcdf")
+    H.add(made, tmp_path / "h")
+    with H.open(tmp_path / "h") as h:
+        best = {node: run["name"] for node, run in h.last_healthy_doctor().items()}
+    assert best == {"n1": "doctor-1.nc", "n2": "doctor-0.nc", "n3": "doctor-1.nc"}
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a read-only tmpfs needs root")
 def test_read_only_mount(small, nights, tmp_path, capsys):
     mnt = tmp_path / "ro"
@@ -219,6 +237,9 @@ def test_read_only_mount(small, nights, tmp_path, capsys):
         assert rc == 2 and "is not writable" in one_error(err) and "--history" in err
         rc, out, _ = in_process(capsys, "history", "list", "--history", mnt / "h")
         assert rc == 0 and out.startswith("# 3 runs")
+        with pytest.raises(SystemExit) as stop:  # checked before anything runs
+            main(["run", "all_reduce", "-r", "2", "--history", str(mnt / "h")])
+        assert stop.value.code == 2 and "is not writable" in one_error(capsys.readouterr().err)
         (mnt / "h" / "index.sqlite").exists()
         assert tree_digest(mnt / "h") == before
     finally:

@@ -1,4 +1,5 @@
 """``ccbench history add|list|show|check|report|rebuild --history DIR``."""
+import argparse
 import sys
 
 from ..errors import EXIT_BELOW, ConfigError
@@ -50,7 +51,10 @@ def add_history_flag(parser):
 
 def _writable_history(text):
     from ..history.store import check_dir
-    return str(check_dir(text, write=True))
+    try:
+        return str(check_dir(text, write=True))
+    except ConfigError as e:  # argparse prints it after the flag, as every flag's error
+        raise argparse.ArgumentTypeError(str(e).removeprefix(f"{e.flag}: ")) from None
 
 
 def file_results(args, path):
@@ -68,9 +72,9 @@ def percent(text):
     try:
         value = float(s[:-1]) / 100 if s.endswith("%") else float(s)
     except ValueError:
-        raise ConfigError(f"{text!r} is not a percentage (5%)", "--min-change") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (5%)") from None
     if not 0 <= value < 10:
-        raise ConfigError(f"{text!r} is out of range", "--min-change")
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range (0% to 1000%)")
     return value
 
 

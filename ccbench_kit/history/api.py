@@ -194,7 +194,7 @@ class History:
         (nothing wrong) that each node took part in: the doctor's baseline."""
         best = {}
         for run in self.runs():
-            if run["kind"] == "doctor" and run["verdict"] in ("none", "healthy", "ok"):
+            if run["kind"] == "doctor" and run["verdict"] == "none":
                 for host in run["hosts"]:
                     best[host] = run
         return best

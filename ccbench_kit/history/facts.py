@@ -72,7 +72,9 @@ def run_facts(parts):
     return {
         "created": utc_iso(a.get("created", "")),
         "kind": kind,
-        "verdict": (verdict.get("verdict", "") if isinstance(verdict, dict) else ""),
+        # the doctor's verdict line: "verdict: none" (healthy), "verdict: node3", ...
+        "verdict": (str(verdict.get("line", "")).removeprefix("verdict: ")
+                    if isinstance(verdict, dict) else ""),
         "backend": str(a.get("backend", "")),
         "library": str(a.get("library", "")),
         "nccl_version": str(a.get("nccl_version", "")),
