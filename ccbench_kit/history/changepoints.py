@@ -7,9 +7,10 @@ L1 cost is what makes one bad night and a series that only gets noisier
 not look like a move: a segment's cost is its absolute deviations from its
 median, which one outlier barely shifts and a wider spread around the same
 median does not reduce by splitting.  Each candidate is then tested on its
-own: a permutation test of the difference of the medians of the segments
-on either side gives its p-value, so a change is reported with how sure it
-is.  A change needs `MIN_SEGMENT` runs on each side: it is called after the
+own: a permutation test of the studentized difference of the medians of
+the segments on either side, with the search for the best split repeated on
+every permutation, gives its p-value, so a change is reported with how sure
+it is.  A change needs `MIN_SEGMENT` runs on each side: it is called after the
 third run at the new level, never on one night.
 """
 import dataclasses
@@ -22,7 +23,7 @@ MIN_RUNS = 8          # fewer runs than this: "too short", nothing is guessed
 MIN_SEGMENT = 3       # runs on each side of a change
 MAX_NOISE = 0.25      # night-to-night spread (relative) above which: "too noisy"
 P_VALUE = 0.01        # a change must be this unlikely under "no change"
-PERMUTATIONS = 999
+PERMUTATIONS = 199
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,11 +58,34 @@ def night_noise(log_values):
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2))
 
 
-def _permutation_p(a, b, rng):
-    observed = abs(np.median(b) - np.median(a))
-    shuffled = rng.permuted(np.tile(np.concatenate([a, b]), (PERMUTATIONS, 1)), axis=1)
-    diffs = np.abs(np.median(shuffled[:, len(a):], axis=1) - np.median(shuffled[:, :len(a)], axis=1))
-    return float((np.count_nonzero(diffs >= observed - 1e-15) + 1) / (PERMUTATIONS + 1))
+def _split_stat(rows, t, scale):
+    """Difference of the medians left and right of split `t`, per row of
+    `rows`, weighted by sqrt(t (n - t) / n) (a split near an end, with few
+    runs on one side, must show a larger difference) and robustly
+    studentized: each side's spread is its MAD, but never under the
+    series' night-to-night noise `scale`, so that a few close runs cannot
+    make a split look strong, and a side that is only noisier weighs less."""
+    n = rows.shape[1]
+    left, right = rows[:, :t], rows[:, t:]
+    ml, mr = np.median(left, axis=1), np.median(right, axis=1)
+    sl = np.maximum(1.4826 * np.median(np.abs(left - ml[:, None]), axis=1), scale)
+    sr = np.maximum(1.4826 * np.median(np.abs(right - mr[:, None]), axis=1), scale)
+    pooled = np.sqrt((t * sl ** 2 + (n - t) * sr ** 2) / n)
+    return np.sqrt(t * (n - t) / n) * np.abs(mr - ml) / pooled
+
+
+def _permutation_p(segment, split, scale, rng):
+    """p-value of the change at `split` of `segment`: how often a random
+    order of the same runs shows a split at least as strong ANYWHERE (the
+    search is repeated on each permutation, as E-Divisive does, so the
+    choice of the best split is paid for)."""
+    n = len(segment)
+    observed = _split_stat(segment[None, :], split, scale)[0]
+    grid = np.unique(np.linspace(MIN_SEGMENT, n - MIN_SEGMENT, min(n - 2 * MIN_SEGMENT + 1, 20))
+                     .round().astype(int))
+    shuffled = rng.permuted(np.tile(segment, (PERMUTATIONS, 1)), axis=1)
+    best = np.max([_split_stat(shuffled, t, scale) for t in grid], axis=0)
+    return float((np.count_nonzero(best >= observed - 1e-12) + 1) / (PERMUTATIONS + 1))
 
 
 def detect(values):
@@ -86,7 +110,7 @@ def detect(values):
     changes = []
     for k in range(1, len(bounds) - 1):
         a, b = y[bounds[k - 1]:bounds[k]], y[bounds[k]:bounds[k + 1]]
-        p = _permutation_p(a, b, rng)
+        p = _permutation_p(np.concatenate([a, b]), len(a), max(noise, 1e-4), rng)
         if p >= P_VALUE:
             continue
         before, after = float(np.exp(np.median(a))), float(np.exp(np.median(b)))
