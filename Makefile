@@ -96,6 +96,8 @@ demo: setup
 	$(VENV)/bin/ccbench run all_reduce,all_gather -r $(DEMO_RANKS) -b 8 -e 64M -f 2 \
 	  --algorithms ring,mpi --check --out results/demo.nc
 	$(VENV)/bin/ccbench report results/demo.nc -o reports/demo.html --title "ccbench demo"
+	$(VENV)/bin/ccbench history add --history results/history results/demo.nc
+	$(VENV)/bin/ccbench history show --history results/history 'all_reduce/ring/out_of_place/671*/*'
 	@echo; echo "results: $(CURDIR)/results/demo.nc"; echo "report:  $(CURDIR)/reports/demo.html"
 
 # the health check on the testbed: FAULT=KIND:NODE (slow-link, congested-link,

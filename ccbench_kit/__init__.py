@@ -13,7 +13,8 @@ from . import dataset  # noqa: E402,F401  (registers the ds.ccb accessor)
 from .api import load, run, save  # noqa: E402
 from .errors import CCBenchError, ConfigError, RunError  # noqa: E402
 from .health import doctor  # noqa: E402
+from . import history  # noqa: E402,F401  (ccb.history.add / open)
 
 
-__all__ = ["CCBenchError", "ConfigError", "RunError", "doctor", "load", "run", "save",
+__all__ = ["CCBenchError", "ConfigError", "RunError", "doctor", "history", "load", "run", "save",
            "__version__"]

@@ -211,8 +211,39 @@ def _lines(text):
     return [line + "\n" for line in lines[:-1]] + [lines[-1]]
 
 
+HISTORY = [
+    md("""
+# ccbench history
+Executed by `ccbench history report --history DIR -o trend.html`, or by hand:
+`papermill notebooks/history.ipynb out.ipynb -p history DIR`.
+""", tags=["remove-cell"]),
+    code("""
+# Parameters (papermill injects the values given on the command line after this cell)
+history = ""  # the history directory (ccbench history add --history DIR ...)
+""", tags=["parameters"]),
+    code("""
+import ccbench_kit.history as H
+from ccbench_kit.history import report as hr
+from ccbench_kit.report import notebook as rn
+
+with rn.one_line_errors():
+    h = H.open(hr.history_from_env(history))
+hr.header(h)
+"""),
+    md("""
+## Trends
+Per collective, busbw of its largest size over time, one line per algorithm.
+The shaded band is each level ± twice its night-to-night noise; a dashed line
+is a change point (binary segmentation with the median cost, then a
+permutation test: see docs/history.md). The table says what changed there.
+"""),
+    code("hr.trends(h)"),
+    md("## The newest run against the history (busbw, worst first)"),
+    code("hr.newest_against_history(h)"),
+]
+
 NOTEBOOKS = {"report.ipynb": REPORT, "compare.ipynb": COMPARE, "explore.ipynb": EXPLORE,
-             "doctor.ipynb": DOCTOR, "doctor_gpu.ipynb": DOCTOR_GPU}
+             "doctor.ipynb": DOCTOR, "doctor_gpu.ipynb": DOCTOR_GPU, "history.ipynb": HISTORY}
 
 
 def render(name):

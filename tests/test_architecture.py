@@ -152,7 +152,7 @@ def test_cycle_finder_names_a_cycle():
 # import its own layer and the layers below it, never one above.
 LAYERS = [
     {"__main__", "cli"},
-    {"widgets", "suite", "report", "health"},      # notebooks, reports and the doctor drive the API
+    {"widgets", "suite", "report", "health", "history"},      # notebooks, reports and the doctor drive the API
     {"api", "preflight"},                          # preflight: checks before a launch
     {"launch"},                                    # mpirun, Slurm, Dask-MPI, the watchdog
     {"harness"},                                   # one rank's sweep

@@ -14,7 +14,7 @@ from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
                       EXIT_SIGTERM, CCBenchError)
 
 SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite",
-               "doctor", "recover")
+               "doctor", "recover", "history")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -11,6 +11,7 @@ import sys
 
 from .. import health
 from .cluster import add_launch_arguments, launch_options
+from .history import add_history_flag, file_results
 
 
 def add_parser(sub):
@@ -38,6 +39,7 @@ def add_parser(sub):
     g.add_argument("--timeout", type=float, default=None,
                    help="seconds without progress before the hang is attributed")
     g.add_argument("--out", default=None, help="results file (default results/doctor-STAMP.nc)")
+    add_history_flag(g)
     g.add_argument("--report", default=None, metavar="HTML", help="also write the report page")
     add_gpu_arguments(p)
     p.set_defaults(func=main)
@@ -121,4 +123,5 @@ def main(args):
         path = health.report.html(diag.out, args.report)
         print(f"report: {path}")
     print(diag.line)
+    file_results(args, diag.out)
     return diag.exit_code

@@ -10,9 +10,11 @@ import sys
 import warnings
 
 from ..dataset import save
+from ..errors import ConfigError
 from ..formats.nccl_tests.write_table import format_table
 from ..importers import ReportedMismatchWarning, read_all, unique_names
 from . import argtypes as T
+from .history import add_history_flag, file_results
 
 
 def add_parser(sub):
@@ -31,6 +33,7 @@ def add_parser(sub):
     p.add_argument("--partial", action="store_true",
                    help="keep the complete rows of a truncated table (marked incomplete)")
     p.add_argument("--table", action="store_true", help="also print each table")
+    add_history_flag(p)
     p.set_defaults(func=main)
 
 
@@ -65,4 +68,7 @@ def main(args):
     if args.out:
         save(parts, args.out)
         print(f"# wrote {len(parts)} result set{'s' if len(parts) != 1 else ''} to {args.out}")
+    elif args.history:
+        raise ConfigError("needs -o/--out: the history files the results file", "--history")
+    file_results(args, args.out)
     return 0

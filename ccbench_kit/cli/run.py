@@ -8,6 +8,7 @@ from ..dataset.schema import library_name
 from ..formats.nccl_tests.write_table import format_table
 from ..units import format_size
 from .cluster import add_launch_arguments, launch_options
+from .history import add_history_flag, file_results
 
 
 def add_parser(sub):
@@ -94,6 +95,7 @@ def add_parser(sub):
     g = p.add_argument_group("output")
     g.add_argument("--out", default=None, type=T.path("a results file"),
                    help="results file (default results/COLL-TIME.nc)")
+    add_history_flag(g)
     g.add_argument("-t", "--stats", nargs="+", default=["avg"], type=T.text("a statistic"),
                    help="avg p50 p99 ...")
     g.add_argument("-a", "--average", default=None, metavar="0|1|2|3",
@@ -228,6 +230,7 @@ def main(args):
                                show_io=args.show_input_output_size):
             print(f"# json ({json_format}): {path}")
     print(f"# results: {out}")
+    file_results(args, out)
     return 0
 
 

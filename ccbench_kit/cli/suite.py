@@ -2,6 +2,8 @@
 ``ccbench suite collect FILE.yaml``."""
 import sys
 
+from .history import add_history_flag, file_results
+
 ACTIONS = ("status", "collect")
 
 
@@ -19,6 +21,7 @@ def add_parser(sub):
     p.add_argument("--dry-run", action="store_true",
                    help="Slurm mode: write the batch scripts and manifest, submit nothing")
     p.add_argument("--no-report", action="store_true", help="don't render the report")
+    add_history_flag(p)
     p.set_defaults(func=main)
 
 
@@ -55,6 +58,7 @@ def main(args):
     if result.out:
         from ..suite import overview
         print(overview(result.out).to_string(index=False))
+        file_results(args, result.out)
     for key, reason in result.failed:
         print(f"ccbench: failed: {key}: {reason}", file=sys.stderr)
     return 0 if result.ok else EXIT_RUN_FAILED

@@ -5,6 +5,7 @@
 >>> RunPanel(explorer=ex)
 """
 from .explorer import Explorer
+from .history_explorer import HistoryExplorer
 from .run_panel import RunPanel
 
-__all__ = ["Explorer", "RunPanel"]
+__all__ = ["Explorer", "HistoryExplorer", "RunPanel"]

@@ -1,0 +1,225 @@
+"""The history as Python: file runs, list series, read one, find regressions.
+
+>>> import ccbench_kit as ccb
+>>> ccb.history.add("results/nightly.nc", "/shared/ccbench-history")
+>>> h = ccb.history.open("/shared/ccbench-history")
+>>> h.series()[:3]
+>>> h.regressions(since=ccb.history.parse_since("2026-11-01"))
+"""
+import dataclasses
+import datetime as dt
+import json
+import os
+import pathlib
+import re
+import tempfile
+
+from ..errors import ConfigError
+from . import changepoints as C
+from . import facts as F
+from . import index as I
+from . import store as S
+
+_SINCE = re.compile(r"^(\d+(?:\.\d+)?)\s*([hdw])$")
+
+
+def add(results, directory):
+    """File results into the history at `directory`; returns [(run_id, new)].
+
+    `results`: a path, a list of paths, or a Dataset/DataTree/{name: Dataset}
+    (saved to a temporary file first).  Every file is checked before any is
+    filed: a bad one files nothing."""
+    d = S.check_dir(directory, write=True)
+    if not isinstance(results, (str, os.PathLike, list, tuple)):
+        return _add_data(results, d)
+    paths = [results] if isinstance(results, (str, os.PathLike)) else list(results)
+    read = []
+    for p in paths:
+        if not pathlib.Path(p).is_file():
+            raise ConfigError("no such file", str(p))
+        read.append((p, *I.read_run(p)))
+    done = []
+    for p, run_facts, rows in read:
+        run_id, stored, new = S.file_copy(p, d)
+        with S.write_lock(d):
+            I.add_indexed(d, run_id, stored, run_facts, rows)
+        done.append((run_id, new))
+    return done
+
+
+def _add_data(data, directory):
+    from ..dataset import save
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "results.nc"
+        save(data, path)
+        return add(path, directory)
+
+
+def rebuild(directory):
+    """Rebuild the index of `directory` from its filed files."""
+    I.rebuild(S.check_dir(directory, write=True))
+
+
+def parse_since(text, newest=None, now=None):
+    """`--since` as a UTC datetime.
+
+    A duration (7d, 12h, 2w) counts back from `newest` (the newest run's
+    time; for a nightly job, tonight's run) or from now when not given; a
+    date (2026-11-01, ISO) is that date.  Either in the future: ConfigError."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    s = str(text).strip().lower()
+    m = _SINCE.match(s)
+    if m:
+        n, unit = float(m.group(1)), m.group(2)
+        try:
+            when = min(newest or now, now) - dt.timedelta(hours=n * {"h": 1, "d": 24, "w": 168}[unit])
+        except OverflowError:
+            raise ConfigError(f"{text!r} reaches back too far", "--since") from None
+    else:
+        try:
+            when = dt.datetime.fromisoformat(str(text).strip())
+        except ValueError:
+            raise ConfigError(f"{text!r} is not a duration (7d, 12h, 2w) or a date "
+                              "(2026-11-01)", "--since") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+    if when > now:
+        raise ConfigError(f"{text!r} is in the future", "--since")
+    return when
+
+
+def _created(text):
+    try:
+        t = dt.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+
+
+@dataclasses.dataclass(frozen=True)
+class Regression:
+    """A change for the worse in one series, starting at one run: the
+    metrics that moved there ((metric, relative change, p-value), ...)."""
+    series: str
+    changes: tuple
+    position: int           # 1-based: the n-th run of the series
+    runs: int
+    run: dict               # the first run at the new level
+    facts: tuple            # what changed there
+
+    def line(self):
+        when = self.run["created"] or self.run["filed"]
+        moved = ", ".join(f"{m} {c:+.1%} (p={p:.3f})" for m, c, p in self.changes)
+        why = "; ".join(self.facts) if self.facts else "no recorded fact changed"
+        return (f"REGRESSION {self.series} from run {self.position}/{self.runs} {when} "
+                f"({self.run['name']}, {self.run['run_id'][:12]}): {moved}: {why}")
+
+
+class History:
+    """An open history directory (see `open`)."""
+
+    def __init__(self, directory):
+        self.directory = S.check_dir(directory, write=False)
+        self._con = I.connect(self.directory)
+
+    def close(self):
+        self._con.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def runs(self):
+        """Every filed run, oldest first, as dicts of its facts."""
+        cur = self._con.execute(f"SELECT {','.join(I.RUN_COLUMNS)} FROM runs "
+                                "ORDER BY created, filed, run_id")
+        return [_run_dict(r) for r in cur]
+
+    def series(self, pattern=None):
+        """[(series key, number of runs)], optionally those matching a glob."""
+        import fnmatch
+        rows = self._con.execute("SELECT s.key, count(*) FROM series s JOIN points p "
+                                 "USING (series_id) GROUP BY s.key ORDER BY s.key").fetchall()
+        return [r for r in rows if pattern is None or fnmatch.fnmatchcase(r[0], pattern)]
+
+    def points(self, key):
+        """The runs of one series, oldest first: [(run dict, {metric: value})]."""
+        cur = self._con.execute(
+            f"SELECT {','.join('r.' + c for c in I.RUN_COLUMNS)}, p.busbw, p.lat_p50, p.lat_p99 "
+            "FROM series s JOIN points p USING (series_id) JOIN runs r USING (run_id) "
+            "WHERE s.key = ? ORDER BY r.created, r.filed, r.run_id", (key,))
+        out = [(_run_dict(row[:len(I.RUN_COLUMNS)]),
+                dict(zip(F.METRICS, row[len(I.RUN_COLUMNS):]))) for row in cur]
+        if not out:
+            raise ConfigError(f"no series {key!r} in {self.directory} (`ccbench history list` "
+                              "names them)", "SERIES")
+        return out
+
+    def analyse(self, key):
+        """{metric: changepoints.Verdict} of one series, with its points."""
+        pts = self.points(key)
+        return pts, {m: C.detect([v[m] for _, v in pts]) for m in F.METRICS}
+
+    def regressions(self, since=None, min_change=0.0, pattern=None):
+        """Every change for the worse, beyond noise and at least `min_change`
+        (relative), starting at or after `since` (a datetime): one
+        `Regression` per series and run where metrics moved."""
+        found = []
+        for key, _ in self.series(pattern):
+            pts, verdicts = self.analyse(key)
+            at = {}
+            for metric, verdict in verdicts.items():
+                for ch in verdict.changes:
+                    worse = ch.change < 0 if F.METRICS[metric] == "lower" else ch.change > 0
+                    if worse and abs(ch.change) >= min_change:
+                        at.setdefault(ch.index, []).append((metric, ch.change, ch.p_value))
+            for index, changes in sorted(at.items()):
+                run = pts[index][0]
+                start = _created(run["created"])
+                if since is not None and (start is None or start < since):
+                    continue
+                found.append(Regression(key, tuple(changes), index + 1, len(pts), run,
+                                        tuple(facts_near(pts, index))))
+        return found
+
+    def newest(self):
+        """The time of the newest run (None for an empty history)."""
+        row = self._con.execute("SELECT max(created) FROM runs").fetchone()
+        return _created(row[0]) if row and row[0] else None
+
+    def last_healthy_doctor(self):
+        """{node: run dict} of the newest doctor run with verdict "none"
+        (nothing wrong) that each node took part in: the doctor's baseline."""
+        best = {}
+        for run in self.runs():
+            if run["kind"] == "doctor" and run["verdict"] == "none":
+                for host in run["hosts"]:
+                    best[host] = run
+        return best
+
+
+def facts_near(pts, index):
+    """What changed at run `index` of a series, and (marked) one run either
+    side, since a noisy change point may land one run off its cause."""
+    out = []
+    for at in (index, index - 1, index + 1):
+        if 1 <= at < len(pts):
+            changed = F.changed_facts(pts[at - 1][0], pts[at][0])
+            tag = "" if at == index else f" (at run {at + 1})"
+            out += [c + tag for c in changed]
+    return out
+
+
+def _run_dict(row):
+    run = dict(zip(I.RUN_COLUMNS, row))
+    run["hosts"] = json.loads(run["hosts"] or "[]")
+    run["env"] = json.loads(run["env"] or "{}")
+    run["collectives"] = json.loads(run["collectives"] or "[]")
+    return run
+
+
+def open(directory):  # noqa: A001 (ccb.history.open, like io.open)
+    """The `History` at `directory` (its index brought up to date)."""
+    return History(directory)
