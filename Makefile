@@ -69,7 +69,7 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.deps: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -q -U pip "setuptools>=69" wheel
+	$(PIP) install -q -U pip "setuptools>=77" wheel
 	$(PIP) install -q Cython numpy mpi4py
 	$(PIP) install -q -e ".[all]" --no-build-isolation
 	touch $@

@@ -1,4 +1,4 @@
-"""``ccbench report``: execute notebooks/report.ipynb with papermill, then
+"""``ccbench report``: execute the shipped report.ipynb with papermill, then
 write HTML with nbconvert (code hidden, plots inline as PNG, nothing fetched
 from the network: the file opens offline)."""
 import os
@@ -10,15 +10,18 @@ from ..errors import CCBenchError, ConfigError
 
 KERNEL = "ccbench"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+# package data, written by notebooks/build.py (the same files as the
+# checkout's notebooks/), so an installed kit needs no checkout
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
 def notebook_path(name="report.ipynb"):
-    """The shipped notebook: the repo's notebooks/ (or one beside the package)."""
-    here = Path(__file__).resolve().parent
-    for cand in (here.parent.parent / "notebooks" / name, here / "notebooks" / name):
-        if cand.exists():
-            return cand
-    raise CCBenchError(f"notebook {name} not found next to the package")
+    """The shipped notebook `name` (package data: ``ccbench_kit/notebooks/``)."""
+    path = NOTEBOOKS / name
+    if not path.exists():
+        raise CCBenchError(f"notebook {name} not found in {NOTEBOOKS}: the package was "
+                           "installed without its data (reinstall it)")
+    return path
 
 
 def kernel_name():
