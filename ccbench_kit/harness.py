@@ -10,7 +10,8 @@ import warnings
 
 import numpy as np
 
-from . import __version__, checks, collectives, hostinfo
+from . import checks, collectives, hostinfo
+from ._version import __version__
 from .backends import get_backend
 from .clock import estimate_offsets
 from .inputs.coalesced import combined, split_layout

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 
+from .._version import __version__
 from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
                       EXIT_SIGTERM, CCBenchError)
 
@@ -27,7 +28,6 @@ def build_parser():
                                           for code, what in EXIT_CODES.items())
     parser = _Parser(prog="ccbench", description="Benchmark and analyse collective communication.",
                      epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-    from .. import __version__
     parser.add_argument("--version", action="version", version=f"ccbench_kit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in SUBCOMMANDS:

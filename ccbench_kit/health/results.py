@@ -23,7 +23,7 @@ import zlib
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from .._files import atomic_write_text
 
 _PREFIX = "json64:"

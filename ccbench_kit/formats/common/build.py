@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ... import __version__
+from ..._version import __version__
 from ...collectives import all_collectives, get as get_collective
 from ...dataset.schema import make_dataset
 from ...dtypes import get_dtype, get_op
