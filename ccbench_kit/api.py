@@ -6,10 +6,14 @@ import tempfile
 from . import config
 from .config import RunConfig
 from .dataset import load, save
-from .errors import ConfigError
+from .errors import ConfigError, RunError
 from .mpi_env import inside_mpi_job
 from .output_path import check_output
 from .preflight import check_run
+from .dataset.checkpoint import Checkpoint
+from .harness import Sweep
+from .launch.command import launcher
+from .launch.mpirun import launch
 
 __all__ = ["load", "run", "run_many", "save", "make_config", "inside_mpi_job", "RunConfig"]
 
@@ -26,7 +30,7 @@ def job_size(default):
     already one of its ranks, else `default`."""
     if not inside_mpi_job():
         return default
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     return MPI.COMM_WORLD.Get_size()
 
 
@@ -117,6 +121,7 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
             raise ConfigError(f"{placed[0]} applies when ccbench starts the ranks; a "
                               "cluster's ranks already run (choose them at `ccbench "
                               "cluster start`)", "client")
+        # lazy: launch.dask imports distributed, an optional dependency (cluster extra)
         from .launch import dask as _dask
         workers = _dask.worker_ranks(client, cfg.nranks if cfg else nranks)
         cfg = cfg or make_config(collective, len(workers), sizes, **options)
@@ -129,7 +134,6 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
                              timeout=timeout, **options)
     # before mpirun starts: where the results go, and whether the ranks fit here
     check_run(cfg, ranks_here=0 if (hosts or hosts_file or slurm) else cfg.nranks)
-    from .launch.command import launcher
     command = launcher(cfg.nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
                        ranks_per_node=ranks_per_node, slurm=slurm, env=env)
     tmp = None
@@ -139,12 +143,10 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         cfg = cfg.replace(out=tmp)
         if command:  # so that a file rank 0 wrote elsewhere is not mistaken for it
             os.unlink(tmp)
-    from .launch.mpirun import launch
 
     launch(cfg, on_event=progress, command=command, env=env)
     out = cfg.output.out
     if command and not os.path.exists(out):
-        from .errors import RunError
         raise RunError(f"the run finished but {out} is not here: rank 0 wrote it on "
                        "its own host; give --out a path on a shared file system, or "
                        "launch from the first host")
@@ -189,14 +191,12 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, **options):
 
 
 def _run_in_process(cfg, progress=None):
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
 
-    from .harness import Sweep
 
     comm = MPI.COMM_WORLD.Dup()
     # every rank runs rank 0's seed (one drawn at random differs per rank)
     cfg = cfg.replace(seed=comm.bcast(cfg.inputs.seed, root=0))
-    from .dataset.checkpoint import Checkpoint
     out = cfg.output.out
     try:
         return Sweep(comm, cfg, emit=progress,

@@ -280,3 +280,56 @@ def test_the_length_check_counts_code_not_docstrings(tmp_path):
     # f: 81 lines of code (the docstring not counted); g says why; h has 80
     assert long_functions_without_why(tmp_path, tmp_path) == [
         "m.py:1 f() is 82 lines; say why (# why long: ...) or split it"]
+
+
+# -- imports at the head of the module ---------------------------------------------
+# A module's header says what it uses: every import sits at module level,
+# except an optional dependency (its pip extra named where it is missing),
+# mpi4py (importing mpi4py.MPI starts MPI, which only a rank may do), and an
+# import that would close a cycle.  Such an import says why in a comment
+# that starts with "# lazy:", on its line or the line above it.
+LAZY = "# lazy:"
+
+
+def unexplained_function_imports(root=PKG, base=ROOT):
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        lines = text.splitlines()
+        for fn in ast.walk(ast.parse(text, str(path))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                near = lines[max(node.lineno - 2, 0):node.end_lineno]
+                if not any(LAZY in ln for ln in near):
+                    what = ast.get_source_segment(text, node).split("\n")[0]
+                    bad.append(f"{path.relative_to(base)}:{node.lineno} `{what}` inside "
+                               f"{fn.name}(): move it to the module's head or say why "
+                               f"({LAZY} ...)")
+    return bad
+
+
+def test_imports_inside_functions_say_why():
+    bad = unexplained_function_imports()
+    assert not bad, "\n".join(bad)
+
+
+def test_the_import_check_finds_an_unexplained_one(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "import os\n\n\ndef f():\n    import json\n    return json\n\n\n"
+        "def g():\n    # lazy: optional dependency (report extra)\n    import matplotlib\n"
+        "    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI\n"
+        "    return matplotlib, MPI\n")
+    assert unexplained_function_imports(tmp_path, tmp_path) == [
+        "m.py:5 `import json` inside f(): move it to the module's head or say why (# lazy: ...)"]
+
+
+def test_every_package_directory_is_in_the_architecture_doc():
+    # docs/architecture.md is where a newcomer starts: each package of the
+    # kit appears there as `path/` (relative to ccbench_kit/)
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    packages = sorted(str(p.parent.relative_to(PKG)) for p in PKG.rglob("__init__.py")
+                      if p.parent != PKG)
+    assert [p for p in packages if f"{p}/" not in doc] == []

@@ -11,6 +11,7 @@ import importlib
 
 from ..errors import ConfigError
 from .base import Backend, NoOptions  # noqa: F401  (the interface, for backend authors)
+from importlib.metadata import entry_points
 
 ENTRY_POINT_GROUP = "ccbench_kit.backends"
 # name -> class, or "module:Class" imported on first use (the nccl backend
@@ -32,7 +33,6 @@ def register(name, backend):
 
 
 def _entry_points():
-    from importlib.metadata import entry_points
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 

@@ -37,6 +37,7 @@ import dataclasses
 from typing import ClassVar
 
 from ..errors import ConfigError
+from ..resources import memory_available
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +48,6 @@ class NoOptions:
 def host_memory_available():
     """Bytes this host may still allocate: MemAvailable, and the cgroup and
     Slurm limits of this process (`resources.memory_available`)."""
-    from ..resources import memory_available
     return memory_available()
 
 

@@ -13,6 +13,7 @@ import sys
 from .._version import __version__
 from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
                       EXIT_SIGTERM, CCBenchError)
+from ..launch.mpirun import Interrupted
 
 SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite",
                "doctor", "recover")
@@ -36,7 +37,6 @@ def build_parser():
 
 
 def _terminate(signum, frame):
-    from ..launch.mpirun import Interrupted
     raise Interrupted()
 
 

@@ -11,6 +11,7 @@ import sys
 
 from .. import health
 from .cluster import add_launch_arguments, launch_options
+from ..launch.cluster import connect
 
 
 def add_parser(sub):
@@ -47,7 +48,6 @@ def main(args):
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
     client = None
     if args.scheduler_file:
-        from ..launch.cluster import connect
         client = connect(args.scheduler_file)
     try:
         diag = health.doctor(

@@ -13,6 +13,7 @@ from ..dataset import save
 from ..formats.nccl_tests.write_table import format_table
 from ..importers import ReportedMismatchWarning, read_all, unique_names
 from . import argtypes as T
+from ..output_path import check_output
 
 
 def add_parser(sub):
@@ -36,7 +37,6 @@ def add_parser(sub):
 
 def main(args):
     if args.out:
-        from ..output_path import check_output
         check_output(args.out, "-o/--out")
     datasets = []
     with warnings.catch_warnings(record=True) as caught:

@@ -34,7 +34,7 @@ def compute_all(arrays):
     """`arrays` (DataArrays) with their values, in one pass when some are
     dask-backed (they then share the reads of the file's chunks)."""
     if any(a.chunks for a in arrays):
-        import dask
+        import dask  # lazy: optional dependency (cluster extra)
         return list(dask.compute(*arrays))
     return list(arrays)
 

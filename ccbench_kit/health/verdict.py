@@ -33,6 +33,7 @@ reported as the confidence figure, and must not reach 1).  Then:
   bandwidth is fine, so not its link).
 """
 from dataclasses import asdict, dataclass, field
+import warnings
 
 import numpy as np
 
@@ -142,7 +143,6 @@ def judge(raw, thresholds=None, seed=0):
     nodes = raw.nodes
     n = len(nodes)
     with np.errstate(all="ignore"):
-        import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             metrics = {"local": (raw.local_matrix("lat"), local_ratios, True)}

@@ -11,6 +11,8 @@ cap, and per size the iterations, the half-width reached and whether it met
 the target.  Each round is a run of its own.
 """
 import json
+import glob
+import os
 
 import numpy as np
 
@@ -91,8 +93,6 @@ def run_until_stable(run_sizes, sizes, target, cap, iters, out):
             "stable": {str(s): bool(x <= target) for s, x in w[k].items()}})
         ds.attrs["iters"] = int(ds.sizes["iteration"])
     save(merged, out)
-    import glob
-    import os
     for part in glob.glob(f"{glob.escape(str(out))}.round*.part"):
         os.unlink(part)
     return merged

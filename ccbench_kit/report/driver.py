@@ -7,6 +7,8 @@ from pathlib import Path
 from .._optional import require
 from .._files import atomic_write_text
 from ..errors import CCBenchError, ConfigError
+from ..output_path import check_output
+from .notebook import check_parameters, prepare_compare_parameters
 
 KERNEL = "ccbench"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -26,6 +28,7 @@ def notebook_path(name="report.ipynb"):
 
 def kernel_name():
     """Our registered kernel if present, else the running Python's."""
+    # lazy: optional dependency (report extra)
     from jupyter_client.kernelspec import KernelSpecManager
     specs = KernelSpecManager().find_kernel_specs()
     return KERNEL if KERNEL in specs else "python3"
@@ -40,7 +43,6 @@ def render(results, output, *, baseline=None, theory="auto", stats=("avg", "p50"
     The executed notebook is kept beside the HTML (same name, .ipynb).
     Returns the HTML path.
     """
-    from .notebook import check_parameters
     results = [results] if isinstance(results, (str, os.PathLike)) else list(results)
     output = Path(output)
     _check_outputs(output)
@@ -57,7 +59,6 @@ def render(results, output, *, baseline=None, theory="auto", stats=("avg", "p50"
 
 def render_compare(results, output, *, baseline=None, stats=("avg",), title="", timeout=600):
     """compare.ipynb for several results files (and an optional baseline)."""
-    from .notebook import prepare_compare_parameters
     output = Path(output)
     _check_outputs(output)
     if output.suffix != ".html":
@@ -73,7 +74,6 @@ def render_compare(results, output, *, baseline=None, stats=("avg",), title="", 
 
 def _check_outputs(output):
     """The HTML and the executed notebook beside it can be written."""
-    from ..output_path import check_output
     check_output(output, "-o/--output")
     check_output(output.with_suffix(".ipynb"), "-o/--output")
 
@@ -100,10 +100,11 @@ def execute(notebook, output, params, timeout=600):
 def write_html(executed, output, title=""):
     """nbconvert `executed` to one self-contained HTML file, code hidden."""
     require("nbconvert", "report")
-    import nbformat
-    from nbconvert import HTMLExporter
+    import nbformat  # lazy: optional dependency (report extra)
+    from nbconvert import HTMLExporter  # lazy: optional dependency (report extra)
+    # lazy: optional dependency (report extra)
     from nbconvert.preprocessors import TagRemovePreprocessor
-    from traitlets.config import Config
+    from traitlets.config import Config  # lazy: optional dependency (report extra)
 
     nb = nbformat.read(str(executed), as_version=4)
     if title:

@@ -12,11 +12,16 @@ files override earlier names):
 Files are parsed with ``tomllib`` or ``yaml.safe_load``: data only, never code.
 """
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+import socket
 
 
 from ..errors import ConfigError
+from .. import hostinfo
+from ..bounded import load_yaml, read_text
+from ..collectives import get as collective_of
+from ..dataset.schema import attr_json
 
 BUILTIN = Path(__file__).with_name("presets.toml")
 ENV = "CCBENCH_PRESETS"
@@ -74,10 +79,9 @@ def _parse(path):
         raise ConfigError(f"{path}: no such presets file", "theory")
     try:
         if path.endswith((".yaml", ".yml")):
-            from ..bounded import load_yaml, read_text
             data = load_yaml(read_text(path, "a presets file"), extra="report") or {}
         else:
-            import tomllib
+            import tomllib  # lazy: tomllib is Python >= 3.11; requires-python is 3.10
             with open(path, "rb") as f:
                 data = tomllib.load(f)
     except ConfigError:
@@ -179,7 +183,6 @@ def auto_name(ds):
     one host of H100 or H200 GPUs: their NVLink4 preset.  Anything else has
     no safe default (the network decides).
     """
-    from ..dataset.schema import attr_json
     backend = str(ds.attrs.get("backend", ""))
     if backend == "mpi":
         return "cpu"
@@ -202,14 +205,12 @@ def _with_memcpy(preset, ds):
     `measured` saying so): measuring now would make the report depend on
     where and when it is rendered.  Without a Dataset, this host is
     measured now, and `measured` says so."""
-    from dataclasses import replace
     if ds is not None:
         recorded = ds.attrs.get("memcpy_gbps")
         if recorded:
             how = ds.attrs.get("memcpy_method") or "memcpy recorded by the run"
             return replace(preset, peak_gbps=float(recorded), measured=str(how))
         return replace(preset, peak_gbps=0.0, measured=NOT_RECORDED)
-    import socket
     rate = measure_memcpy_gbps()
     return replace(preset, peak_gbps=rate,
                    measured=f"memcpy measured now on {socket.gethostname()} (no run given)")
@@ -217,7 +218,6 @@ def _with_memcpy(preset, ds):
 
 def measure_memcpy_gbps(nbytes=None, repeats=None):
     """This host's memcpy rate in GB/s (1e9 B/s): `hostinfo.measure_memcpy_gbps`."""
-    from .. import hostinfo
     return hostinfo.measure_memcpy_gbps(nbytes or hostinfo.MEMCPY_BYTES,
                                         repeats or hostinfo.MEMCPY_REPEATS)
 
@@ -234,7 +234,6 @@ def busbw_bound(preset, collective, nranks):
 
     Returns (bound in GB/s, one-line reason).
     """
-    from ..collectives import get as collective_of
     name = collective_of(collective).name
     if preset.switch_reduction and name == "all_reduce" and nranks > 1:
         factor = 2 * (nranks - 1) / nranks
