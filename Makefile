@@ -76,7 +76,7 @@ $(VENV)/.deps: pyproject.toml | $(VENV)/bin/python
 
 build: $(ENGINE)
 
-$(ENGINE): $(wildcard ext/*.c ext/*.h ext/*.pyx) setup.py | $(VENV)/.deps $(LIBMPI_SHIM)
+$(ENGINE): $(wildcard ext/*.c ext/*.h ext/*.pyx) ccbench_kit/collectives/collectives.def setup.py | $(VENV)/.deps $(LIBMPI_SHIM)
 	$(PY) setup.py -q build_ext --inplace -j 2
 
 $(VENV)/lib/libmpi.so.12: | $(VENV)/bin/python

@@ -8,6 +8,7 @@ faster), ``ratio_lo``/``ratio_hi`` (the CI, NaN for plain ratios),
 """
 import json
 import warnings
+import re
 
 import numpy as np
 import xarray as xr
@@ -16,7 +17,6 @@ from ..dataset.stats import check_stat
 from ..errors import CCBenchError, ConfigError
 
 MIN_SAMPLES = 5        # fewer iterations than this give no meaningful bootstrap
-VERDICTS = ("faster", "slower", "indistinguishable", "n/a")
 
 
 class CompareError(CCBenchError):
@@ -31,7 +31,6 @@ class CompareWarning(UserWarning):
 def _hardware(ds):
     """The device models of `ds` ("NVIDIA H200", "cpu"), without ordinals
     and bus ids, as a sorted tuple; () when unknown (imported logs)."""
-    import re
     if "device" not in ds.coords:
         return ()
     names = {re.sub(r"\s*\(.*?\)", "", re.sub(r"^cuda:\d+\s*", "", str(d))).strip()

@@ -1,7 +1,20 @@
 """The numbers behind the plots: winners and crossovers, per-rank matrices
 and stragglers, ratios to a baseline.  Plain data (pandas / xarray), so the
 report's text can name what the plots show."""
+import json
+import warnings
+
 import numpy as np
+import pandas as pd
+
+from ..compare import compare as _compare
+from ..dataset.attrs import TypedAttrs
+from ..dataset.schema import attr_json
+from ..errors import CCBenchError, ConfigError
+from ..theory import fit_piecewise
+from ..theory.presets import busbw_bound
+from ..units import format_size
+from .style import approx_size
 
 
 def sized(ds):
@@ -116,7 +129,6 @@ def winners(ds, stat="median", rank_stat="max", placement="out_of_place", tolera
         (winner / runner-up − 1), margin_lo, margin_hi (from the intervals:
         the least and most the winner leads by), tie, decided_by.
     """
-    import pandas as pd
     r = robust_busbw(ds, stat, rank_stat, placement, confidence)
     names, bw, lo, hi = r["algorithms"], r["busbw"], r["lo"], r["hi"]
     filled = np.where(np.isfinite(bw), bw, -np.inf)
@@ -220,7 +232,6 @@ def rank_matrix(ds, algorithm, placement="out_of_place", metric="auto"):
     sel = dict(algorithm=algorithm, placement=placement)
     if metric == "skew":
         if "start" not in ds:
-            from ..errors import ConfigError
             raise ConfigError("this Dataset has no `start` times; use metric='latency'", "metric")
         st = ds["start"].sel(sel)
         it = ds["latency"].sel(sel).max("rank").median("iteration")
@@ -237,7 +248,6 @@ def stragglers(ds, algorithm=None, placement="out_of_place", threshold=3.5, metr
                min_fraction=0.25):
     """Ranks whose robust z-score exceeds `threshold` at ≥ `min_fraction` of
     the sizes, as a DataFrame (rank, host, flagged, median_z), worst first."""
-    import pandas as pd
     algorithm = algorithm or str(ds["algorithm"].values[0])
     m = rank_matrix(ds, algorithm, placement, metric)
     z = robust_z(m.values, axis=0)
@@ -259,11 +269,8 @@ def compare(ds, baseline, stat="avg", rank_stat="max", placement="out_of_place")
     `ccbench_kit.compare.compare` (lo/hi NaN where a side has aggregated
     numbers only, e.g. an imported nccl-tests log).
     """
-    from ..compare import compare as _compare
     pl = placement if placement in ds["placement"].values else str(ds["placement"].values[0])
     placements = [pl] if pl in baseline["placement"].values else None
-    import json
-    import warnings
     with warnings.catch_warnings():  # the differences are in res.attrs["notes"], said by the report
         warnings.simplefilter("ignore")
         res = _compare(ds, baseline, stat=stat, rank_stat=rank_stat, placements=placements)
@@ -293,8 +300,6 @@ def fit_models(ds, fits):
     size where the protocol changes) or ``none`` (pieces = [], text says
     why: the quality figure that failed).
     """
-    from ..theory import fit_piecewise
-    from ..units import format_size
     out = {}
     for alg, f in fits.items():
         if f.holds:
@@ -303,7 +308,7 @@ def fit_models(ds, fits):
         pieces = None
         try:
             pieces = fit_piecewise(ds, alg, stat=f.stat, placement=None)
-        except Exception:  # a fit that cannot be split is no fit
+        except (CCBenchError, ValueError):  # too few sizes, a singular fit: no split
             pieces = None
         if pieces:
             lo, hi = pieces
@@ -328,7 +333,6 @@ def distrust(ds):
     """Markdown lines about what in `ds` itself makes its numbers suspect:
     oversubscription, aggregated timing, an incomplete run, algorithms the
     backend refused, too few iterations."""
-    from ..dataset.attrs import TypedAttrs
     a = TypedAttrs(ds.attrs)
     out = []
     if a.get("oversubscribed") is True:
@@ -362,7 +366,6 @@ def distrust(ds):
 def not_available(ds):
     """{algorithm: reason} for algorithms the backend refused (attr
     ``not_available``: {algorithm: {size: reason}}), reasons merged over sizes."""
-    from ..dataset.schema import attr_json
     raw = attr_json(ds, "not_available", {}) or {}
     out = {}
     if not isinstance(raw, dict):
@@ -399,9 +402,6 @@ def verdict(ds, preset=None, models=None, baseline=None, placement="out_of_place
     """
     # why long: one sentence per finding, in the order a reader reads them; each
     # reuses the same few locals (best, peak, fits), so splitting scatters the order.
-    from ..theory.presets import busbw_bound
-    from ..units import format_size
-    from .style import approx_size
     ds = sized(ds)
     placements = [str(p) for p in ds["placement"].values]
     placement = placement if placement in placements else placements[0]
@@ -487,7 +487,6 @@ def verdict(ds, preset=None, models=None, baseline=None, placement="out_of_place
 
 
 def _env(ds):
-    from ..dataset.schema import attr_json
     env = attr_json(ds, "env", {}) or {}
     return env if isinstance(env, dict) else {}
 
@@ -511,10 +510,9 @@ def _straggler_sentence(ds, placement):
 
 
 def _baseline_sentences(ds, baseline, placement):
-    from ..units import format_size
     try:
         res = compare(ds, baseline, "median", "max", placement)
-    except Exception as e:  # different collectives, no common size: say so
+    except CCBenchError as e:  # different collectives, no common size: say so
         return [f"Against the baseline: not comparable ({e})."], []
     out, notes = [], []
     for label, d in res.items():
