@@ -10,6 +10,8 @@ import pandas as pd
 from ..compare import compare as _compare
 from ..dataset.attrs import TypedAttrs
 from ..dataset.schema import attr_json
+from ..dataset.stats import N_BOOT, SEED, bootstrap, of_values
+from ..dataset.stats import interval as interval_of
 from ..errors import CCBenchError, ConfigError
 from ..theory import fit_piecewise
 from ..theory.presets import busbw_bound
@@ -26,9 +28,7 @@ def sized(ds):
 
 
 CONFIDENCE = 0.95
-N_BOOT = 1000
 MIN_ITERATIONS = 5      # fewer measured iterations give no meaningful interval
-SEED = 0                # the bootstrap's: two renders of one file give the same intervals
 AGGREGATED_TIMING = ("batch", "graph")
 
 
@@ -59,14 +59,6 @@ def timing_note(ds):
     return ""
 
 
-def _stat_of(x, stat, axis=-1):
-    if stat in ("avg", "mean"):
-        return np.mean(x, axis=axis)
-    if stat in ("min", "max"):
-        return getattr(np, stat)(x, axis=axis)
-    return np.percentile(x, 50.0 if stat == "median" else float(stat[1:]), axis=axis)
-
-
 def robust_busbw(ds, stat="median", rank_stat="max", placement="out_of_place",
                  confidence=CONFIDENCE, n_boot=N_BOOT, seed=SEED):
     """busbw per (algorithm, size) with a bootstrap confidence interval.
@@ -95,17 +87,15 @@ def robust_busbw(ds, stat="median", rank_stat="max", placement="out_of_place",
     n = np.zeros((A, S), dtype=int)
     interval = per_iteration_data(ds)
     rng = np.random.default_rng(seed)
-    q = 100 * (1 - confidence) / 2
     for a in range(A):
         for j in range(S):
             x = v[a, j][np.isfinite(v[a, j]) & (v[a, j] > 0)]
             n[a, j] = x.size
             if not x.size:
                 continue
-            t[a, j] = _stat_of(x, stat)
+            t[a, j] = of_values(x, stat)
             if interval and x.size >= MIN_ITERATIONS:
-                boots = _stat_of(x[rng.integers(0, x.size, size=(n_boot, x.size))], stat, axis=1)
-                t_lo, t_hi = np.percentile(boots, [q, 100 - q])
+                t_lo, t_hi = interval_of(bootstrap(x, stat, rng, n_boot), confidence)
                 lo[a, j], hi[a, j] = gb[j] / t_hi, gb[j] / t_lo
     with np.errstate(divide="ignore", invalid="ignore"):
         bw = gb / t
