@@ -12,7 +12,7 @@ import numpy as np
 
 from . import checks, collectives, hostinfo
 from ._version import __version__
-from .backends import get_backend
+from .backends import backend_class, get_backend
 from .clock import estimate_offsets
 from .inputs.coalesced import combined, split_layout
 from .dataset.schema import make_dataset
@@ -89,7 +89,7 @@ class Sweep:
         from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
 
         # cores per host and memcpy peak: measured now, kept in the Dataset's attrs
-        self._facts, crowded = hostinfo.run_facts(comm, cfg.backend.name)
+        self._facts, crowded = hostinfo.run_facts(comm, backend_class(cfg.backend.name).host_buffers)
         if crowded and self.world_rank == 0:
             self.emit({"event": "warning", "message": crowded})
         clock = estimate_offsets(comm)

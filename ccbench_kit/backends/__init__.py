@@ -10,8 +10,9 @@ engines.  Nothing here knows one backend from another.
 import importlib
 
 from ..errors import ConfigError
-from .base import Backend, NoOptions  # noqa: F401  (the interface, for backend authors)
 from importlib.metadata import entry_points
+
+from .base import Backend, NoOptions  # noqa: F401  (the interface, for backend authors)
 
 ENTRY_POINT_GROUP = "ccbench_kit.backends"
 # name -> class, or "module:Class" imported on first use (the nccl backend
@@ -56,6 +57,17 @@ def backend_class(name):
         raise ConfigError(f"backend {name!r} is {found!r}, not a subclass of "
                           "ccbench_kit.backends.base.Backend", "--backend")
     return found
+
+
+def default_preset(ds):
+    """The theory preset for ``--theory auto``: what the backend that
+    measured `ds` says (`Backend.default_preset`); None for a file of no
+    known backend (an import of another tool's log)."""
+    try:
+        cls = backend_class(str(ds.attrs.get("backend", "")))
+    except ConfigError:
+        return None
+    return cls.default_preset(ds)
 
 
 def backend_algorithms(name, collective):

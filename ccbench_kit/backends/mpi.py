@@ -64,8 +64,14 @@ class MPIOptions:
 class MPIBackend(Backend):
     name = "mpi"
     default_algorithm = "mpi"
+    host_buffers = True
     Options = MPIOptions
     timing = "host-clock"
+
+    @classmethod
+    def default_preset(cls, ds):
+        """Host buffers are bounded by memcpy: the ``cpu`` preset."""
+        return "cpu"
 
     @classmethod
     def algorithms_for(cls, collective):

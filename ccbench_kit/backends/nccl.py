@@ -22,14 +22,15 @@ sync, nccl-tests' method) or ``graph`` (iterations captured in a CUDA graph,
 replayed ``-G N`` times).
 """
 import os
+import socket
 import tempfile
 from contextlib import nullcontext
 from dataclasses import dataclass
-import socket
 
 import numpy as np
 
 from .. import collectives as _collectives, _nccl
+from ..dataset.schema import attr_json
 from ..dtypes import FP8, FP8_SINCE_NCCL, NCCL_OPS, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
@@ -119,6 +120,18 @@ class NCCLBackend(Backend):
     default_algorithm = "nccl"
     warms_every_size = True  # as nccl-tests: the harness warms every size up before timing
     Options = NCCLOptions
+
+    @classmethod
+    def default_preset(cls, ds):
+        """NCCL on one host of H100 or H200 GPUs: their NVLink4 preset."""
+        hosts = attr_json(ds, "hosts", [])
+        one_host = not isinstance(hosts, list) or len(set(map(str, hosts))) <= 1
+        devices = " ".join(str(d) for d in ds["device"].values).upper() \
+            if "device" in ds.coords else ""
+        for gpu in ("H200", "H100"):
+            if gpu in devices and one_host:
+                return f"{gpu.lower()}-nvlink4"
+        return None
 
     @classmethod
     def algorithms_for(cls, collective):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ..dataset.schema import library_name, attr_json
 from ..dataset.stats import check_stat
 from ..errors import ConfigError, CCBenchError
+from ..backends import default_preset
 from ..compare.core import require_common
 from ..dataset import SchemaError, open_parts
 from ..dataset.io import analysis_ready
@@ -155,7 +156,7 @@ def prepare(results, baseline="", theory="auto", stats=("avg",), title=""):
                 for name, ds in _open(p.baseline).items()}
     chosen, measured = {}, {}
     for name, ds in parts.items():
-        preset_name = presets.auto_name(ds) if p.theory.lower() == "auto" else \
+        preset_name = default_preset(ds) if p.theory.lower() == "auto" else \
             (None if p.theory.lower() in NO_THEORY else p.theory)
         if not preset_name:
             chosen[name] = None

@@ -21,7 +21,6 @@ from ..errors import ConfigError
 from .. import hostinfo
 from ..bounded import load_yaml, read_text
 from ..collectives import get as collective_of
-from ..dataset.schema import attr_json
 
 BUILTIN = Path(__file__).with_name("presets.toml")
 ENV = "CCBENCH_PRESETS"
@@ -174,26 +173,6 @@ def lookup(name, paths=(), flag="theory"):
                           f"{', '.join(presets)} or add yours to a presets file "
                           f"(${ENV})", flag)
     return found
-
-
-def auto_name(ds):
-    """The preset that fits how `ds` was measured, or None.
-
-    Host buffers (backend ``mpi``) are bounded by memcpy: ``cpu``.  NCCL on
-    one host of H100 or H200 GPUs: their NVLink4 preset.  Anything else has
-    no safe default (the network decides).
-    """
-    backend = str(ds.attrs.get("backend", ""))
-    if backend == "mpi":
-        return "cpu"
-    if backend == "nccl":
-        hosts = attr_json(ds, "hosts", [])
-        one_host = not isinstance(hosts, list) or len(set(map(str, hosts))) <= 1
-        devices = " ".join(str(d) for d in ds["device"].values).upper() if "device" in ds.coords else ""
-        for gpu in ("H200", "H100"):
-            if gpu in devices and one_host:
-                return f"{gpu.lower()}-nvlink4"
-    return None
 
 
 NOT_RECORDED = "peak not recorded: the run that wrote this file did not measure memcpy"

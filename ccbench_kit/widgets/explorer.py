@@ -9,12 +9,14 @@ import io
 import os
 import warnings
 
-from .._optional import require
-from ..units import format_size
 import xarray as xr
+
+from .._optional import require
+from ..backends import default_preset
 from ..report import plots
 from ..report.notebook import _open
 from ..theory import fit, presets
+from ..units import format_size
 
 STATS = ("avg", "median", "min", "max", "p90", "p99")
 ALL = "all algorithms"
@@ -182,7 +184,7 @@ class Explorer:
 
     # -- drawing --------------------------------------------------------------------
     def _preset(self, ds):
-        name = presets.auto_name(ds) if self.preset == "auto" else self.preset
+        name = default_preset(ds) if self.preset == "auto" else self.preset
         if not name or str(name).lower() in ("none", "off", "no"):
             return None
         key = (name, id(ds))
