@@ -128,3 +128,6 @@ def test_backends_own_their_facts():
     assert backends.default_preset(h100.assign_attrs(hosts=json.dumps(["a", "b"]))) is None
     assert backends.default_preset(xr.Dataset(attrs={"backend": "mpi"})) == "cpu"
     assert backends.default_preset(xr.Dataset(attrs={"backend": ""})) is None  # an import
+    # the timings whose iteration slots hold one average: nccl's batch and graph
+    assert (NCCLBackend.aggregated_timings, MPIBackend.aggregated_timings) == (("batch", "graph"), ())
+    assert set(backends.aggregated_timings()) == {"batch", "graph"}

@@ -102,3 +102,16 @@ def test_a_collective_without_an_nccl_form_is_refused_in_one_line(monkeypatch):
         make_config("all_reduce", 2, [8, 64], backend="nccl")
     assert str(e.value) == "--backend: all_reduce does not run on backend nccl; choose " \
                            "another backend"
+
+
+def test_the_importers_spellings_are_the_registrys_aliases():
+    from ccbench_kit.formats.common.build import find_collective
+    from ccbench_kit.formats.nccom import common as nccom
+    # every word nccom-test takes is a registered name or alias
+    assert {w: find_collective(w).name for w in nccom.OPS}["redsct"] == "reduce_scatter"
+    assert all(collectives.get(w) for w in nccom.OPS)
+    for spelling, name in (("a2av", "alltoallv"), ("rs", "reduce_scatter"),
+                           ("send_recv", "sendrecv"), ("all_reduce_perf", "all_reduce"),
+                           ("AllGather", "all_gather")):
+        assert find_collective(spelling).name == name
+    assert find_collective("allreducex") is None

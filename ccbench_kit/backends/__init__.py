@@ -59,6 +59,12 @@ def backend_class(name):
     return found
 
 
+def aggregated_timings():
+    """Every known backend's `Backend.aggregated_timings`: the ``timing``
+    attrs whose iteration slots hold one average, not one measurement each."""
+    return tuple(dict.fromkeys(t for n in names() for t in backend_class(n).aggregated_timings))
+
+
 def default_preset(ds):
     """The theory preset for ``--theory auto``: what the backend that
     measured `ds` says (`Backend.default_preset`); None for a file of no

@@ -22,6 +22,7 @@ size fits (``allreduce``), and gathers every rank's latencies to rank 0
 Class side (asked before any rank starts, by the CLI and the API)
 -----------------------------------------------------------------
 ``name``, ``default_algorithm``, ``warms_every_size``, ``host_buffers``,
+``aggregated_timings``,
 ``Options`` (a frozen dataclass of the backend's own options),
 ``algorithms_for(collective)``, ``default_preset(ds)``,
 ``add_arguments(group)`` (its CLI flags), ``options_from_args(args)`` and
@@ -70,6 +71,10 @@ class Backend(abc.ABC):
     #: memcpy rate (the report's peak: `hostinfo.run_facts`) and preflight
     #: counts its buffers against this host's memory.
     host_buffers: ClassVar[bool] = False
+    #: Its `timing` values that time the iterations together and store their
+    #: average in every iteration slot (no spread: the report says so and
+    #: draws no interval).
+    aggregated_timings: ClassVar[tuple] = ()
 
     # -- class side -----------------------------------------------------------
     @classmethod

@@ -119,6 +119,7 @@ class NCCLBackend(Backend):
     name = "nccl"
     default_algorithm = "nccl"
     warms_every_size = True  # as nccl-tests: the harness warms every size up before timing
+    aggregated_timings = ("batch", "graph")  # one average per iteration slot
     Options = NCCLOptions
 
     @classmethod

@@ -35,6 +35,7 @@ import threading
 
 import numpy as np
 
+from ..collectives import get as get_collective
 from . import results
 from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
 from ..launch import events
@@ -44,6 +45,9 @@ from .bisect import Descent
 # what the board's PLACEMENT column holds during a step (doctor.report names them)
 STEPS = ("local latency", "local bandwidth", "pair latency", "pair bandwidth", "local compute",
          "bisect all_reduce")
+
+# the ring probe is an all_reduce: its busbw factor is the registry's, 2 (n - 1) / n
+ALL_REDUCE = get_collective("all_reduce")
 
 
 def quiet_wait(comm, nap=0.002):
@@ -240,7 +244,7 @@ def _ring_step(comm, step, plan, progress, leaders, index):
                                    f"{x[-1]}, not {n * (n + 1) / 2}")
             gc.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)  # it ends when the last rank has it
             if gc.Get_rank() == 0:
-                rec = (mine, 2 * (n - 1) / n * nb / float(np.median(t)))
+                rec = (mine, ALL_REDUCE.bus_factor(n) * nb / float(np.median(t)))
         recs = comm.gather(rec, root=0)
         row = [float("nan")] * len(groups)
         for r in recs or ():

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ..backends import aggregated_timings
 from ..compare import compare as _compare
 from ..dataset.attrs import TypedAttrs
 from ..dataset.schema import attr_json
@@ -29,7 +30,6 @@ def sized(ds):
 
 CONFIDENCE = 0.95
 MIN_ITERATIONS = 5      # fewer measured iterations give no meaningful interval
-AGGREGATED_TIMING = ("batch", "graph")
 
 
 def per_iteration_data(ds):
@@ -39,7 +39,7 @@ def per_iteration_data(ds):
     their average in every slot; imported aggregates hold one number.
     Neither has a spread to take percentiles or an interval from.
     """
-    if str(ds.attrs.get("timing", "")) in AGGREGATED_TIMING:
+    if str(ds.attrs.get("timing", "")) in aggregated_timings():  # the backends say which
         return False
     return ds.sizes.get("iteration", 1) >= MIN_ITERATIONS
 
@@ -47,7 +47,7 @@ def per_iteration_data(ds):
 def timing_note(ds):
     """Why `ds` has no per-iteration data, or "" when it has."""
     timing = str(ds.attrs.get("timing", ""))
-    if timing in AGGREGATED_TIMING:
+    if timing in aggregated_timings():
         return (f"Timing `{timing}`: the iterations ran back to back and were timed together, "
                 "so every iteration slot holds their average. Per-iteration data doesn't exist "
                 "for this run: there is no per-iteration trace, no percentiles and no "

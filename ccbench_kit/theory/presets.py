@@ -213,9 +213,9 @@ def busbw_bound(preset, collective, nranks):
 
     Returns (bound in GB/s, one-line reason).
     """
-    name = collective_of(collective).name
-    if preset.switch_reduction and name == "all_reduce" and nranks > 1:
-        factor = 2 * (nranks - 1) / nranks
+    coll = collective_of(collective)
+    if preset.switch_reduction and coll.name == "all_reduce" and nranks > 1:
+        factor = coll.bus_factor(nranks)  # 2(p-1)/p: the registry's
         return preset.peak_gbps * factor, (
             f"with {preset.switch_reduction} the switch reduces: each GPU sends its buffer once "
             f"and receives the sum once, so all_reduce busbw can reach 2(p−1)/p × B = "
