@@ -115,3 +115,43 @@ def test_the_importers_spellings_are_the_registrys_aliases():
                            ("AllGather", "all_gather")):
         assert find_collective(spelling).name == name
     assert find_collective("allreducex") is None
+
+
+def test_the_worked_example_collective_takes_three_files(tmp_path):
+    # tests/example_collective/: the module, the C table and one .def line
+    # (docs/architecture.md, "A new collective").  Built here with the real
+    # compiler against the real ext/ sources, with the line appended.
+    import shutil
+    import subprocess
+    import sys
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from example_collective import alltoall_pairs as example
+    finally:
+        sys.path.remove(str(ROOT / "tests"))
+    text = registry.DEF_FILE.read_text() + example.DEF_LINE + "\n"
+    (tmp_path / "collectives.def").write_text(text)
+    rows = registry.read_def(text)
+    assert [n for _, n, _ in rows] == NAMES + ["alltoall_pairs"]
+    assert rows[-1] == ("ALLTOALL_PAIRS", "alltoall_pairs", None)
+    assert example.COLLECTIVE.name == "alltoall_pairs"
+    mpicc = shutil.which("mpicc")
+    if mpicc is None:
+        pytest.skip("no mpicc")
+    inc = ["-I", str(tmp_path), "-I", str(EXT)]  # the new .def first
+    # the engine's registry lists it, and its table compiles against coll.h
+    for src in (EXT / "registry.c", ROOT / "tests/example_collective/coll_alltoall_pairs.c"):
+        subprocess.run([mpicc, "-std=c11", "-Wall", "-Werror", "-c", *inc, str(src), "-o",
+                        str(tmp_path / (src.stem + ".o"))], check=True, capture_output=True)
+    nm = lambda o: subprocess.run(["nm", str(tmp_path / o)], capture_output=True,  # noqa: E731
+                                  text=True, check=True).stdout
+    assert re.search(r"U ccb_alltoall_pairs_algorithms$", nm("registry.o"), re.M)
+    assert re.search(r"[DR] ccb_alltoall_pairs_algorithms$", nm("coll_alltoall_pairs.o"), re.M)
+    # the NCCL loop gets an id after the others, and compiles without a case for it
+    probe = tmp_path / "ids.c"
+    probe.write_text('#include "nccl_api.h"\n'
+                     f"_Static_assert(CCBN_ALLTOALL_PAIRS == {len(NAMES)}, \"id\");\n"
+                     f"_Static_assert(CCBN_NKINDS == {len(NAMES) + 1}, \"count\");\n")
+    for src in (probe, EXT / "nccl_loop.c"):
+        subprocess.run(["cc", "-std=c11", "-Wall", "-fsyntax-only", *inc, str(src)],
+                       check=True, capture_output=True)
