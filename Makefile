@@ -69,14 +69,14 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(VENV)/.deps: pyproject.toml | $(VENV)/bin/python
-	$(PIP) install -q -U pip "setuptools>=69" wheel
+	$(PIP) install -q -U pip "setuptools>=77" wheel
 	$(PIP) install -q Cython numpy mpi4py
 	$(PIP) install -q -e ".[all]" --no-build-isolation
 	touch $@
 
 build: $(ENGINE)
 
-$(ENGINE): $(wildcard ext/*.c ext/*.h ext/*.pyx) setup.py | $(VENV)/.deps $(LIBMPI_SHIM)
+$(ENGINE): $(wildcard ext/*.c ext/*.h ext/*.pyx) ccbench_kit/collectives/collectives.def setup.py | $(VENV)/.deps $(LIBMPI_SHIM)
 	$(PY) setup.py -q build_ext --inplace -j 2
 
 $(VENV)/lib/libmpi.so.12: | $(VENV)/bin/python

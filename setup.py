@@ -56,11 +56,16 @@ if FAMILY != "openmpi":
         with open(ENGINE_PYX, "w") as f:
             f.write(text)
 
+# the list of collectives both extensions include (an X-macro; C and Python read it)
+COLLECTIVES_DEF = "ccbench_kit/collectives/collectives.def"
+
 engine = Extension(
     ENGINE,
     sources=[ENGINE_PYX] + sorted(c for c in glob.glob("ext/*.c")
                                   if not os.path.basename(c).startswith(("_", "nccl_"))),
-    include_dirs=["ext", mpi4py.get_include(), numpy.get_include()] + INCDIRS,
+    include_dirs=["ext", os.path.dirname(COLLECTIVES_DEF), mpi4py.get_include(),
+                  numpy.get_include()] + INCDIRS,
+    depends=[COLLECTIVES_DEF],
     library_dirs=LIBDIRS,
     libraries=LIBS,
     extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
@@ -72,7 +77,8 @@ engine = Extension(
 nccl = Extension(
     "ccbench_kit._nccl",
     sources=["ext/_nccl.pyx"] + sorted(glob.glob("ext/nccl_*.c")),
-    include_dirs=["ext", numpy.get_include()],
+    include_dirs=["ext", os.path.dirname(COLLECTIVES_DEF), numpy.get_include()],
+    depends=[COLLECTIVES_DEF],
     libraries=["dl"],
     extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],

@@ -1,15 +1,22 @@
 """The Python API: run, load, save.  The CLI is a thin shell over this."""
 import datetime
 import os
+import shutil
 import tempfile
 
 from . import config
 from .config import RunConfig
 from .dataset import load, save
-from .errors import ConfigError
+from .errors import ConfigError, RunError
 from .mpi_env import inside_mpi_job
 from .output_path import check_output
 from .preflight import check_run
+from .dataset.checkpoint import Checkpoint
+from .harness import Sweep
+from .launch.command import launcher
+from .launch.cycles import check_cycles, run_cycles
+from .launch.stable import check_target, run_until_stable
+from .launch.mpirun import launch
 
 __all__ = ["load", "run", "run_many", "save", "make_config", "inside_mpi_job", "RunConfig"]
 
@@ -26,13 +33,13 @@ def job_size(default):
     already one of its ranks, else `default`."""
     if not inside_mpi_job():
         return default
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     return MPI.COMM_WORLD.Get_size()
 
 
 def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hosts=None,
         hosts_file=None, nnodes=None, ranks_per_node=None, slurm=None, env=None,
-        client=None, **options):
+        client=None, cycles=1, until_stable=None, stable_cap=None, **options):
     """Benchmark one collective and return its results Dataset (docs/data-contract.md).
 
     Parameters
@@ -95,12 +102,27 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         Run on the workers of a Dask-MPI cluster (``ccbench cluster start``);
         see `launch.dask`.  `timeout` is then the whole sweep's, and
         `progress` defaults to a progress bar in a notebook.
+    cycles : int
+        Run the whole sweep this many times, each a run of its own, and keep
+        every cycle's iterations (``--cycles``, nccl-tests' ``-N``;
+        `launch.cycles`).
+    until_stable : float, optional
+        Repeat the sizes whose bootstrap interval of the mean is wider than
+        this relative half-width, up to `stable_cap` iterations a size
+        (``--until-stable``, ``--stable-cap``; `launch.stable`).
 
     Returns
     -------
     xarray.Dataset
         On rank 0 when run in-process inside an MPI job; None on other ranks.
     """
+    launch_kw = dict(progress=progress, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
+                     ranks_per_node=ranks_per_node, slurm=slurm, env=env, client=client)
+    if cycles != 1 or until_stable is not None:
+        cfg = collective if isinstance(collective, RunConfig) else make_config(
+            collective, 2 if nranks is None else nranks, sizes, timeout=timeout, **options)
+        return _repeated(cfg, check_cycles(cycles, "cycles"), until_stable, stable_cap,
+                         launch_kw)
     if isinstance(collective, RunConfig):
         given = [k for k, v in (("nranks", nranks), ("sizes", sizes), ("timeout", timeout))
                  if v is not None] + sorted(options)
@@ -117,6 +139,7 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
             raise ConfigError(f"{placed[0]} applies when ccbench starts the ranks; a "
                               "cluster's ranks already run (choose them at `ccbench "
                               "cluster start`)", "client")
+        # lazy: launch.dask imports distributed, an optional dependency (cluster extra)
         from .launch import dask as _dask
         workers = _dask.worker_ranks(client, cfg.nranks if cfg else nranks)
         cfg = cfg or make_config(collective, len(workers), sizes, **options)
@@ -129,7 +152,6 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
                              timeout=timeout, **options)
     # before mpirun starts: where the results go, and whether the ranks fit here
     check_run(cfg, ranks_here=0 if (hosts or hosts_file or slurm) else cfg.nranks)
-    from .launch.command import launcher
     command = launcher(cfg.nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
                        ranks_per_node=ranks_per_node, slurm=slurm, env=env)
     tmp = None
@@ -139,12 +161,10 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         cfg = cfg.replace(out=tmp)
         if command:  # so that a file rank 0 wrote elsewhere is not mistaken for it
             os.unlink(tmp)
-    from .launch.mpirun import launch
 
     launch(cfg, on_event=progress, command=command, env=env)
     out = cfg.output.out
     if command and not os.path.exists(out):
-        from .errors import RunError
         raise RunError(f"the run finished but {out} is not here: rank 0 wrote it on "
                        "its own host; give --out a path on a shared file system, or "
                        "launch from the first host")
@@ -153,6 +173,41 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         ds = ds.load()
         os.unlink(tmp)
     return ds
+
+
+def _repeated(cfg, cycles, until_stable, stable_cap, launch_kw):
+    """`run` of `cfg` in `cycles` cycles, or until stable (not both): the
+    launchers of `launch.cycles` and `launch.stable`, as ``ccbench run``
+    uses them.  The results go to `cfg`'s ``out`` (a temporary file when none)."""
+    if until_stable is not None and cycles > 1:
+        raise ConfigError("repeats sizes itself; not with cycles", "until_stable")
+    out, tmp = cfg.output.out, None
+    if not out:
+        tmp = tempfile.mkdtemp(prefix="ccbench-")
+        out = os.path.join(tmp, "results.nc")
+    check_run(cfg.replace(out=out), ranks_here=0)
+    name = cfg.sweep.collective
+
+    def one(config, path):
+        ds = run(config.replace(out=path), **launch_kw)
+        return None if ds is None else {name: ds}
+
+    try:
+        if until_stable is not None:
+            iters = cfg.sweep.iters
+            target, cap = check_target(until_stable, stable_cap, iters)
+            results = run_until_stable(
+                lambda some, part: one(cfg.replace(sizes=tuple(some)), part),
+                [int(s) for s in cfg.sweep.sizes], target, cap, iters, out)
+        else:
+            results = run_cycles(lambda out: one(cfg, out), cycles, out)
+        if results is None:
+            return None
+        ds = results[name]
+        return ds.load() if tmp else ds
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run_many(collectives_, nranks=None, sizes=None, *, out=None, **options):
@@ -189,14 +244,12 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, **options):
 
 
 def _run_in_process(cfg, progress=None):
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
 
-    from .harness import Sweep
 
     comm = MPI.COMM_WORLD.Dup()
     # every rank runs rank 0's seed (one drawn at random differs per rank)
     cfg = cfg.replace(seed=comm.bcast(cfg.inputs.seed, root=0))
-    from .dataset.checkpoint import Checkpoint
     out = cfg.output.out
     try:
         return Sweep(comm, cfg, emit=progress,

@@ -9,6 +9,8 @@ are small: groups, counts, suites, topologies.
 import json
 
 from .errors import ConfigError
+from ._optional import require
+from .output_path import open_regular
 
 #: bytes of one JSON or YAML input file
 MAX_BYTES = 64 << 20
@@ -21,7 +23,6 @@ MAX_YAML_NODES = 1_000_000
 def read_text(path, what, limit=MAX_BYTES):
     """The text of `path` (UTF-8), refused past `limit` bytes.  OSError and
     UnicodeDecodeError go to the caller, which knows the flag to name."""
-    from .output_path import open_regular
     with open_regular(path) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
@@ -62,7 +63,6 @@ def load_yaml(stream, max_nodes=MAX_YAML_NODES, extra="suite"):
     (through aliases) to more than `max_nodes` nodes or nest deeper than
     MAX_DEPTH, before anything is built from it.  Raises ``ValueError`` for
     those and ``yaml.YAMLError`` for bad syntax."""
-    from ._optional import require
     yaml = require("yaml", extra)
 
     # libyaml's parser when there: fast, and it stops deep nesting itself

@@ -154,7 +154,7 @@ def verify(comm, collective, output, golden, dtype, op, nranks, scale=None, *,
 def total_wrong(comm, wrong):
     """Wrong elements summed over ranks, at rank 0; -1 (not checked) where
     any rank did not check (a placement the collective cannot run)."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
 
     wrong = np.ascontiguousarray(wrong, dtype=np.int64)
     root = comm.Get_rank() == 0

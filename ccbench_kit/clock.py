@@ -37,10 +37,6 @@ class ClockOffset(NamedTuple):
     offset: float
     error: float
 
-    def to_reference(self, t):
-        """Local time(s) `t` (seconds) on rank 0's clock."""
-        return t + self.offset
-
 
 def estimate_offsets(comm, rounds=30, clock=None):
     """This rank's `ClockOffset` to rank 0 of `comm`; collective.
@@ -54,7 +50,7 @@ def estimate_offsets(comm, rounds=30, clock=None):
         Seconds, as ``MPI.Wtime`` (the default) gives them; tests pass a
         skewed clock to check that the skew is found.
     """
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
 
     clock = clock or MPI.Wtime
     rank, size = comm.Get_rank(), comm.Get_size()

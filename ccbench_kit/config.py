@@ -30,6 +30,9 @@ from .dataset.stats import check_stat
 from .dtypes import get_dtype, get_op
 from .errors import ConfigError
 from .units import parse_size, sweep
+from .backends import backend_class
+from .inputs import parse_inputs, split_layout
+from .inputs.skew import FLAG, parse_pattern
 
 # Seconds between rewrites of the results file during a sweep (sizes in
 # between go to sidecars; see dataset.checkpoint).
@@ -125,7 +128,6 @@ class RunConfig:
 
     def backend_options(self):
         """The backend's validated `Options` (a frozen dataclass)."""
-        from .backends import backend_class
         return backend_class(self.backend.name).make_options(**self.backend.options)
 
     def record(self):
@@ -210,7 +212,6 @@ def build(collective, nranks=2, sizes=None, **keywords):
 
 
 def _backend(backend="mpi", timing="", backend_options=None):
-    from .backends import backend_class
     cls = backend_class(backend)
     values = dict(backend_options or {})
     if timing:
@@ -222,7 +223,6 @@ def _backend(backend="mpi", timing="", backend_options=None):
 def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepfactor=None,
            stepbytes=None, algorithms=None, dtype="fp32", op="sum", root=0, placement="both",
            warmup=5, iters=20, agg_iters=1, blocking=False):
-    from .backends import backend_class
     if sizes is None:
         sizes = sweep(minbytes, maxbytes if maxbytes is not None else minbytes,
                       stepfactor, stepbytes)
@@ -251,6 +251,9 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepf
         raise ConfigError(f"unknown placement {bad[0] if bad else ''!r}; use "
                           "out_of_place, in_place or both", "--placement")
     available = cls.algorithms_for(coll.name)
+    if not available:  # e.g. a collective whose line in collectives.def gives no NCCL form
+        raise ConfigError(f"{coll.name} does not run on backend {backend.name}; choose "
+                          "another backend", "--backend")
     if list(algorithms) == ["all"]:
         algorithms = list(available)
     for a in algorithms:
@@ -275,7 +278,6 @@ def _placements(placement):
 def _inputs(coll, nranks, sweep_, *, check=None, seed=None, unique_buff=False, split=None,
             data_parallel_dimension=None, replica_groups=None, alltoallv_metadata=None,
             src_target_pairs=None, coalesced_ratio=None, alltoallv_pattern=None):
-    from .inputs import parse_inputs
     if check is True:
         check = "random"
     check = check or ""
@@ -288,7 +290,6 @@ def _inputs(coll, nranks, sweep_, *, check=None, seed=None, unique_buff=False, s
                           replica_groups=replica_groups, alltoallv_metadata=alltoallv_metadata,
                           src_target_pairs=src_target_pairs, coalesced_ratio=coalesced_ratio)
     if alltoallv_pattern:
-        from .inputs.skew import FLAG, parse_pattern
         if coll.name != "alltoallv" or alltoallv_metadata not in (None, ""):
             raise ConfigError("is for alltoallv without --alltoallv-metadata", FLAG)
         parse_pattern(alltoallv_pattern, nranks)
@@ -317,7 +318,6 @@ def _launch(nranks, *, timeout=None, skip_oversize=False):
 def _sizes_that_fit(coll, sweep_, group_size, coalesced_ratio):
     """(sizes with one element per rank at least, sizes dropped): as
     nccl-tests prints empty rows for them; none left is an error."""
-    from .inputs import split_layout
     itemsize = get_dtype(sweep_.dtype).itemsize
     valid, first_error = [], None
     for s in sweep_.sizes:

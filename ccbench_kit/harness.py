@@ -10,16 +10,18 @@ import warnings
 
 import numpy as np
 
-from . import __version__, checks, collectives, hostinfo
-from .backends import get_backend
+from . import checks, collectives, hostinfo
+from ._version import __version__
+from .backends import backend_class, get_backend
 from .clock import estimate_offsets
 from .inputs.coalesced import combined, split_layout
 from .dataset.schema import make_dataset
 from .dtypes import OPS, get_dtype
-from .errors import RunError
+from .errors import CCBenchError, RunError
 from .joborigin import job_attrs
 from .output_path import ResultsRescued
 from .progress_board import RankReporter
+from .units import format_size
 
 INPUT_BLOCK = 1 << 20  # elements drawn at random when not checking; the rest repeats them
 ENV_PREFIXES = ("NCCL_", "OMPI_", "CCB_", "UCX_", "FI_", "CUDA_VISIBLE_DEVICES")
@@ -84,10 +86,10 @@ class Sweep:
 
     def run(self):
         cfg, comm = self.cfg, self.comm
-        from mpi4py import MPI
+        from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
 
         # cores per host and memcpy peak: measured now, kept in the Dataset's attrs
-        self._facts, crowded = hostinfo.run_facts(comm, cfg.backend.name)
+        self._facts, crowded = hostinfo.run_facts(comm, backend_class(cfg.backend.name).host_buffers)
         if crowded and self.world_rank == 0:
             self.emit({"event": "warning", "message": crowded})
         clock = estimate_offsets(comm)
@@ -148,8 +150,8 @@ class Sweep:
                     self._save(self._dataset(blocks, ranks_info, offsets, complete=False))
                 except ResultsRescued as rescued:  # the file could not take them: say where
                     raise rescued from error
-                except Exception:
-                    pass
+                except (OSError, RuntimeError, ValueError, CCBenchError):
+                    pass  # the write failed too (disk, HDF5): the first error is the one to tell
             raise
         if self.world_rank == 0 and blocks and (saved_n < len(blocks)
                                                 or ds.attrs.get("complete") != "true"):
@@ -242,14 +244,13 @@ class Sweep:
 
         Stops the run (earlier sizes are saved) unless --skip-oversize or
         `quiet` (a question only)."""
-        from mpi4py import MPI
+        from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
 
         need = self.backend_bytes(layout) * self._ranks_per_host
         have = self.backend.memory_available()
         fits = self.comm.allreduce(int(need <= have), op=MPI.MIN)
         if fits or quiet:
             return bool(fits)
-        from .units import format_size
         msg = (f"size {layout.size} B needs about {format_size(need)} per host "
                f"({self._ranks_per_host} ranks) but only {format_size(have)} is available")
         if self.cfg.launch.skip_oversize:

@@ -75,19 +75,20 @@ def oversubscription_warning(facts):
             "measure the scheduler as much as the collective; use no more ranks than cores")
 
 
-def run_facts(comm, backend):
+def run_facts(comm, measure_memcpy):
     """Collective over `comm`: the Dataset attrs every rank agrees on.
 
-    Every rank reports its host and CPU mask; rank 0 measures memcpy (host
-    buffers only: backend ``mpi``) while the others wait.  Returns (attrs,
-    warning line or "") on every rank.
+    Every rank reports its host and CPU mask; with `measure_memcpy` (a
+    backend with host buffers: `Backend.host_buffers`) rank 0 measures
+    memcpy while the others wait.  Returns (attrs, warning line or "") on
+    every rank.
     """
     facts = placement_facts(comm.allgather((socket.gethostname(), sorted(cpus_available()))))
     attrs = dict(facts)
     if comm.Get_rank() == 0 and hasattr(os, "getloadavg"):
         # other work on the host when the run started (it slows the run and its memcpy)
         attrs["load_average"] = round(os.getloadavg()[0], 2)
-    if backend == "mpi":
+    if measure_memcpy:
         comm.Barrier()
         if comm.Get_rank() == 0:
             attrs["memcpy_gbps"] = round(measure_memcpy_gbps(), 3)

@@ -22,6 +22,7 @@ import os
 import stat
 
 from .errors import ConfigError, RunError
+from .units import approx_size as format_size
 
 
 class OutputError(ConfigError):
@@ -136,7 +137,6 @@ def check_output(path, flag, need=0):
 
     Returns the path that will be written (the target of a symbolic link).
     """
-    from .units import approx_size as format_size
 
     if path is None or not os.fspath(path).strip():
         raise OutputError("an empty path; name a file", flag)

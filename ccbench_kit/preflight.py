@@ -1,6 +1,7 @@
 """Checks of a run before anything is launched: where its results go, and
 whether it fits in memory here.  A refusal is one line naming the flag,
 exit 2, and costs no mpirun start and no sweep."""
+from .backends import backend_class
 from .collectives import get as get_collective
 from .dtypes import get_dtype
 from .output_path import check_output
@@ -30,7 +31,7 @@ def smallest_buffer_bytes(cfg):
     """Host bytes one rank holds for the smallest size (send and receive
     buffers, twice for out-of-place and in-place); 0 on GPUs."""
     sw = cfg.sweep
-    if cfg.backend.name != "mpi" or not sw.sizes:
+    if not backend_class(cfg.backend.name).host_buffers or not sw.sizes:
         return 0
     coll = get_collective(sw.collective)
     groups = cfg.inputs.groups

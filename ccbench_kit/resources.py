@@ -11,6 +11,7 @@ memory cgroup this process is in (v2 ``memory.max - memory.current``, v1
 import os
 
 from .errors import ConfigError
+from .units import approx_size as format_size
 
 #: resident memory of one rank before its buffers (Python, numpy, mpi4py,
 #: xarray, the engine): about 90 MB measured, rounded up
@@ -142,7 +143,6 @@ def check_run_fits(shape, ranks_here, buffer_bytes, available=None):
     allocating them with the earlier sizes saved (or skips them with
     --skip-oversize).
     """
-    from .units import approx_size as format_size
 
     have = memory_available() if available is None else available
     n = shape

@@ -74,7 +74,8 @@ cdef extern from "nccl_api.h" nogil:
         const size_t *rcounts
         const size_t *rdispls
         int send_to, recv_from
-    int CCBN_E_ARG, CCBN_E_NOSYM, CCBN_E_NCCL, CCBN_E_CUDA
+    int CCBN_E_ARG, CCBN_E_NOSYM, CCBN_E_NCCL, CCBN_E_CUDA, CCBN_NKINDS
+    const char *ccbn_kind_name(int kind)
     int ccbn_open(ccbn_lib *L, const char *cudart_path, const char *nccl_path, char *err, size_t errlen)
     int ccbn_launch(const ccbn_lib *L, const ccbn_call *c, char *err, size_t errlen)
     int ccbn_warm(const ccbn_lib *L, const ccbn_call *calls, int ncalls, int warmup, int agg,
@@ -87,9 +88,9 @@ cdef extern from "nccl_api.h" nogil:
                         double *sec, char *err, size_t errlen)
     double ccbn_monotonic_us()
 
-# The collectives' order in ext/nccl_api.h.
-KINDS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall",
-         "alltoallv", "gather", "scatter", "sendrecv", "permute", "hypercube")
+# The collectives by their id in the loop (the lines of collectives.def, as
+# ext/nccl_loop.c names them): written nowhere else on this side.
+KINDS = tuple(ccbn_kind_name(i).decode() for i in range(CCBN_NKINDS))
 MODES = {"cuda-events": 0, "batch": 1}
 # ncclResult_t values that mean "NCCL will not do this", not "something broke".
 REFUSED = (4, 5)  # ncclInvalidArgument, ncclInvalidUsage

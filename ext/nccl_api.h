@@ -92,12 +92,18 @@ typedef struct ccbn_lib {
     void (*ncclResetDebugInit)(void);                           /* optional */
 } ccbn_lib;
 
-/* Collectives as the timed loop launches them. */
+/* Collectives as the timed loop launches them: every line of
+ * collectives.def, in its order (a collective whose NCCL form is NONE has an
+ * id too, and the loop refuses it). */
 enum {
-    CCBN_ALL_REDUCE = 0, CCBN_ALL_GATHER, CCBN_REDUCE_SCATTER, CCBN_BROADCAST,
-    CCBN_REDUCE, CCBN_ALLTOALL, CCBN_ALLTOALLV, CCBN_GATHER, CCBN_SCATTER,
-    CCBN_SENDRECV, CCBN_PERMUTE, CCBN_HYPERCUBE, CCBN_NKINDS
+#define CCB_COLL(ID, name, nccl) CCBN_##ID,
+#include "collectives.def"
+#undef CCB_COLL
+    CCBN_NKINDS
 };
+
+/* The name of kind `kind` ("?" for none): _nccl.pyx builds its table from it. */
+const char *ccbn_kind_name(int kind);
 
 /* One collective call.  Counts are in elements, as the NCCL call counts
  * them (all_gather: each rank's part; reduce_scatter: each rank's result;

@@ -115,17 +115,19 @@ void ccbn_close(ccbn_lib *L) {
     (void)L;
 }
 
-static const char *kind_name(int kind) {
+const char *ccbn_kind_name(int kind) {
     static const char *names[CCBN_NKINDS] = {
-        "all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "alltoall",
-        "alltoallv", "gather", "scatter", "sendrecv", "permute", "hypercube"};
+#define CCB_COLL(ID, name, nccl) #name,
+#include "collectives.def"
+#undef CCB_COLL
+    };
     return (kind >= 0 && kind < CCBN_NKINDS) ? names[kind] : "?";
 }
 
 static int nccl_fail(const ccbn_lib *L, const ccbn_call *c, const char *what, ncclResult_t r,
                      char *err, size_t errlen) {
     const char *last = (L->ncclGetLastError && c) ? L->ncclGetLastError(c->comm) : NULL;
-    seterr(err, errlen, "%s (%s): %s%s%s", what, c ? kind_name(c->kind) : "",
+    seterr(err, errlen, "%s (%s): %s%s%s", what, c ? ccbn_kind_name(c->kind) : "",
            L->ncclGetErrorString(r), (last && *last) ? ": " : "", (last && *last) ? last : "");
     return CCBN_E_NCCL + r;
 }
@@ -203,7 +205,7 @@ static int launch_p2p(const ccbn_lib *L, const ccbn_call *c, char *err, size_t e
         if (c->recv_from >= 0) NCHECK(L->ncclRecv(d, n, c->dtype, c->recv_from, c->comm, c->stream), "ncclRecv");
         break;
     default:
-        seterr(err, errlen, "no point-to-point form of %s", kind_name(c->kind));
+        seterr(err, errlen, "no point-to-point form of %s", ccbn_kind_name(c->kind));
         rc = CCBN_E_ARG;
         goto out;
     }

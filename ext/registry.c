@@ -1,33 +1,17 @@
-/* The list of collectives; each table lives in its coll_<name>.c. */
+/* The list of collectives (ccbench_kit/collectives/collectives.def); each
+ * table lives in its coll_<name>.c. */
 #include <string.h>
 #include "ccb.h"
 
-extern const ccb_algorithm ccb_all_reduce_algorithms[];
-extern const ccb_algorithm ccb_all_gather_algorithms[];
-extern const ccb_algorithm ccb_reduce_scatter_algorithms[];
-extern const ccb_algorithm ccb_alltoall_algorithms[];
-extern const ccb_algorithm ccb_alltoallv_algorithms[];
-extern const ccb_algorithm ccb_sendrecv_algorithms[];
-extern const ccb_algorithm ccb_permute_algorithms[];
-extern const ccb_algorithm ccb_broadcast_algorithms[];
-extern const ccb_algorithm ccb_reduce_algorithms[];
-extern const ccb_algorithm ccb_gather_algorithms[];
-extern const ccb_algorithm ccb_scatter_algorithms[];
-extern const ccb_algorithm ccb_hypercube_algorithms[];
+/* one table per line of collectives.def */
+#define CCB_COLL(ID, name, nccl) extern const ccb_algorithm ccb_##name##_algorithms[];
+#include "collectives.def"
+#undef CCB_COLL
 
 static const ccb_collective collectives[] = {
-    {"all_reduce", ccb_all_reduce_algorithms},
-    {"all_gather", ccb_all_gather_algorithms},
-    {"reduce_scatter", ccb_reduce_scatter_algorithms},
-    {"alltoall", ccb_alltoall_algorithms},
-    {"alltoallv", ccb_alltoallv_algorithms},
-    {"sendrecv", ccb_sendrecv_algorithms},
-    {"permute", ccb_permute_algorithms},
-    {"broadcast", ccb_broadcast_algorithms},
-    {"reduce", ccb_reduce_algorithms},
-    {"gather", ccb_gather_algorithms},
-    {"scatter", ccb_scatter_algorithms},
-    {"hypercube", ccb_hypercube_algorithms},
+#define CCB_COLL(ID, name, nccl) {#name, ccb_##name##_algorithms},
+#include "collectives.def"
+#undef CCB_COLL
 };
 
 #define NCOLL ((int)(sizeof collectives / sizeof collectives[0]))

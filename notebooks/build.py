@@ -1,7 +1,13 @@
 """Write the shipped notebooks from the cell sources below.
 
-    python notebooks/build.py          # rewrite report/compare/explore.ipynb
+    python notebooks/build.py          # rewrite report/compare/explore/doctor.ipynb
     python notebooks/build.py --check  # exit 1 if a committed notebook differs
+
+This file is the one source of the notebooks.  Each is written twice, byte
+for byte the same: here in notebooks/ (the pages a user opens in JupyterLab
+from a checkout) and into ``ccbench_kit/notebooks/`` (package data, which
+``ccbench report`` and ``ccbench doctor --report`` execute, so an installed
+kit has them without a checkout).  ``--check`` checks both copies.
 
 The notebooks stay thin: each cell calls ``ccbench_kit.report.notebook`` or
 ``ccbench_kit.widgets``, where the logic is tested.  Cells get stable ids and
@@ -13,6 +19,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# where each notebook is written: the user-facing folder and the package's data
+TARGETS = (HERE, HERE.parent / "ccbench_kit" / "notebooks")
 KERNELSPEC = {"display_name": "Python (ccbench)", "language": "python", "name": "ccbench"}
 
 
@@ -256,13 +264,15 @@ def main(argv):
     check = "--check" in argv
     stale = []
     for name in NOTEBOOKS:
-        path = HERE / name
         text = render(name)
-        if check:
-            if not path.exists() or path.read_text(encoding="utf-8") != text:
-                stale.append(name)
-        else:
-            path.write_text(text, encoding="utf-8")
+        for folder in TARGETS:
+            path = folder / name
+            if check:
+                if not path.exists() or path.read_text(encoding="utf-8") != text:
+                    stale.append(str(path.relative_to(HERE.parent)))
+            else:
+                folder.mkdir(exist_ok=True)
+                path.write_text(text, encoding="utf-8")
     if stale:
         print(f"stale: {', '.join(stale)}; run python notebooks/build.py", file=sys.stderr)
         return 1

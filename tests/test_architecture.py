@@ -6,8 +6,9 @@ absolute and relative, ``from . import x`` naming a submodule or a name.
 An edge points at the most specific module that exists (``from ..launch
 import watchdog`` -> ``ccbench_kit.launch.watchdog``; ``from ..api import
 run`` -> ``ccbench_kit.api``).  The package's own ``__init__`` is the public
-facade (it imports `api`), so edges into ``ccbench_kit`` itself are not
-followed; see docs/architecture.md for the layers.
+facade (it imports `api` and `health`): it is the top layer, so an edge
+into it from any module of the package (``from .. import __version__``) is
+a layer violation like any other; see docs/architecture.md for the layers.
 """
 import ast
 import functools
@@ -30,6 +31,12 @@ def _modules():
     return {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
 
 
+# the compiled extensions (ext/*.pyx; setup.py also builds _engine as
+# _engine_mpich): modules an import can name, with no Python source to parse
+COMPILED = {f"ccbench_kit.{p.stem}" for p in (ROOT / "ext").glob("*.pyx")} \
+    | {"ccbench_kit._engine_mpich"}
+
+
 def _resolve(name, modules):
     """The most specific module of `modules` that `name` is in, or None."""
     while name and name not in modules:
@@ -40,9 +47,10 @@ def _resolve(name, modules):
 @functools.lru_cache(maxsize=None)
 def import_graph():
     """{module: {imported module: first line}} inside ccbench_kit."""
-    modules = _modules()
+    sources = _modules()
+    modules = set(sources) | COMPILED
     graph = {}
-    for name, path in modules.items():
+    for name, path in sources.items():
         is_pkg = path.name == "__init__.py"
         package = name if is_pkg else name.rpartition(".")[0]
         edges = {}
@@ -65,7 +73,7 @@ def import_graph():
                 if not t.startswith("ccbench_kit"):
                     continue
                 target = _resolve(t, modules)
-                if target and target not in (name, "ccbench_kit"):
+                if target and target != name:
                     edges.setdefault(target, node.lineno)
         graph[name] = edges
     return graph
@@ -132,6 +140,7 @@ def test_the_graph_sees_every_kind_of_import():
     assert "ccbench_kit.launch.events" in g["ccbench_kit.launch.worker"]  # from . import x
     assert "ccbench_kit.config" in g["ccbench_kit.launch.worker"]  # from ..config import Y
     assert "ccbench_kit.backends.base" in g["ccbench_kit.backends"]  # a package's __init__
+    assert "ccbench_kit._nccl" in g["ccbench_kit.backends.nccl"]  # a compiled extension
 
 
 def test_no_import_cycle():
@@ -151,6 +160,7 @@ def test_cycle_finder_names_a_cycle():
 # The layers, top to bottom (docs/architecture.md draws them).  A module may
 # import its own layer and the layers below it, never one above.
 LAYERS = [
+    {"ccbench_kit"},                               # the facade: `import ccbench_kit as ccb`
     {"__main__", "cli"},
     {"widgets", "suite", "report", "health", "history"},      # notebooks, reports and the doctor drive the API
     {"api", "preflight"},                          # preflight: checks before a launch
@@ -160,7 +170,7 @@ LAYERS = [
     {"compare", "importers", "formats", "output", "theory"},  # files in, files out, models
     {"collectives", "inputs"},                     # collectives' facts; their parsed inputs
     {"dataset"},                                   # the schema; imports nothing above it
-    {"errors", "units", "dtypes", "_files", "_optional", "mpi_env", "progress_board",
+    {"_version", "errors", "units", "dtypes", "_files", "_optional", "mpi_env", "progress_board",
      "hostinfo", "joborigin", "output_path", "bounded", "resources",
      "_engine", "_nccl"},                          # foundations and the compiled engine
 ]
@@ -187,7 +197,7 @@ def _level(component):
 def layer_violations(graph):
     bad = []
     for mod, edges in graph.items():
-        if mod in PLUGINS or mod == "ccbench_kit":  # the package's facade is on top
+        if mod in PLUGINS:
             continue
         src = _component(mod)
         for target, line in edges.items():
@@ -198,7 +208,7 @@ def layer_violations(graph):
 
 
 def test_every_component_has_a_layer():
-    named = {_component(m) for m in import_graph()} - {"ccbench_kit"}
+    named = {_component(m) for m in import_graph()}
     assert sorted(c for c in named if _level(c) is None) == []
 
 
@@ -213,6 +223,16 @@ def test_layer_check_catches_upward_imports(src, dst):
     g = {f"ccbench_kit.{src}": {f"ccbench_kit.{dst}": 7}, f"ccbench_kit.{dst}": {}}
     assert layer_violations(g) == [f"ccbench_kit.{src} (line 7) imports ccbench_kit.{dst}: "
                                    f"{src} may not import {dst}"]
+
+
+def test_an_import_of_the_facade_from_below_is_a_violation():
+    # `from .. import __version__` in harness.py: the facade imports api,
+    # which imports the harness, so this only works by the order of lines
+    graph = import_graph()
+    assert "ccbench_kit" not in graph["ccbench_kit.harness"]
+    g = {"ccbench_kit.harness": {"ccbench_kit": 13}, "ccbench_kit": {"ccbench_kit.api": 9}}
+    assert layer_violations(g) == ["ccbench_kit.harness (line 13) imports ccbench_kit: "
+                                   "harness may not import ccbench_kit"]
 
 
 # -- function length ---------------------------------------------------------------
@@ -260,3 +280,56 @@ def test_the_length_check_counts_code_not_docstrings(tmp_path):
     # f: 81 lines of code (the docstring not counted); g says why; h has 80
     assert long_functions_without_why(tmp_path, tmp_path) == [
         "m.py:1 f() is 82 lines; say why (# why long: ...) or split it"]
+
+
+# -- imports at the head of the module ---------------------------------------------
+# A module's header says what it uses: every import sits at module level,
+# except an optional dependency (its pip extra named where it is missing),
+# mpi4py (importing mpi4py.MPI starts MPI, which only a rank may do), and an
+# import that would close a cycle.  Such an import says why in a comment
+# that starts with "# lazy:", on its line or the line above it.
+LAZY = "# lazy:"
+
+
+def unexplained_function_imports(root=PKG, base=ROOT):
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        lines = text.splitlines()
+        for fn in ast.walk(ast.parse(text, str(path))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                near = lines[max(node.lineno - 2, 0):node.end_lineno]
+                if not any(LAZY in ln for ln in near):
+                    what = ast.get_source_segment(text, node).split("\n")[0]
+                    bad.append(f"{path.relative_to(base)}:{node.lineno} `{what}` inside "
+                               f"{fn.name}(): move it to the module's head or say why "
+                               f"({LAZY} ...)")
+    return bad
+
+
+def test_imports_inside_functions_say_why():
+    bad = unexplained_function_imports()
+    assert not bad, "\n".join(bad)
+
+
+def test_the_import_check_finds_an_unexplained_one(tmp_path):
+    (tmp_path / "m.py").write_text(
+        "import os\n\n\ndef f():\n    import json\n    return json\n\n\n"
+        "def g():\n    # lazy: optional dependency (report extra)\n    import matplotlib\n"
+        "    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI\n"
+        "    return matplotlib, MPI\n")
+    assert unexplained_function_imports(tmp_path, tmp_path) == [
+        "m.py:5 `import json` inside f(): move it to the module's head or say why (# lazy: ...)"]
+
+
+def test_every_package_directory_is_in_the_architecture_doc():
+    # docs/architecture.md is where a newcomer starts: each package of the
+    # kit appears there as `path/` (relative to ccbench_kit/)
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    packages = sorted(str(p.parent.relative_to(PKG)) for p in PKG.rglob("__init__.py")
+                      if p.parent != PKG)
+    assert [p for p in packages if f"{p}/" not in doc] == []

@@ -110,3 +110,24 @@ def test_the_harness_asks_the_interface_not_the_object():
     assert not re.findall(r"hasattr\(|getattr\(self\.backend|getattr\(be\b", src)
     init = (TESTS.parent / "ccbench_kit" / "backends" / "__init__.py").read_text()
     assert not re.findall(r"""==\s*["'](mpi|nccl)["']""", init)  # no branching on names
+
+
+def test_backends_own_their_facts():
+    # what the kit used to decide by `backend == "mpi"` in hostinfo,
+    # preflight and the theory presets: asked of the Backend class
+    import numpy as np
+    import xarray as xr
+
+    from ccbench_kit.backends.mpi import MPIBackend
+    from ccbench_kit.backends.nccl import NCCLBackend
+    assert (MPIBackend.host_buffers, NCCLBackend.host_buffers) == (True, False)
+    assert backends.Backend.host_buffers is False  # a new backend opts in
+    h100 = xr.Dataset(coords={"device": ("rank", np.array(["NVIDIA H100 80GB HBM3"] * 2))},
+                      attrs={"backend": "nccl", "hosts": json.dumps(["a", "a"])})
+    assert backends.default_preset(h100) == "h100-nvlink4"
+    assert backends.default_preset(h100.assign_attrs(hosts=json.dumps(["a", "b"]))) is None
+    assert backends.default_preset(xr.Dataset(attrs={"backend": "mpi"})) == "cpu"
+    assert backends.default_preset(xr.Dataset(attrs={"backend": ""})) is None  # an import
+    # the timings whose iteration slots hold one average: nccl's batch and graph
+    assert (NCCLBackend.aggregated_timings, MPIBackend.aggregated_timings) == (("batch", "graph"), ())
+    assert set(backends.aggregated_timings()) == {"batch", "graph"}

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ccbench_kit import load
+from ccbench_kit.errors import ConfigError
 
 
 def _table(stdout, after=None):
@@ -219,3 +220,22 @@ def test_half_width_is_the_bootstrap_ci_of_the_mean():
     # the CI of a mean of 40 values: about 1.96 sd / sqrt(40) / mean
     assert w == pytest.approx(1.96 * t.std() / np.sqrt(len(t)) / t.mean(), rel=0.15)
     assert half_width([5.0]) == float("inf") and half_width([7.0, 7.0, 7.0]) == 0.0
+
+
+def test_cycles_and_until_stable_from_the_python_api(tmp_path):
+    # what --cycles and --until-stable do, asked of ccb.run (the CLI's
+    # launchers: launch.cycles, launch.stable)
+    import json
+
+    import ccbench_kit as ccb
+    ds = ccb.run("all_reduce", 3, [96, 1024], iters=3, warmup=1, placement="out_of_place",
+                 cycles=2)  # no out: a temporary file, gone afterwards
+    assert ds["cycle"].values.tolist() == [0] * 3 + [1] * 3 and ds.attrs["cycles"] == 2
+    out = tmp_path / "st.nc"
+    ds = ccb.run("all_reduce", 2, [1024], iters=3, warmup=1, placement="out_of_place",
+                 until_stable=0.0001, stable_cap=6, out=str(out))
+    info = json.loads(ds.attrs["until_stable"])
+    assert info["rounds"] == 2 and info["iterations"] == {"1024": 6}
+    assert load(out).sizes["iteration"] == 6 and not list(tmp_path.glob("*.part"))
+    with pytest.raises(ConfigError, match="until_stable: repeats sizes itself; not with cycles"):
+        ccb.run("all_reduce", 2, [1024], cycles=2, until_stable=0.1)

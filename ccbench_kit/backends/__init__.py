@@ -10,6 +10,8 @@ engines.  Nothing here knows one backend from another.
 import importlib
 
 from ..errors import ConfigError
+from importlib.metadata import entry_points
+
 from .base import Backend, NoOptions  # noqa: F401  (the interface, for backend authors)
 
 ENTRY_POINT_GROUP = "ccbench_kit.backends"
@@ -32,7 +34,6 @@ def register(name, backend):
 
 
 def _entry_points():
-    from importlib.metadata import entry_points
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
@@ -56,6 +57,23 @@ def backend_class(name):
         raise ConfigError(f"backend {name!r} is {found!r}, not a subclass of "
                           "ccbench_kit.backends.base.Backend", "--backend")
     return found
+
+
+def aggregated_timings():
+    """Every known backend's `Backend.aggregated_timings`: the ``timing``
+    attrs whose iteration slots hold one average, not one measurement each."""
+    return tuple(dict.fromkeys(t for n in names() for t in backend_class(n).aggregated_timings))
+
+
+def default_preset(ds):
+    """The theory preset for ``--theory auto``: what the backend that
+    measured `ds` says (`Backend.default_preset`); None for a file of no
+    known backend (an import of another tool's log)."""
+    try:
+        cls = backend_class(str(ds.attrs.get("backend", "")))
+    except ConfigError:
+        return None
+    return cls.default_preset(ds)
 
 
 def backend_algorithms(name, collective):

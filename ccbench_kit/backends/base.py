@@ -21,8 +21,10 @@ size fits (``allreduce``), and gathers every rank's latencies to rank 0
 
 Class side (asked before any rank starts, by the CLI and the API)
 -----------------------------------------------------------------
-``name``, ``default_algorithm``, ``warms_every_size``, ``Options`` (a frozen
-dataclass of the backend's own options), ``algorithms_for(collective)``,
+``name``, ``default_algorithm``, ``warms_every_size``, ``host_buffers``,
+``aggregated_timings``,
+``Options`` (a frozen dataclass of the backend's own options),
+``algorithms_for(collective)``, ``default_preset(ds)``,
 ``add_arguments(group)`` (its CLI flags), ``options_from_args(args)`` and
 ``make_options(**values)`` (validated `Options`).
 
@@ -37,6 +39,7 @@ import dataclasses
 from typing import ClassVar
 
 from ..errors import ConfigError
+from ..resources import memory_available
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +50,6 @@ class NoOptions:
 def host_memory_available():
     """Bytes this host may still allocate: MemAvailable, and the cgroup and
     Slurm limits of this process (`resources.memory_available`)."""
-    from ..resources import memory_available
     return memory_available()
 
 
@@ -65,6 +67,14 @@ class Backend(abc.ABC):
     Options: ClassVar[type] = NoOptions
     #: How `time` measures (recorded as the Dataset's ``timing`` attr).
     timing = "host-clock"
+    #: True: its buffers live in host memory, so the run measures the host's
+    #: memcpy rate (the report's peak: `hostinfo.run_facts`) and preflight
+    #: counts its buffers against this host's memory.
+    host_buffers: ClassVar[bool] = False
+    #: Its `timing` values that time the iterations together and store their
+    #: average in every iteration slot (no spread: the report says so and
+    #: draws no interval).
+    aggregated_timings: ClassVar[tuple] = ()
 
     # -- class side -----------------------------------------------------------
     @classmethod
@@ -72,6 +82,13 @@ class Backend(abc.ABC):
     def algorithms_for(cls, collective):
         """Algorithm names this backend runs `collective` with, without
         starting MPI or opening a device; [] for a collective it lacks."""
+
+    @classmethod
+    def default_preset(cls, ds):
+        """The theory preset (`theory.presets`) a report takes for `ds`, a
+        run of this backend, under ``--theory auto``; None where no preset is
+        safe (the network decides)."""
+        return None
 
     @classmethod
     def add_arguments(cls, group):

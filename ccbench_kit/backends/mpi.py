@@ -1,10 +1,14 @@
 """Backend `mpi`: host buffers, collectives run by the engine (ext/)."""
 from dataclasses import dataclass
+import importlib
+import sys
 
 import numpy as np
 
 from ..errors import ConfigError
 from .base import Backend
+from ..mpi_env import inside_mpi_job
+from .offcache import buffer_sets, off_cache_bytes
 
 
 def engine():
@@ -16,17 +20,14 @@ def engine():
     MPI4PY_LIBMPI) decides.  The engine's ``BUILD_MPI`` then decides how the
     kit launches (`ccbench_kit.launch.mpi_impl`).
     """
-    import importlib
-    import sys
     if "mpi4py.MPI" not in sys.modules:
-        from ..mpi_env import inside_mpi_job
         if not inside_mpi_job():
             # A launcher only reads the engine's tables; initialising MPI here
             # would make it a singleton MPI process for nothing.
-            import mpi4py
+            import mpi4py  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
             mpi4py.rc.initialize = False
             mpi4py.rc.finalize = False
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     name = "_engine" if MPI.get_vendor()[0] == "Open MPI" else "_engine_mpich"
     try:
         return importlib.import_module(f"ccbench_kit.{name}")
@@ -63,8 +64,14 @@ class MPIOptions:
 class MPIBackend(Backend):
     name = "mpi"
     default_algorithm = "mpi"
+    host_buffers = True
     Options = MPIOptions
     timing = "host-clock"
+
+    @classmethod
+    def default_preset(cls, ds):
+        """Host buffers are bounded by memcpy: the ``cpu`` preset."""
+        return "cpu"
 
     @classmethod
     def algorithms_for(cls, collective):
@@ -99,7 +106,6 @@ class MPIBackend(Backend):
             raise ConfigError(f"must be a whole number of elements >= 0, got {u!r}",
                               "-u/--unalign")
         if values.get("off_cache") not in (None, 0):
-            from .offcache import off_cache_bytes
             values["off_cache"] = off_cache_bytes(values["off_cache"])
         return super().make_options(**values)
 
@@ -109,7 +115,7 @@ class MPIBackend(Backend):
 
     @property
     def library(self):
-        from mpi4py import MPI
+        from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
         return MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()
 
     @property
@@ -119,7 +125,6 @@ class MPIBackend(Backend):
     def rotating_sets(self, set_bytes, operations):
         if not self.options.off_cache:
             return 1
-        from .offcache import buffer_sets
         return buffer_sets(self.options.off_cache, set_bytes, operations)
 
     def alloc(self, nelems, dtype):

@@ -22,29 +22,29 @@ sync, nccl-tests' method) or ``graph`` (iterations captured in a CUDA graph,
 replayed ``-G N`` times).
 """
 import os
+import socket
 import tempfile
 from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 
-from .. import collectives as _collectives
+from .. import collectives as _collectives, _nccl
+from ..dataset.schema import attr_json
 from ..dtypes import FP8, FP8_SINCE_NCCL, NCCL_OPS, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
 from .base import Backend
 from .nccl_buffers import DeviceBuffer, Pool, overlap
 from .nccl_tuning import TuningCapture, environ, summarize
+from .nccl_topo import topology
 
 ALGOS = {"ring": "Ring", "tree": "Tree", "pat": "PAT",
          "collnet_direct": "CollnetDirect", "collnet_chain": "CollnetChain"}
 PROTOS = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 # What NCCL does with each collective is the collective's own fact
-# (`collectives.base.Collective.nccl`, ``nccl_in_place``).
+# (collectives.def's NCCL column, `Collective.nccl`; ``nccl_in_place``).
 _ALL = _collectives.all_collectives()
-NATIVE = tuple(c.name for c in _ALL if c.nccl == "native")
-NATIVE_SINCE_2_28 = tuple(c.name for c in _ALL if c.nccl == "native_since_2_28")
-P2P_ONLY = tuple(c.name for c in _ALL if c.nccl == "p2p")
 # ncclAlltoAll has no in-place form, and grouped send/recv into the buffer
 # being sent races.
 NO_IN_PLACE = tuple(c.name for c in _ALL if not c.nccl_in_place)
@@ -55,15 +55,15 @@ _OP_NAMES = {v: k for k, v in OPS.items()}
 
 def nccl_algorithms(collective):
     """Algorithm names the nccl backend takes for `collective`."""
-    name = _collectives.get(collective).name
-    if name in NATIVE:
+    case = _collectives.get(collective).nccl  # collectives.def's NCCL column
+    if case == "native":
         return (["nccl"] + [f"nccl:{a}" for a in ALGOS]
                 + [f"nccl:{a}/{p}" for a in ALGOS for p in PROTOS])
-    if name in NATIVE_SINCE_2_28:
+    if case == "native_since_2_28":
         return ["nccl", "nccl:p2p"]
-    if name in P2P_ONLY:
+    if case == "p2p":
         return ["nccl"]
-    return []
+    return []  # NONE: no NCCL form; config refuses the run in one line
 
 
 def algorithm_env(algorithm):
@@ -119,7 +119,20 @@ class NCCLBackend(Backend):
     name = "nccl"
     default_algorithm = "nccl"
     warms_every_size = True  # as nccl-tests: the harness warms every size up before timing
+    aggregated_timings = ("batch", "graph")  # one average per iteration slot
     Options = NCCLOptions
+
+    @classmethod
+    def default_preset(cls, ds):
+        """NCCL on one host of H100 or H200 GPUs: their NVLink4 preset."""
+        hosts = attr_json(ds, "hosts", [])
+        one_host = not isinstance(hosts, list) or len(set(map(str, hosts))) <= 1
+        devices = " ".join(str(d) for d in ds["device"].values).upper() \
+            if "device" in ds.coords else ""
+        for gpu in ("H200", "H100"):
+            if gpu in devices and one_host:
+                return f"{gpu.lower()}-nvlink4"
+        return None
 
     @classmethod
     def algorithms_for(cls, collective):
@@ -174,7 +187,6 @@ class NCCLBackend(Backend):
         self.timing, self.graph_launches = o.timing, o.graph_launches
         self.mem_type, self.register = o.mem_type, bool(o.register)
         cudart, nccl = nccl_lib.locate()
-        from .. import _nccl
         self._x = _nccl
         try:
             self.lib = _nccl.Library(cudart, nccl)
@@ -212,7 +224,6 @@ class NCCLBackend(Backend):
         self.gpus = dcomm.gather(gpu, root=0)
         self.topology = None
         if dcomm.Get_rank() == 0:
-            from .nccl_topo import topology
             self.topology = topology()
 
     # -- what the harness reads ------------------------------------------------
@@ -421,7 +432,7 @@ class NCCLBackend(Backend):
 def _local_rank(comm):
     """(rank, size) among the ranks on this host: an MPI shared-memory split,
     so it holds under mpirun, srun and Dask-MPI alike."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     shm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
     try:
         return shm.Get_rank(), shm.Get_size()
@@ -430,10 +441,9 @@ def _local_rank(comm):
 
 
 def _wtime_us():
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     return MPI.Wtime() * 1e6
 
 
 def _hostname():
-    import socket
     return socket.gethostname()

@@ -12,6 +12,8 @@ allocated between timed loops.  Against allocating each size anew
 """
 import weakref
 
+from .. import _nccl
+
 # Whole 2 MiB pages, as the one large buffer nccl-tests allocates is: on
 # small cudaMalloc'ed buffers, which the CUDA allocator packs into shared
 # pages, NCCL 2.28's small-message collectives took 2-6 µs longer (2x H200).
@@ -30,7 +32,7 @@ class Allocation:
         for comm, handle in self.registered.items():
             try:
                 self.lib.deregister(comm, handle)
-            except Exception:
+            except (_nccl.NcclError, _nccl.CudaError):  # the communicator is gone already
                 pass
         self.registered.clear()
 
@@ -38,7 +40,7 @@ class Allocation:
         try:
             self.deregister()
             self.lib.free(self.ptr, self.kind)
-        except Exception:
+        except (_nccl.NcclError, _nccl.CudaError):  # at exit, the context may be torn down
             pass
 
 

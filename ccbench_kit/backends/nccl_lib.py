@@ -80,6 +80,7 @@ def _loaded_path(soname):
 
 def _pathfinder(libname):
     try:
+        # lazy: optional dependency (nccl extra)
         from cuda.pathfinder import load_nvidia_dynamic_lib
     except ImportError:
         return "", "cuda-pathfinder (not installed)"

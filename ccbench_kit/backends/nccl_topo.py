@@ -18,12 +18,12 @@ def nvml_matrix():
     the links end in an NVSwitch), else the PCIe level (PIX ... SYS).
     """
     try:
-        import pynvml
+        import pynvml  # lazy: optional dependency (nccl extra)
     except ImportError:
         return None
     try:
         pynvml.nvmlInit()
-    except Exception:
+    except pynvml.NVMLError:  # no driver, no GPU: no matrix
         return None
     try:
         n = pynvml.nvmlDeviceGetCount()
@@ -47,22 +47,22 @@ def nvml_matrix():
                     if ok == pynvml.NVML_P2P_STATUS_OK:
                         row.append("NVLINK")
                         continue
-                except Exception:
+                except pynvml.NVMLError:  # not supported on this pair: ask for the PCIe level
                     pass
                 try:
                     lvl = pynvml.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])
                     row.append(_LEVELS.get(int(lvl), str(lvl)))
-                except Exception:
+                except pynvml.NVMLError:
                     row.append("?")
             matrix.append(row)
         names = [_text(pynvml.nvmlDeviceGetName(h)) for h in handles]
         return {"source": "nvml", "devices": bus, "names": names, "matrix": matrix}
-    except Exception as e:
+    except pynvml.NVMLError as e:  # recorded in the run's attrs, not raised
         return {"source": "nvml", "error": f"{type(e).__name__}: {e}"}
     finally:
         try:
             pynvml.nvmlShutdown()
-        except Exception:
+        except pynvml.NVMLError:
             pass
 
 
@@ -83,7 +83,7 @@ def _nvlink_peers(pynvml, h):
             if pynvml.nvmlDeviceGetNvLinkState(h, link) != pynvml.NVML_FEATURE_ENABLED:
                 continue
             peers.append(_text(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId))
-        except Exception:
+        except pynvml.NVMLError:  # past the device's last link, or NVLink not supported
             break
     return peers
 

@@ -10,8 +10,10 @@ import os
 import signal
 import sys
 
+from .._version import __version__
 from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
                       EXIT_SIGTERM, CCBenchError)
+from ..launch.mpirun import Interrupted
 
 SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite",
                "doctor", "recover", "history")
@@ -27,7 +29,6 @@ def build_parser():
                                           for code, what in EXIT_CODES.items())
     parser = _Parser(prog="ccbench", description="Benchmark and analyse collective communication.",
                      epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-    from .. import __version__
     parser.add_argument("--version", action="version", version=f"ccbench_kit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in SUBCOMMANDS:
@@ -36,7 +37,6 @@ def build_parser():
 
 
 def _terminate(signum, frame):
-    from ..launch.mpirun import Interrupted
     raise Interrupted()
 
 

@@ -5,9 +5,13 @@ Also the launch flags ``ccbench run`` and ``ccbench suite`` share
 (`add_launch_arguments`, `launch_options`): hosts, node counts, Slurm.
 """
 import sys
+import os
 
 from ..errors import ConfigError
 from . import argtypes as T
+from ..launch import cluster
+from ..launch.hosts import topology_sort_file
+from ..output_path import check_output
 
 
 def add_launch_arguments(p, nnodes_short=True):
@@ -99,10 +103,7 @@ def add_parser(sub):
 
 
 def start(args):
-    import os
 
-    from ..launch import cluster
-    from ..output_path import check_output
 
     path = cluster.scheduler_path(args.scheduler_file)
     stem = os.path.splitext(path)[0]
@@ -122,7 +123,6 @@ def start(args):
 
 
 def stop(args):
-    from ..launch import cluster
 
     how = cluster.stop(scheduler_file=args.scheduler_file, timeout=args.timeout)
     print(f"cluster stopped ({how})", file=sys.stderr)
@@ -130,7 +130,6 @@ def stop(args):
 
 
 def status(args):
-    from ..launch import cluster
 
     info = cluster.status(scheduler_file=args.scheduler_file)
     print(f"scheduler: {info['address']}")
@@ -141,10 +140,8 @@ def status(args):
 
 
 def hostfile(args):
-    from ..launch.hosts import topology_sort_file
 
     if args.output:
-        from ..output_path import check_output
         check_output(args.output, "-o/--output")
     ordered, unplaced = topology_sort_file(args.input, args.topology, args.output,
                                            instance_map=args.instances)

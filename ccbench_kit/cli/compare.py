@@ -14,6 +14,8 @@ from ..errors import EXIT_BELOW, ConfigError
 from ..importers import ReportedMismatchWarning, open_any
 from ..units import parse_size
 from . import argtypes as T
+import pandas as pd
+from ..output_path import check_output
 
 
 def add_parser(sub):
@@ -96,7 +98,6 @@ def main(args):
                 seed=args.seed,
                 minbytes=parse_size(args.minbytes, "-b/--minbytes") if args.minbytes else None,
                 maxbytes=parse_size(args.maxbytes, "-e/--maxbytes") if args.maxbytes else None)
-    from ..output_path import check_output
     if args.csv:
         check_output(args.csv, "--csv")
     if args.plot:
@@ -134,7 +135,6 @@ def main(args):
         if args.csv:
             frames.append(to_frame(res, path, args.baseline))
     if args.csv:
-        import pandas as pd
         pd.concat(frames, ignore_index=True).to_csv(args.csv, index=False)
         print(f"# wrote {args.csv}")
     if args.plot:

@@ -13,6 +13,8 @@ from .. import health
 from .cluster import add_launch_arguments, launch_options
 from .history import add_history_flag, file_results
 
+from ..launch.cluster import connect
+
 
 def add_parser(sub):
     p = sub.add_parser("doctor", help="health check: name the slow node, the bad link, the "
@@ -100,7 +102,6 @@ def main(args):
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
     client = None
     if args.scheduler_file:
-        from ..launch.cluster import connect
         client = connect(args.scheduler_file)
     try:
         diag = health.doctor(

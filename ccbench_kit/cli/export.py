@@ -15,6 +15,9 @@ from ..errors import ConfigError
 from ..formats.csv.write import DEFAULT_STATS, write_aws, write_csv
 from ..importers import open_any, unique_names
 from . import argtypes as T
+from .._files import atomic_write_text
+from ..formats.nccl_tuner.write_csv import tuner_csv
+from ..output_path import check_output, check_output_folder
 
 
 def add_parser(sub):
@@ -49,7 +52,6 @@ def main(args):
     if args.csv is None and args.aws_naming is None and args.nccl_tuner_csv is None:
         raise ConfigError("say where: --csv [OUT], --nccl-tuner-csv [OUT] or --aws-naming DIR",
                           "--csv")
-    from ..output_path import check_output, check_output_folder
     for flag, path in (("--csv", args.csv), ("--nccl-tuner-csv", args.nccl_tuner_csv)):
         if path not in (None, "-"):
             check_output(path, flag)
@@ -73,8 +75,6 @@ def main(args):
 
 
 def _tuner(parts, args):
-    from .._files import atomic_write_text
-    from ..formats.nccl_tuner.write_csv import tuner_csv
 
     stat = args.stats[0]
     text, notes = tuner_csv(parts, stat=stat, placement=args.placement)

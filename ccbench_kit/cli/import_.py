@@ -16,6 +16,8 @@ from ..importers import ReportedMismatchWarning, read_all, unique_names
 from . import argtypes as T
 from .history import add_history_flag, file_results
 
+from ..output_path import check_output
+
 
 def add_parser(sub):
     p = sub.add_parser("import", help="import nccl-tests / nccom-test / AllgatherP / "
@@ -39,7 +41,6 @@ def add_parser(sub):
 
 def main(args):
     if args.out:
-        from ..output_path import check_output
         check_output(args.out, "-o/--out")
     datasets = []
     with warnings.catch_warnings(record=True) as caught:

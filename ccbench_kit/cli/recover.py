@@ -9,6 +9,9 @@ written.  The recovered file is marked incomplete.
 import os
 
 from . import argtypes as T
+from ..dataset.checkpoint import merge_pending, pending_files, template_path
+from ..errors import ConfigError
+from ..output_path import check_output
 
 
 def add_parser(sub):
@@ -22,9 +25,6 @@ def add_parser(sub):
 
 
 def main(args):
-    from ..dataset.checkpoint import merge_pending, pending_files, template_path
-    from ..errors import ConfigError
-    from ..output_path import check_output
 
     path = args.path
     found = pending_files(path)

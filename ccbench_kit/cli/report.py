@@ -2,6 +2,7 @@
 import sys
 
 from . import argtypes as T
+from ..report import driver
 
 
 def add_parser(sub):
@@ -25,7 +26,6 @@ def add_parser(sub):
 
 
 def main(args):
-    from ..report import driver
 
     if args.compare:
         path = driver.render_compare(args.results, args.output, baseline=args.baseline,

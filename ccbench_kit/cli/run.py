@@ -1,6 +1,7 @@
 """``ccbench run COLLECTIVE``: nccom-test's flags, nccl-tests' table."""
 import shlex
 import sys
+import json
 
 from .. import api, backends
 from . import argtypes as T
@@ -9,6 +10,14 @@ from ..formats.nccl_tests.write_table import format_table
 from ..units import format_size
 from .cluster import add_launch_arguments, launch_options
 from .history import add_history_flag, file_results
+
+from ..dataset.stats import check_average
+from ..errors import ConfigError
+from ..inputs.sizes import parse_size_list, read_msglen
+from ..launch.cycles import check_cycles, run_cycles
+from ..launch.stable import check_target, run_until_stable
+from ..output import json_paths, write_json
+from ..output_path import check_output
 
 
 def add_parser(sub):
@@ -155,8 +164,6 @@ def _config_keywords(args, argv):
 def _check_json_outputs(args, cfgs):
     """--report-to-json-file's paths, checked now, not after the sweep."""
     if args.json_file:
-        from ..output import json_paths
-        from ..output_path import check_output
         for path in json_paths(args.json_file, [c.collective for c in cfgs]).values():
             check_output(path, "--report-to-json-file")
 
@@ -166,15 +173,12 @@ def main(args):
     out = args.out or api.default_out("-".join(n.replace("-", "_") for n in names))
     argv = sys.argv if sys.argv and sys.argv[0].endswith("ccbench") else ["ccbench", "run"]
     if args.nworkers < 1:
-        from ..errors import ConfigError
         raise ConfigError(f"need at least 1 rank, got {args.nworkers}", "-r/--nworkers")
     if args.json_format and not args.json_file:
-        from ..errors import ConfigError
         raise ConfigError("needs --report-to-json-file PATH", "--json-format")
     json_format = args.json_format or "nccom-test"
     rank_stat = "max"
     if args.average is not None:
-        from ..dataset.stats import check_average
         rank_stat = check_average(args.average)
     cfg_kw = _config_keywords(args, argv)
     # built once, here: every collective shares rank 0's seed
@@ -190,7 +194,6 @@ def main(args):
     if cfgs[0].inputs.check == "random" and _prints():  # every rank runs rank 0's seed (api)
         print(f"# check: random, seed {seed}", file=sys.stderr)
     launch = {"progress": progress, **launch_options(args)}
-    from ..launch.cycles import check_cycles, run_cycles
     cycles = check_cycles(args.cycles)
 
     def run_configs(these, path):
@@ -204,9 +207,7 @@ def main(args):
         _print_tables(parts, args, rank_stat)
 
     if args.until_stable is not None:
-        from ..launch.stable import check_target, run_until_stable
         if cycles > 1:
-            from ..errors import ConfigError
             raise ConfigError("repeats sizes itself; not with --cycles", "--until-stable")
         target, cap = check_target(args.until_stable, args.stable_cap, args.iters)
         results = run_until_stable(
@@ -224,7 +225,6 @@ def main(args):
         print(f"# all {cycles} cycles")
     _print_tables(results, args, rank_stat)
     if args.json_file:
-        from ..output import write_json
         for path in write_json(results, args.json_file, json_format, stats=args.stats,
                                show_algorithm=args.show_algorithm,
                                show_io=args.show_input_output_size):
@@ -246,8 +246,6 @@ def _print_tables(results, args, rank_stat):
 
 def _explicit_sizes(args):
     """--sizes or --msglen (IMB), or None for the -b/-e/-f/-i sweep."""
-    from ..errors import ConfigError
-    from ..inputs.sizes import parse_size_list, read_msglen
     if args.sizes is None and args.msglen is None:
         return None
     flag = "--sizes" if args.sizes is not None else "--msglen"
@@ -263,7 +261,7 @@ def _prints():
     (`mpirun -np 4 ccbench run ...`), where rank 0 alone prints."""
     if not api.inside_mpi_job():
         return True
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     return MPI.COMM_WORLD.Get_rank() == 0
 
 
@@ -271,7 +269,6 @@ def _groups_note(ds):
     groups = ds.attrs.get("groups")
     if not groups:
         return ""
-    import json
     g = json.loads(groups)
     return f", {len(g)} concurrent groups of {len(g[0])} (busbw per group)"
 

@@ -3,6 +3,7 @@ from ..dataset import open_parts
 from ..dataset.io import analysis_ready
 from ..dataset.schema import library_name
 from ..formats.nccl_tests.write_table import format_table
+from ..dataset.stats import check_average
 
 
 def add_parser(sub):
@@ -18,7 +19,6 @@ def add_parser(sub):
 
 
 def main(args):
-    from ..dataset.stats import check_average
     rank_stat = check_average(args.average) if args.average is not None else args.rank_stat
     for name, ds in open_parts(args.results).items():
         ds = analysis_ready(ds)  # a big run is summarized from disk, chunk by chunk

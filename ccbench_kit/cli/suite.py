@@ -1,6 +1,8 @@
 """``ccbench suite FILE.yaml``, ``ccbench suite status FILE.yaml``,
 ``ccbench suite collect FILE.yaml``."""
 import sys
+from ..errors import ConfigError, EXIT_RUN_FAILED
+from ..suite import collect, load_suite, overview, run_suite, status
 
 from .history import add_history_flag, file_results
 
@@ -26,8 +28,6 @@ def add_parser(sub):
 
 
 def main(args):
-    from ..errors import EXIT_RUN_FAILED, ConfigError
-    from ..suite import collect, load_suite, run_suite, status
 
     words = list(args.words)
     action = words.pop(0) if words[0] in ACTIONS else "run"
@@ -56,7 +56,6 @@ def main(args):
                 f"status {words[0]}`, then `ccbench suite collect {words[0]}`")
             return 0
     if result.out:
-        from ..suite import overview
         print(overview(result.out).to_string(index=False))
         file_results(args, result.out)
     for key, reason in result.failed:

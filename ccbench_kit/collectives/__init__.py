@@ -5,10 +5,7 @@ Every module defines ``COLLECTIVE``, an instance of `base.Collective`.
 import importlib
 
 from ..errors import ConfigError
-
-# Module names, in the order tables and docs list them.
-NAMES = ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoallv", "sendrecv",
-         "permute", "broadcast", "reduce", "gather", "scatter", "hypercube")
+from .registry import NAMES  # module names, in the order of collectives.def
 
 
 def _load(name):

@@ -11,7 +11,6 @@ from .base import Collective, exact, send_inside_recv, split_layout
 
 class AllGather(Collective):
     name = "all_gather"
-    nccl = "native"
     aliases = ("allg", "allgather", "all-gather", "ag")
     same_result = True
 

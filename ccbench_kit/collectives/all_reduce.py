@@ -9,7 +9,6 @@ from .base import Collective, per_rank_layout, reduce_arrays
 
 class AllReduce(Collective):
     name = "all_reduce"
-    nccl = "native"
     aliases = ("allr", "allreduce", "all-reduce", "ar")
     reduces = True
     same_result = True

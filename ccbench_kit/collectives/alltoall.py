@@ -12,7 +12,6 @@ from .base import Collective, exact, split_layout
 
 class AllToAll(Collective):
     name = "alltoall"
-    nccl = "native_since_2_28"
     nccl_in_place = False  # NCCL moves it between distinct buffers only
     aliases = ("all_to_all", "all-to-all", "a2a")
 

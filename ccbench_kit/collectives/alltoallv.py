@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from .base import Collective, Layout
+from ..inputs.skew import parse_pattern, skewed_counts
 
 FLAG = "--alltoallv-metadata"
 KEYS = ("send_counts", "send_displs", "recv_counts", "recv_displs")
@@ -60,7 +61,6 @@ class AllToAllV(Collective):
         # rank, counts that match pairwise within every group
         spec = cfg.alltoallv_pattern
         if spec and not cfg.alltoallv:
-            from ..inputs.skew import parse_pattern
             return AllToAllV(pattern=parse_pattern(spec, len(members)), seed=cfg.seed)
         if not cfg.alltoallv:
             return self
@@ -74,7 +74,6 @@ class AllToAllV(Collective):
         if self.meta is not None:
             return self.meta
         if self.pattern is not None:
-            from ..inputs.skew import skewed_counts
             return from_counts(skewed_counts(self.pattern, per * nranks, nranks, self.seed))
         return from_counts(distance_weighted(per, nranks))
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..dataset.schema import PLACEMENTS
 from ..errors import ConfigError
+from . import registry
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,16 @@ class Collective:
     rooted = False      # takes a root
     same_result = False  # every rank ends with identical output (checked)
     placements = PLACEMENTS  # the placements it can run
-    # How the nccl backend runs it: "native" (an NCCL collective),
-    # "native_since_2_28" (ncclAlltoAll/Gather/Scatter, else grouped
-    # send/recv), or "p2p" (grouped ncclSend/ncclRecv only).
-    nccl = "p2p"
     nccl_in_place = True  # False: NCCL has no in-place form (or it would race)
     doc = ""
+
+    @property
+    def nccl(self):
+        """How the nccl backend runs it, as collectives.def says (opt-in per
+        collective): "native" (an NCCL collective), "native_since_2_28"
+        (ncclAlltoAll/Gather/Scatter, else grouped send/recv), "p2p" (grouped
+        ncclSend/ncclRecv only) or None (no NCCL form: refused)."""
+        return registry.NCCL.get(self.name)
 
     def configure(self, cfg, members):
         """This collective set up for one run (`cfg`: the run's

@@ -9,7 +9,6 @@ from .base import Collective, exact, per_rank_layout
 
 class Broadcast(Collective):
     name = "broadcast"
-    nccl = "native"
     aliases = ("bcast",)
     rooted = True
     same_result = True

@@ -13,7 +13,6 @@ from .base import exact
 
 class Gather(AllGather):
     name = "gather"
-    nccl = "native_since_2_28"
     aliases = ("gath",)
     rooted = True
     same_result = False

@@ -10,7 +10,6 @@ from .base import Collective, per_rank_layout, reduce_arrays
 
 class Reduce(Collective):
     name = "reduce"
-    nccl = "native"
     aliases = ("red",)
     reduces = True
     rooted = True

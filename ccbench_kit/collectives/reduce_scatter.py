@@ -12,7 +12,6 @@ from .base import Collective, recv_inside_send, reduce_arrays, split_layout
 
 class ReduceScatter(Collective):
     name = "reduce_scatter"
-    nccl = "native"
     aliases = ("redsct", "reducescatter", "reduce-scatter", "rs")
     reduces = True
 

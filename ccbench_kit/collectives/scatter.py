@@ -10,7 +10,6 @@ from .reduce_scatter import ReduceScatter
 
 class Scatter(ReduceScatter):
     name = "scatter"
-    nccl = "native_since_2_28"
     aliases = ("scat",)
     rooted = True
     reduces = False

@@ -7,16 +7,16 @@ faster), ``ratio_lo``/``ratio_hi`` (the CI, NaN for plain ratios),
 ``n_run``/``n_baseline`` (iterations used), ``method`` and ``verdict``.
 """
 import json
+import re
 import warnings
 
 import numpy as np
 import xarray as xr
 
-from ..dataset.stats import check_stat
+from ..dataset.stats import N_BOOT, SEED, bootstrap, check_stat, of_values
 from ..errors import CCBenchError, ConfigError
 
 MIN_SAMPLES = 5        # fewer iterations than this give no meaningful bootstrap
-VERDICTS = ("faster", "slower", "indistinguishable", "n/a")
 
 
 class CompareError(CCBenchError):
@@ -31,7 +31,6 @@ class CompareWarning(UserWarning):
 def _hardware(ds):
     """The device models of `ds` ("NVIDIA H200", "cpu"), without ordinals
     and bus ids, as a sorted tuple; () when unknown (imported logs)."""
-    import re
     if "device" not in ds.coords:
         return ()
     names = {re.sub(r"\s*\(.*?\)", "", re.sub(r"^cuda:\d+\s*", "", str(d))).strip()
@@ -99,36 +98,22 @@ def _pairs(run_algs, base_algs, algorithms):
     return [(f"{r} vs {b}", r, b) for r in run_algs for b in base_algs]
 
 
-def _stat(x, stat, axis=-1, finite=False):
-    """`stat` over values along `axis`; NaN marks missing unless `finite`."""
-    if finite:
-        if stat in ("avg", "mean"):
-            return x.mean(axis=axis)
-        if stat in ("min", "max"):
-            return getattr(x, stat)(axis=axis)
-        return np.percentile(x, 50.0 if stat == "median" else float(stat[1:]), axis=axis)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)   # all-NaN sizes give NaN
-        if stat in ("avg", "mean"):
-            return np.nanmean(x, axis=axis)
-        if stat == "min":
-            return np.nanmin(x, axis=axis)
-        if stat == "max":
-            return np.nanmax(x, axis=axis)
-        return np.nanpercentile(x, 50.0 if stat == "median" else float(stat[1:]), axis=axis)
+def _stat(x, stat, axis=-1):
+    """`stat` over values along `axis`; NaN marks missing (all-NaN sizes give NaN)."""
+    return of_values(x, stat, axis, skip_nan=True)
 
 
 def _bootstrap(run, base, stat, n_boot, rng):
     """`n_boot` resampled time ratios stat(base*) / stat(run*)."""
-    tr = _stat(run[rng.integers(0, len(run), size=(n_boot, len(run)))], stat, 1, finite=True)
-    tb = _stat(base[rng.integers(0, len(base), size=(n_boot, len(base)))], stat, 1, finite=True)
+    tr = bootstrap(run, stat, rng, n_boot)
+    tb = bootstrap(base, stat, rng, n_boot)
     with np.errstate(all="ignore"):
         return tb / tr
 
 
 def compare(run, baseline, *, stat="avg", rank_stat="max", algorithms=None, placements=None,
-            minbytes=None, maxbytes=None, confidence=0.95, n_boot=2000, tolerance=0.03,
-            min_samples=MIN_SAMPLES, seed=0, run_label=None, baseline_label=None):
+            minbytes=None, maxbytes=None, confidence=0.95, n_boot=N_BOOT, tolerance=0.03,
+            min_samples=MIN_SAMPLES, seed=SEED, run_label=None, baseline_label=None):
     """busbw of `run` relative to `baseline`, per size, with a verdict.
 
     Parameters

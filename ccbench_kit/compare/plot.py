@@ -3,6 +3,7 @@ the ratio with its confidence band, the line at 1 and the acceptance line."""
 import numpy as np
 
 from .._optional import require
+from ..units import format_size
 
 
 def plot_comparison(res, placement=None, min_ratio=None, figsize=(9.0, 6.4)):
@@ -18,10 +19,9 @@ def plot_comparison(res, placement=None, min_ratio=None, figsize=(9.0, 6.4)):
         Draws the acceptance line (``ccbench compare --min-ratio``).
     """
     require("matplotlib", "report")
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.figure import Figure  # lazy: optional dependency (report extra)
+    from matplotlib.ticker import FuncFormatter  # lazy: optional dependency (report extra)
 
-    from ..units import format_size
 
     pls = [str(p) for p in res["placement"].values]
     pl = placement if placement in pls else ("out_of_place" if "out_of_place" in pls else pls[0])

@@ -3,6 +3,8 @@ import numpy as np
 import xarray as xr
 
 from . import stats as _stats
+import pandas as pd
+from ..collectives import get
 
 
 @xr.register_dataset_accessor("ccb")
@@ -25,14 +27,13 @@ class CCBAccessor:
     def attrs(self):
         """The attrs as Python values (ints, bools, decoded JSON); the raw
         netCDF strings stay in ``ds.attrs``."""
-        from .attrs import TypedAttrs
+        from .attrs import TypedAttrs  # lazy: import cycle: dataset.attrs imports dataset.accessor
         return TypedAttrs(self._ds.attrs)
 
     meta = attrs
 
     @property
     def collective(self):
-        from ..collectives import get
         return get(self._ds.attrs["collective"])
 
     @property
@@ -100,7 +101,6 @@ class CCBAccessor:
         Bandwidths use the first statistic in `stats`.  On a lazily opened
         (dask) Dataset every statistic comes from one pass over the data.
         """
-        import pandas as pd
 
         ds = self._ds
         stats = [_stats.check_stat(s) for s in (stats if not isinstance(stats, str) else [stats])]
@@ -140,5 +140,6 @@ class CCBAccessor:
         bootstrap confidence interval where both have per-iteration data and
         a verdict (faster / slower / indistinguishable); see
         `ccbench_kit.compare.compare` for the options.  Returns a Dataset."""
+        # lazy: import cycle: compare imports dataset.accessor
         from ..compare import compare  # a layer above dataset: import on use
         return compare(self._ds, other, **kwargs)

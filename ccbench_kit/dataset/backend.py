@@ -8,6 +8,7 @@
 import os
 
 from xarray.backends import BackendEntrypoint
+from .. import importers
 
 
 class CCBenchBackendEntrypoint(BackendEntrypoint):
@@ -19,7 +20,6 @@ class CCBenchBackendEntrypoint(BackendEntrypoint):
     def open_dataset(self, filename_or_obj, *, drop_variables=None, group=None,
                      collective=None, nranks=None, partial=False):
         # importers sit above the dataset layer: import them only when used
-        from .. import importers
 
         hints = dict(collective=collective, nranks=nranks, partial=partial)
         if hasattr(filename_or_obj, "read"):

@@ -21,6 +21,9 @@ import os
 import numpy as np
 
 from .._files import atomic_write
+import xarray as xr
+from ..output_path import ResultsRescued
+from .io import open_parts, save, save_or_rescue
 
 PENDING = ".ccb-pending-"
 
@@ -51,14 +54,11 @@ class Checkpoint:
     def template(self, ds):
         """The run's attrs and coords, before any size is done: `ds` holds
         one placeholder size, dropped when sidecars are merged into it."""
-        from .io import save
         save(ds, template_path(self.path))
 
     def full(self, ds):
         """Rewrite the file with every size so far; see the module doc for
         what happens when it cannot be written."""
-        from ..output_path import ResultsRescued
-        from .io import save, save_or_rescue
         if self.rescued_to:
             save(ds, self.rescued_to)
             return
@@ -87,9 +87,7 @@ def merge_pending(path, into=None):
     written `path`, else from `path` itself.  When the file cannot be
     written, the merged results go to a rescue folder
     (`output_path.ResultsRescued` says where) and the sidecars stay."""
-    import xarray as xr
 
-    from .io import open_parts, save_or_rescue
     files = pending_files(path)
     template = template_path(path)
     # no template: the file was written by this run, and the sidecars are newer

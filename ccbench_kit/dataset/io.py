@@ -15,11 +15,12 @@ import os
 
 import xarray as xr
 
-from .._files import atomic_write_bytes
+from .._files import atomic_write_bytes, atomic_write_bytes as write_bytes, rescue
 
 from ..errors import CCBenchError
 from .schema import check_required
 from .versions import SchemaError, upgrade
+from ..output_path import ResultsRescued, WriteFailed, is_no_room, rescue_folders
 
 __all__ = ["SchemaError", "analysis_ready", "load", "open_parts", "save"]
 
@@ -70,7 +71,7 @@ def _local_write_lock():
     known"); the buffer is this process's own, so a local lock is right.
     """
     try:
-        import dask
+        import dask  # lazy: optional dependency (cluster extra)
     except ImportError:  # no dask: xarray takes a thread lock already
         return contextlib.nullcontext()
     return dask.config.set(scheduler="synchronous")
@@ -90,8 +91,6 @@ def save_or_rescue(data, path, what="results"):
     """`save`, and when `path` cannot take the file (no space, a quota, a
     read-only or vanished folder), put it in a rescue folder and raise
     `output_path.ResultsRescued` saying where and how to get it back."""
-    from .._files import atomic_write_bytes as write_bytes, rescue
-    from ..output_path import ResultsRescued, WriteFailed, is_no_room, rescue_folders
 
     image = to_bytes(data)
     try:

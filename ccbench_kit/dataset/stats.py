@@ -1,10 +1,17 @@
-"""Statistics over iterations and ranks (docs/statistics.md).
+"""Statistics over iterations and ranks (docs/statistics.md), and the
+kit's one bootstrap.
 
 Iteration time = a reduction over ranks (max by default: the collective is
 done when the slowest rank is); reported time = a statistic over iterations
-(avg, min, max, std, or any percentile pNN).
+(avg, min, max, std, or any percentile pNN).  A statistic is named once
+here, for DataArrays (`over_iterations`) and plain arrays (`of_values`);
+every confidence interval in the kit (compare, the report, --until-stable,
+the doctor) resamples with `bootstrap` and reads it with `interval`.
 """
 import re
+import warnings
+
+import numpy as np
 
 from ..errors import ConfigError
 
@@ -30,11 +37,48 @@ def check_stat(stat, flag="-t/--stats"):
                       "or a percentile such as p50, p99", flag)
 
 
+# Resamples of every bootstrap, and their seed: two analyses of one file
+# give the same intervals.
+N_BOOT = 2000
+SEED = 0
+
+
+def of_values(x, stat, axis=-1, skip_nan=False):
+    """`stat` (a `check_stat` name) of the numpy array `x` along `axis`;
+    with `skip_nan`, NaN marks a missing value (all-NaN gives NaN, silently)."""
+    s = check_stat(stat)
+    q = None if s in ("avg", "mean", "min", "max", "std") else \
+        50.0 if s == "median" else float(s[1:])
+    if not skip_nan:
+        if q is not None:
+            return np.percentile(x, q, axis=axis)
+        return getattr(np, "mean" if s == "avg" else s)(x, axis=axis)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if q is not None:
+            return np.nanpercentile(x, q, axis=axis)
+        return getattr(np, "nan" + ("mean" if s == "avg" else s))(x, axis=axis)
+
+
+def bootstrap(x, stat, rng, n_boot=N_BOOT):
+    """`n_boot` values of `stat` over resamples (with replacement, from
+    `rng`, a numpy Generator) of the 1-D array `x`."""
+    x = np.asarray(x)
+    return of_values(x[rng.integers(0, len(x), size=(n_boot, len(x)))], stat, axis=1)
+
+
+def interval(samples, confidence):
+    """(low, high): the percentile interval of bootstrap `samples` at `confidence`."""
+    q = 50 * (1 - confidence)
+    lo, hi = np.percentile(samples, [q, 100 - q])
+    return float(lo), float(hi)
+
+
 def compute_all(arrays):
     """`arrays` (DataArrays) with their values, in one pass when some are
     dask-backed (they then share the reads of the file's chunks)."""
     if any(a.chunks for a in arrays):
-        import dask
+        import dask  # lazy: optional dependency (cluster extra)
         return list(dask.compute(*arrays))
     return list(arrays)
 

@@ -11,11 +11,20 @@ import shlex
 import tempfile
 import time
 from dataclasses import dataclass, field
+import subprocess
 
 from ..errors import ConfigError, RunError
 from ..units import parse_size
 from . import plan as _plan
 from . import results, verdict as _verdict
+from .._files import atomic_write_text
+from ..dataset import save
+from ..launch import hosts as _hosts, slurm as _slurm
+from ..launch.command import launcher
+from ..launch.hosts import load_topology
+from ..launch.mpirun import run_ranks
+from ..launch.watchdog import describe_stall
+from ..progress_board import ALG, PLACEMENT
 
 # Exit codes, for CI and Slurm prologs (docs/doctor.md)
 HEALTHY, OUTLIER, BAD_INPUT, RUN_FAILED = 0, 1, 2, 3
@@ -86,6 +95,7 @@ def make_plan(nnodes, *, ranks_per_node=2, repeats=5, bw_bytes="2M", local_bytes
                           f"least 4 nodes, got {nnodes}", "--bisect")
     plan["waves"] = [] if bisect else _plan.schedule(nnodes, leaf_of)
     if bisect:
+        # lazy: import cycle: health.bisect imports health.api
         from .bisect import THRESHOLD, leaf_order
         plan["bisect"] = {"order": leaf_order(nnodes, leaf_of), "threshold": THRESHOLD,
                           "leaf": [leaf_of(k) for k in range(nnodes)] if leaf_of else None}
@@ -97,7 +107,6 @@ def leaves(names, topology):
     network node of each host is its leaf switch), or None."""
     if not topology:
         return None
-    from ..launch.hosts import load_topology
     topo = load_topology(topology)
     unknown = [n for n in names if n not in topo]
     if unknown:
@@ -108,7 +117,6 @@ def leaves(names, topology):
 
 def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
     """The node names to check, in order; raises ConfigError on bad input."""
-    from ..launch import hosts as _hosts
     if hosts and hosts_file:
         raise ConfigError("give --hosts or --hosts-file, not both", "--hosts")
     names = None
@@ -137,8 +145,6 @@ def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
 
 def allocation_nodes(slurm):
     """Node names of the Slurm allocation `slurm` runs in, or None outside one."""
-    import subprocess
-    from ..launch import slurm as _slurm
     opts = _slurm.as_options(slurm)
     job = opts.allocation()
     if not job:
@@ -215,9 +221,6 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     # node-mate needs for its whole time slice
     env = {"OMPI_MCA_mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle", "1"),
            **(env or {})}
-    from ..launch.command import launcher
-    from ..launch.mpirun import run_ranks
-    from ..launch.watchdog import describe_stall
     cmd = launcher(nranks, hosts=names, slurm=slurm, nnodes=len(names),
                    ranks_per_node=ranks_per_node, env=env)
     stalls = []
@@ -261,7 +264,7 @@ def _stuck_starting(failure, stalls, raw_path):
 def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, thresholds,
                     command, measure):
     """`doctor` on the workers of a Dask-MPI cluster (`health.cluster`)."""
-    from . import cluster as _cluster
+    from . import cluster as _cluster  # lazy: import cycle: health.cluster imports health.api
     if hosts_given:
         raise ConfigError("the cluster's workers are the nodes checked: give --scheduler-file "
                           "or the hosts (--hosts, --hosts-file, -S), not both",
@@ -275,15 +278,13 @@ def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, t
     launched = time.time()
     text, failure = _cluster.run_on_workers(client, workers, plan, timeout)
     if text is not None:
-        from .._files import atomic_write_text
         atomic_write_text(raw_path, text)  # rank 0's host may not share our disk
     return _finish(raw_path, out, names, plan, failure, [], thresholds, command, launched)
 
 
 def step_name(row):
     """The doctor's step in a board row, for the watchdog's message."""
-    from ..progress_board import ALG, PLACEMENT
-    from .probe import STEPS
+    from .probe import STEPS  # lazy: import cycle: health.probe imports health.api
     k = int(row[PLACEMENT])
     step = STEPS[k] if 0 <= k < len(STEPS) else "?"
     unit = "node" if step.startswith("local") else "wave"
@@ -308,7 +309,6 @@ def _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, la
         verdict = _verdict.judge(raw, thresholds)
         code = OUTLIER if verdict.findings else HEALTHY
     if raw is not None and (raw.local or raw.pair):
-        from ..dataset import save
         parts = results.to_datasets(raw, {
             "command": command, "doctor_verdict": verdict.to_dict(),
             "doctor_nodes": names, "doctor_plan": {k: v for k, v in plan.items()

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from .._files import atomic_write_text
 from ..errors import ConfigError
 

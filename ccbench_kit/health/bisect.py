@@ -27,10 +27,11 @@ replays the recorded steps.
 """
 import numpy as np
 
+from ..dataset.stats import SEED, bootstrap, interval
+
 THRESHOLD = 0.75  # busbw ratio of the slower group to the faster one
 STOP = 3          # at most this many suspects: pairs with good nodes decide
 AGREE = 0.6
-BOOT = 2000
 
 
 def summarize(ratios, threshold, rng):
@@ -38,9 +39,9 @@ def summarize(ratios, threshold, rng):
     r = np.asarray([x for x in ratios if np.isfinite(x)], dtype=float)
     if r.size == 0:
         return float("nan"), 0, 0, (float("nan"), float("nan"))
-    boot = np.median(rng.choice(r, size=(BOOT, r.size)), axis=1)
+    boot = bootstrap(r, "median", rng)
     return (float(np.median(r)), int(np.sum(r <= threshold)), int(r.size),
-            (float(np.quantile(boot, 0.05)), float(np.quantile(boot, 0.95))))
+            interval(boot, 0.90))
 
 
 def stands_out(med, votes, total, threshold):
@@ -65,7 +66,7 @@ def leaf_order(n, leaf_of=None):
 def pair_waves(pairs, leaf_of=None):
     """Waves of disjoint pairs (a node in one pair a wave), each split so
     that no two of its pairs share an uplink (`plan.waves`)."""
-    from .plan import waves
+    from .plan import waves  # lazy: import cycle: health.plan imports health.bisect
     out = []
     for p in pairs:
         for w in out:
@@ -101,7 +102,7 @@ class Descent:
     says why it stopped.
     """
 
-    def __init__(self, order, threshold=THRESHOLD, leaf_of=None, names=None, seed=0):
+    def __init__(self, order, threshold=THRESHOLD, leaf_of=None, names=None, seed=SEED):
         if len(order) < 4:
             raise ValueError("bisection needs at least 4 nodes")
         self.names = names
@@ -116,7 +117,7 @@ class Descent:
         if not self.path:
             return {"kind": "whole", "groups": [list(self.suspects)]}
         if len(self.suspects) > STOP:
-            from .plan import halves
+            from .plan import halves  # lazy: import cycle: health.plan imports health.bisect
             return {"kind": "halves", "groups": [list(h) for h in halves(self.suspects)]}
         pairs = [[c, self.good[i % len(self.good)]] for i, c in enumerate(self.suspects)]
         if len(self.good) >= 2:

@@ -21,6 +21,9 @@ import time
 import uuid
 
 from ..errors import ConfigError
+import numpy as np
+from ..progress_board import WIDTH
+from .probe import Progress, run
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -34,6 +37,7 @@ def choose_workers(client, ranks_per_node=None, nnodes=None):
     workers of every node (default the fewest any node has) of the first
     `nnodes` nodes (default all), nodes in the order of their first
     worker's rank."""
+    # lazy: launch.dask imports distributed, an optional dependency (cluster extra)
     from ..launch.dask import worker_ranks
     workers = worker_ranks(client)
     host_of = client.run(_hostname)
@@ -61,12 +65,10 @@ def choose_workers(client, ranks_per_node=None, nnodes=None):
 
 def _probe_task(plan_json, members, topic):
     """One worker's part of the check, in a worker thread (`launch.dask`)."""
-    import numpy as np
-    from distributed import get_worker
+    from distributed import get_worker  # lazy: optional dependency (cluster extra)
 
+    # lazy: launch.dask imports distributed, an optional dependency (cluster extra)
     from ..launch.dask import PLUGIN_NAME
-    from ..progress_board import WIDTH
-    from .probe import Progress, run
     worker = get_worker()
     plan = json.loads(plan_json)
     comm = worker.plugins[PLUGIN_NAME].communicator(members).Dup()
@@ -88,8 +90,9 @@ def _probe_task(plan_json, members, topic):
 def run_on_workers(client, workers, plan, timeout=None):
     """Run the probe on `workers`; (rank 0's records as JSON or None, the
     failure message or None)."""
-    from distributed import Lock
+    from distributed import Lock  # lazy: optional dependency (cluster extra)
 
+    # lazy: launch.dask imports distributed, an optional dependency (cluster extra)
     from ..launch.dask import PLUGIN_NAME, MPICommunicators
     timeout = timeout or DEFAULT_TIMEOUT
     token = uuid.uuid4().hex[:12]

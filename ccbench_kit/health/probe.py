@@ -29,15 +29,25 @@ import json
 import socket
 import sys
 import time
+import fcntl
+import struct
+import threading
 
 import numpy as np
 
+from ..collectives import get as get_collective
 from . import results
 from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
+from ..launch import events
+from ..launch.worker import RankWatch
+from .bisect import Descent
 
 # what the board's PLACEMENT column holds during a step (doctor.report names them)
 STEPS = ("local latency", "local bandwidth", "pair latency", "pair bandwidth", "local compute",
          "bisect all_reduce")
+
+# the ring probe is an all_reduce: its busbw factor is the registry's, 2 (n - 1) / n
+ALL_REDUCE = get_collective("all_reduce")
 
 
 def quiet_wait(comm, nap=0.002):
@@ -153,7 +163,7 @@ def run(comm, plan, progress, out):
 def pair_links(comm, waves, leaders):
     """One connection per pair of each wave (pairs of a wave are disjoint),
     made once: [None or (pair communicator, socket, pair)] a wave."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     me, links = comm.Get_rank(), []
     for pairs in waves:
         mine = next((k for k, (a, b) in enumerate(pairs) if me in (leaders[a], leaders[b])), None)
@@ -172,7 +182,6 @@ def close_links(links):
 def _bisection(comm, raw, plan, progress, leaders, out):
     """Rank 0's `bisect.Descent` says what to measure; every rank takes part
     in each step (`_ring_step`, `_pairs_step`) until it is done."""
-    from .bisect import Descent
     me, spec, descent = comm.Get_rank(), plan["bisect"], None
     if me == 0:
         leaf = spec.get("leaf")
@@ -212,7 +221,7 @@ def _pairs_step(comm, step, plan, progress, leaders, index):
 def _ring_step(comm, step, plan, progress, leaders, index):
     """Busbw (B/s, one list a repeat, one value a group) of every group's
     ring all_reduce, all groups at the same time."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     me, groups, nb = comm.Get_rank(), step["groups"], plan["bw_bytes"]
     node = leaders.index(me) if me in leaders else None
     mine = next((k for k, g in enumerate(groups) if node in g), None)
@@ -235,7 +244,7 @@ def _ring_step(comm, step, plan, progress, leaders, index):
                                    f"{x[-1]}, not {n * (n + 1) / 2}")
             gc.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)  # it ends when the last rank has it
             if gc.Get_rank() == 0:
-                rec = (mine, 2 * (n - 1) / n * nb / float(np.median(t)))
+                rec = (mine, ALL_REDUCE.bus_factor(n) * nb / float(np.median(t)))
         recs = comm.gather(rec, root=0)
         row = [float("nan")] * len(groups)
         for r in recs or ():
@@ -266,7 +275,6 @@ def ring_allreduce(ring, x, tmp, r, n):
     """Sum of `x` over the ring, in place (reduce-scatter, then all-gather,
     n - 1 steps each): every link carries 2 (n - 1) / n of `x`, so the ring
     runs at its slowest link's rate.  `x` starts as r + 1 everywhere."""
-    import threading
     right, left = ring
     x.fill(r + 1.0)
     chunks = np.array_split(x, n)
@@ -287,8 +295,6 @@ def ring_allreduce(ring, x, tmp, r, n):
 
 def interface_addresses():
     """This host's IPv4 addresses, loopback last (for a peer to connect to)."""
-    import fcntl
-    import struct
     found = []
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         for _, name in socket.if_nameindex():
@@ -360,7 +366,7 @@ def _collect(comm, raw, kind, rec, rep, out):
 
 def _local_check(local, plan, progress, node):
     """The node's all_reduce among its own ranks: 8 B and `local_bytes`."""
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     small, s_out = np.zeros(1), np.empty(1)
     progress.enter("local latency", 8, node)
     lat = _timed(lambda: local.Allreduce(small, s_out, op=MPI.SUM), plan["lat_iters"], 5, progress)
@@ -388,9 +394,8 @@ def _compute(x, y, rounds=4):
 
 def _pair_check(link, plan, progress, wave):
     """Ping-pong 8 B, then exchange `bw_bytes` both ways at once."""
-    import threading
 
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     pc, conn, pair = link
     first = pc.Get_rank() == 0
     msg, buf = bytes(8), memoryview(bytearray(8))
@@ -427,10 +432,8 @@ def main(argv=None):
     """Entry point of each rank."""
     argv = sys.argv[1:] if argv is None else argv
     plan = json.loads(results.decode(argv[0]))
-    from ..launch import events
-    from ..launch.worker import RankWatch
     watch = RankWatch(argv[1:])
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     comm = MPI.COMM_WORLD.Dup()
     reporter = watch.confirm(comm.Get_rank())
     try:

@@ -1,8 +1,13 @@
 """The health check for people: a text summary, plots, and the report page
 (``notebooks/doctor.ipynb`` run by papermill, written as one HTML file)."""
 import json
+from pathlib import Path
 
 import numpy as np
+
+from ..errors import ConfigError
+from ..report.driver import execute, write_html
+from ..report.notebook import _show
 
 
 def text(diag):
@@ -68,7 +73,7 @@ def matrices(ds):
 
 def plot_matrix(ds, ax=None, what="bandwidth"):
     """Heat map of the node x node matrix (bandwidth in Mbit/s or latency in µs)."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
     nodes, bw, lat = matrices(ds)
     m = bw if what == "bandwidth" else lat
     ax = ax or plt.subplots(figsize=(4.8, 4))[1]
@@ -86,7 +91,7 @@ def plot_matrix(ds, ax=None, what="bandwidth"):
 
 def plot_nodes(ds, ax=None):
     """Per-node bars: each statistic's ratio to the other nodes' median."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
     v = verdict_of(ds)
     scores = v.get("scores", {})
     nodes = list(json.loads(ds.attrs["doctor_nodes"]))
@@ -109,9 +114,8 @@ def plot_nodes(ds, ax=None):
 
 def show_matrices(ds):
     """Both heat maps, displayed as a PNG whatever the backend (`report.notebook._show`)."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
 
-    from ..report.notebook import _show
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     plot_matrix(ds, axes[0], "bandwidth")
     plot_matrix(ds, axes[1], "latency")
@@ -120,18 +124,14 @@ def show_matrices(ds):
 
 
 def show_nodes(ds):
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
 
-    from ..report.notebook import _show
     _show(plot_nodes(ds).figure, plt)
 
 
 def html(results, output, title="ccbench doctor", timeout=600, notebook="doctor.ipynb"):
     """Execute notebooks/`notebook` for `results` and write `output` (.html)."""
-    from pathlib import Path
 
-    from ..errors import ConfigError
-    from ..report.driver import execute, write_html
     output = Path(output)
     if output.suffix != ".html":
         raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "--report")

@@ -23,8 +23,9 @@ import zlib
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from .._files import atomic_write_text
+from ..dataset.schema import make_dataset
 
 _PREFIX = "json64:"
 
@@ -104,7 +105,6 @@ def _median_stat(rec, field):
 
 def to_datasets(raw, attrs):
     """{"pairs": Dataset, "local": Dataset} in the ``ccbench/1`` schema."""
-    from ..dataset.schema import make_dataset
     n, reps, plan = len(raw.nodes), plan_reps(raw), raw.plan
     pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
     labels = [f"{raw.nodes[a]}-{raw.nodes[b]}" for a, b in pairs]

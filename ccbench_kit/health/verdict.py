@@ -33,15 +33,16 @@ reported as the confidence figure, and must not reach 1).  Then:
   bandwidth is fine, so not its link).
 """
 from dataclasses import asdict, dataclass, field
+import warnings
 
 import numpy as np
 
+from ..dataset.stats import SEED, bootstrap, interval
 from . import bisect as _bisect
 
 THRESHOLDS = {"local": 5.0, "bandwidth": 0.75, "latency": 2.0, "bisect": _bisect.THRESHOLD}
 AGREE = 0.6
 AGREE_LOCAL = 0.8  # load from elsewhere makes a node's local time jump now and then
-BOOT = 2000
 RTO_S = 0.150  # a round trip this long waited for a retransmission timeout (min 200 ms)
 
 
@@ -131,18 +132,17 @@ def _summary(ratios, slow_high, threshold, rng):
         return np.nan, 0, 0, (np.nan, np.nan)
     med = float(np.median(r))
     votes = int(np.sum(r >= threshold if slow_high else r <= threshold))
-    boot = np.median(rng.choice(r, size=(BOOT, r.size)), axis=1)
-    return med, votes, int(r.size), (float(np.quantile(boot, 0.05)), float(np.quantile(boot, 0.95)))
+    boot = bootstrap(r, "median", rng)
+    return med, votes, int(r.size), interval(boot, 0.90)
 
 
-def judge(raw, thresholds=None, seed=0):
+def judge(raw, thresholds=None, seed=SEED):
     """The `Verdict` of a run's raw records (`results.Raw`)."""
     th = {**THRESHOLDS, **(thresholds or {})}
     rng = np.random.default_rng(seed)
     nodes = raw.nodes
     n = len(nodes)
     with np.errstate(all="ignore"):
-        import warnings
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             metrics = {"local": (raw.local_matrix("lat"), local_ratios, True)}

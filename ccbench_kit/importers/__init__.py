@@ -20,6 +20,8 @@ from ..dataset.io import open_parts
 from ..formats.common.errors import ImporterError, ReportedMismatchWarning
 from ..formats.common.source import Hints, Source
 from . import registry
+import xarray as xr
+from ..formats.nccl_inspector import read_json as nccl_inspector
 
 __all__ = ["Hints", "ImporterError", "ReportedMismatchWarning", "detect", "load", "open_any",
            "read", "read_all", "read_text", "unique_names"]
@@ -93,13 +95,13 @@ def read_all(paths, *, collective=None, nranks=None, partial=False):
     NCCL Inspector files are read together, since each holds the ranks of one
     process and a communicator spans several; every other file on its own.
     """
-    from ..formats.nccl_inspector import read_json as nccl_inspector
 
     hints = _hints(collective, nranks, partial)
     datasets, inspector = [], []
     for path in paths:
         path = os.fspath(path)
         if os.path.isdir(path):
+            # lazy: import cycle: importers.recipe_dir imports importers
             from .recipe_dir import find_logs, open_dir
             if find_logs(path):         # NVIDIA's NCCL microbenchmark recipe
                 datasets += list(open_dir(path, lambda p: read(
@@ -167,7 +169,6 @@ def open_any(path, **hints):
 
 def load(path, **hints):
     """The one Dataset in `path`, or a DataTree when it holds several."""
-    import xarray as xr
 
     parts = open_any(path, **hints)
     if len(parts) == 1:

@@ -21,6 +21,9 @@ from dataclasses import asdict, dataclass
 
 from .._files import atomic_write_text
 from ..errors import ConfigError, RunError
+from .._optional import require
+from .command import launcher
+from .mpirun import mpirun_command, mpirun_env
 
 DEFAULT_SCHEDULER_FILE = os.path.join("~", ".ccbench", "scheduler.json")
 ENV_MARK = "CCB_CLUSTER_ID"
@@ -69,7 +72,7 @@ class Cluster:
     def client(self, **kwargs):
         """A `distributed.Client` connected to the scheduler (one, reused)."""
         if self._client is None:
-            from distributed import Client
+            from distributed import Client  # lazy: optional dependency (cluster extra)
             self._client = Client(scheduler_file=self.info.scheduler_file, **kwargs)
         return self._client
 
@@ -97,8 +100,6 @@ def cluster_command(nranks, scheduler_file, *, interface="lo", dashboard=None, h
     Returns ``(command, keepalive)``: keep `keepalive` until the ranks run
     (it owns a temporary host file).
     """
-    from .command import launcher
-    from .mpirun import mpirun_command
 
     argv = [sys.executable, "-m", "dask_mpi.cli", "--scheduler-file", scheduler_file,
             "--scheduler-port", "0", "--worker-class", "distributed.Worker",
@@ -136,7 +137,6 @@ def start(nranks, *, scheduler_file=None, interface=None, dashboard=None, timeou
     -------
     Cluster
     """
-    from .._optional import require
     require("dask_mpi", "cluster")
     require("distributed", "cluster")
     if not isinstance(nranks, int) or nranks < 2:
@@ -158,7 +158,6 @@ def start(nranks, *, scheduler_file=None, interface=None, dashboard=None, timeou
         nranks, path, interface=interface, dashboard=dashboard, hosts=hosts,
         hosts_file=hosts_file, nnodes=nnodes, ranks_per_node=ranks_per_node, slurm=slurm,
         env=env)
-    from .mpirun import mpirun_env
     cluster_id = uuid.uuid4().hex
     log = os.path.splitext(path)[0] + ".log"
     proc_env = {**mpirun_env(), **(env or {}), ENV_MARK: cluster_id}
@@ -181,7 +180,6 @@ def connect(scheduler_file=None, timeout=5):
     """A `distributed.Client` of the cluster whose scheduler wrote
     `scheduler_file`; ConfigError naming --scheduler-file when the file is
     missing or unreadable, or no scheduler answers there."""
-    from .._optional import require
     require("distributed", "cluster")
     path = scheduler_path(scheduler_file)
     try:
@@ -193,7 +191,7 @@ def connect(scheduler_file=None, timeout=5):
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"{path} is not a Dask scheduler file ({e})",
                           "--scheduler-file") from None
-    from distributed import Client
+    from distributed import Client  # lazy: optional dependency (cluster extra)
     try:
         return Client(address, timeout=timeout, set_as_default=False)
     except (OSError, TimeoutError):
@@ -239,7 +237,7 @@ def _log_tail(info, lines=15):
 
 
 def _wait_for_workers(info, proc, timeout):
-    from distributed import Client
+    from distributed import Client  # lazy: optional dependency (cluster extra)
 
     deadline = time.monotonic() + timeout
     while not os.path.exists(info.scheduler_file):
@@ -268,7 +266,7 @@ def _check_running(info, proc):
 
 
 def _alive(pid):
-    import psutil
+    import psutil  # lazy: optional dependency (cluster extra)
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -278,7 +276,7 @@ def _alive(pid):
 def cluster_processes(info):
     """pids on this host that belong to the cluster: the launcher, its
     children, and anything carrying the cluster's id in its environment."""
-    import psutil
+    import psutil  # lazy: optional dependency (cluster extra)
 
     pids = set()
     try:
@@ -306,7 +304,7 @@ def stop(scheduler_file=None, timeout=30, proc=None):
     how = "shut down"
     if _alive(info.pid) and os.path.exists(info.scheduler_file):
         try:
-            from distributed import Client
+            from distributed import Client  # lazy: optional dependency (cluster extra)
             # not the default client: shutdown() would leave dask's scheduler
             # setting pointing at a cluster that is gone
             with Client(scheduler_file=info.scheduler_file, timeout=min(timeout, 10),
@@ -355,7 +353,7 @@ def status(scheduler_file=None):
            "workers": []}
     if not out["running"]:
         return out
-    from distributed import Client
+    from distributed import Client  # lazy: optional dependency (cluster extra)
     with Client(scheduler_file=info.scheduler_file, timeout=10, set_as_default=False) as c:
         for addr, w in sorted(c.scheduler_info(n_workers=-1)["workers"].items(),
                               key=lambda kv: kv[1].get("name", "")):

@@ -4,7 +4,8 @@ import tempfile
 import weakref
 
 from ..errors import ConfigError
-from . import hosts as _hosts
+from . import hosts as _hosts, slurm as _slurm
+from .mpirun import mpirun_command
 
 
 def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node=None,
@@ -22,7 +23,6 @@ def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node
         Variables the ranks need on every host (exported with ``-x``).
     """
     if slurm:
-        from . import slurm as _slurm
 
         opts = _slurm.as_options(slurm)
         names = None
@@ -58,7 +58,6 @@ def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node
     placement = _hosts.place(nranks, hosts, hosts_file, nnodes, ranks_per_node)
     if placement is None:
         return None
-    from .mpirun import mpirun_command
     export = sorted(env or {})
     fd, hostfile = tempfile.mkstemp(prefix="ccbench-hosts-", suffix=".txt")
     os.close(fd)

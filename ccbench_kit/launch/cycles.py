@@ -16,6 +16,7 @@ import numpy as np
 
 from ..dataset import save
 from ..errors import ConfigError
+import xarray as xr
 
 
 def check_cycles(n, flag="--cycles"):
@@ -30,7 +31,6 @@ def check_cycles(n, flag="--cycles"):
 
 def combine(cycles):
     """One Dataset from the per-cycle Datasets of one collective."""
-    import xarray as xr
 
     first = cycles[0]
     iters = [ds.sizes["iteration"] for ds in cycles]

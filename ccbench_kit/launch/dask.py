@@ -20,6 +20,10 @@ import uuid
 
 from .._optional import require
 from ..errors import ConfigError, RunError
+from ..config import RunConfig
+from ..dataset.checkpoint import Checkpoint, merge_pending
+from ..harness import Sweep
+from .progress import notebook_progress
 
 require("distributed", "cluster")
 from distributed import Lock, wait  # noqa: E402
@@ -47,7 +51,7 @@ class MPICommunicators(WorkerPlugin):
         """The communicator of world ranks `members` (this rank among them)."""
         members = tuple(members)
         if members not in self.comms:
-            from mpi4py import MPI
+            from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
             world = MPI.COMM_WORLD
             group = world.Get_group().Incl(list(members))
             self.comms[members] = world.Create_group(group, _TAG)
@@ -56,7 +60,7 @@ class MPICommunicators(WorkerPlugin):
 
 
 def _rank_and_threads():
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     return MPI.COMM_WORLD.Get_rank(), MPI.Query_thread() == MPI.THREAD_MULTIPLE
 
 
@@ -83,11 +87,8 @@ def worker_ranks(client, nranks=None):
 
 def _sweep_task(cfg_json, members, topic):
     """One rank's part of a sweep, run in a worker thread."""
-    from distributed import get_worker
+    from distributed import get_worker  # lazy: optional dependency (cluster extra)
 
-    from ..config import RunConfig
-    from ..dataset.checkpoint import Checkpoint
-    from ..harness import Sweep
 
     worker = get_worker()
     base = worker.plugins[PLUGIN_NAME].communicator(members)
@@ -167,7 +168,6 @@ class ClusterRun:
     def _keep_partial(self):
         """Fold the sizes rank 0 kept beside the results file into it."""
         if self.cfg.output.out:
-            from ..dataset.checkpoint import merge_pending
             try:
                 merge_pending(self.cfg.output.out)
             except Exception:
@@ -189,7 +189,6 @@ def run_on_workers(client, workers, cfg, progress=None, timeout=None):
     deadlock.
     """
     if progress is None:
-        from .progress import notebook_progress
         progress = notebook_progress(f"{cfg.collective} on {len(workers)} workers")
     with Lock("ccbench-sweep", scheduler_rpc=client.scheduler, loop=client.loop):
         return ClusterRun(client, workers, cfg, progress or None).result(timeout)

@@ -33,10 +33,12 @@ import os
 import signal
 import socket
 import time
+import mmap
 
 import numpy as np
 
 from . import events
+from ..progress_board import Board
 
 INTERVAL = 0.5
 # A rank whose last beat is older than this is stopped or cut off.  Eight
@@ -110,7 +112,6 @@ class Heartbeat:
         host = socket.gethostname()
         board = None
         if self.board_path:
-            from ..progress_board import Board
             board = Board(self.board_path)
         n = 0
         while os.getppid() == parent:
@@ -125,7 +126,6 @@ class Heartbeat:
 
 def shared_row(width):
     """An int64 array of 1 + `width` in memory a forked child shares."""
-    import mmap
     buf = mmap.mmap(-1, 8 * (1 + width))
     return np.frombuffer(buf, dtype=np.int64)
 

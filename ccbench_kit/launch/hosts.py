@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from .._files import atomic_write_text
 from ..errors import ConfigError
+from ..bounded import loads_json, read_text
+from ..output_path import open_regular
 
 _HOSTNAME = re.compile(r"^[A-Za-z0-9_.\-\[\]:]+$")
 
@@ -68,7 +70,6 @@ def read_hostfile(path, flag="--hosts-file"):
     """
     path = os.fspath(path)
     try:
-        from ..output_path import open_regular
         with open_regular(path) as f:
             lines = f.read().decode("utf-8", errors="replace").splitlines()
     except OSError as e:
@@ -191,7 +192,6 @@ def _load_json(source, flag):
         return source
     path = os.fspath(source)
     try:
-        from ..bounded import loads_json, read_text
         return loads_json(read_text(path, "JSON"))
     except ConfigError as e:
         raise ConfigError(str(e), flag) from None

@@ -26,6 +26,7 @@ import functools
 import shutil
 
 from ..errors import RunError
+from ..backends.mpi import engine
 
 OPEN_MPI, MPICH = "openmpi", "mpich"
 _EXECUTABLES = {OPEN_MPI: ("mpirun.openmpi", "mpirun"),
@@ -41,7 +42,6 @@ def family_of(build_mpi):
 @functools.lru_cache(maxsize=1)
 def family():
     """The MPI family of the engine this environment loads."""
-    from ..backends.mpi import engine
     return family_of(engine().BUILD_MPI)
 
 

@@ -8,13 +8,16 @@ import tempfile
 import threading
 import time
 import uuid
+import ctypes
 
-from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError
-from ..progress_board import Board
-from . import events, lifeline, worker
+from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError, CCBenchError
+from ..progress_board import Board, ALG, PLACEMENT
+from . import events, lifeline, worker, mpi_impl
 from .heartbeat import Beats
-from .watchdog import (Monitor, dead_ranks, kill_tree, unanswered_hosts,
-                       unanswered_message)
+from .watchdog import (Monitor, dead_ranks, kill_tree, unanswered_hosts, unanswered_message,
+                       describe_stall)
+from ..dataset import io
+from ..dataset.checkpoint import clear_pending, merge_pending
 
 
 def usable_cores():
@@ -34,7 +37,6 @@ def mpirun_command(nranks, argv, hosts=None, mca=None, hostfile=None, ranks_per_
     cores, so Open MPI itself sees oversubscription).  `export` names
     environment variables to pass to ranks on other hosts (``-x``).
     """
-    from . import mpi_impl
     fam = mpi_impl.family()
     mpirun = mpi_impl.launcher_path(fam)
     if fam == mpi_impl.MPICH:
@@ -79,7 +81,6 @@ def single_copy_works():
     messages.  Containers often forbid it (seccomp, Yama ptrace scope), and
     then vader fails at the first large message.  Probed with a child
     process reading this one, as ranks read their siblings."""
-    import ctypes
     probe = ctypes.create_string_buffer(b"ccbench-cma-probe", 17)
     try:
         proc = subprocess.run([sys.executable, "-I", "-S", "-c", _CMA_PROBE, str(os.getpid()),
@@ -140,7 +141,6 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
     if failure is not None:
         rescued = bool(errors) and errors[0].get("kind") == "ResultsRescued"
         if rescued:  # rank 0 put every size done elsewhere, and said where
-            from ..dataset.checkpoint import clear_pending
             clear_pending(cfg.output.out)
         err = RunError(failure + ("" if rescued else _saved_note(cfg.output.out, failure, earlier)))
         err.exit_code = exit_code
@@ -269,8 +269,6 @@ def _supervise(proc, monitor, describe, timeout):
 
 def stall_message(stall, cfg):
     """The watchdog's finding for a sweep, in one paragraph."""
-    from ..progress_board import ALG, PLACEMENT
-    from .watchdog import describe_stall
     row = stall.row
     algs, places = cfg.sweep.algorithms, cfg.sweep.placements
     alg = algs[row[ALG]] if row[ALG] < len(algs) else "?"
@@ -289,9 +287,6 @@ def _stamp(path):
 def _saved_note(out, reason, earlier=None):
     """Fold in the sizes rank 0 kept beside the file, mark it incomplete,
     and say what it holds."""
-    from ..dataset import io
-    from ..dataset.checkpoint import merge_pending
-    from ..errors import CCBenchError
     if out:
         try:
             merge_pending(out)

@@ -5,7 +5,7 @@ from ..units import format_size
 def in_notebook():
     """True inside a Jupyter kernel (not a terminal IPython)."""
     try:
-        from IPython import get_ipython
+        from IPython import get_ipython  # lazy: optional dependency (report extra)
     except ImportError:
         return False
     shell = get_ipython()
@@ -23,9 +23,9 @@ def notebook_progress(title):
     (ipywidgets; plain text lines without it), or None outside one."""
     if not in_notebook():
         return None
-    from IPython.display import display
+    from IPython.display import display  # lazy: optional dependency (report extra)
     try:
-        import ipywidgets as w
+        import ipywidgets as w  # lazy: optional dependency (notebook extra)
     except ImportError:
         def show_text(event):
             if event.get("event") == "size":

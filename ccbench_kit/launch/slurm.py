@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass, field
+import getpass
 
 from ..errors import ConfigError, RunError
 
@@ -318,7 +319,6 @@ def preflight(opts, nnodes=1, environ=None):
     """Check, before any rank or file exists, what Slurm would only refuse
     after a wait: a slurm.conf, munge, the partition, the node count, and
     that a given job is ours and running.  Raises ConfigError/RunError."""
-    import getpass
 
     opts = as_options(opts)
     env = dict(os.environ if environ is None else environ)

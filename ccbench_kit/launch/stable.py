@@ -10,15 +10,17 @@ every round's iterations are kept, one after another along `iteration`
 cap, and per size the iterations, the half-width reached and whether it met
 the target.  Each round is a run of its own.
 """
+import glob
 import json
+import os
 
 import numpy as np
 
 from ..dataset import save
+from ..dataset.stats import SEED, bootstrap, interval
 from ..errors import ConfigError
 
 CONFIDENCE = 0.95
-N_BOOT = 1000
 
 
 def check_target(target, cap, iters):
@@ -38,15 +40,13 @@ def check_target(target, cap, iters):
     return target, cap
 
 
-def half_width(times, seed=0):
+def half_width(times, seed=SEED):
     """Relative half-width of the bootstrap CI of the mean of `times` (NaN dropped)."""
     t = np.asarray(times, dtype=float)
     t = t[np.isfinite(t)]
     if len(t) < 2 or t.mean() <= 0:
         return float("inf")
-    rng = np.random.default_rng(seed)
-    means = t[rng.integers(0, len(t), size=(N_BOOT, len(t)))].mean(axis=1)
-    lo, hi = np.percentile(means, [50 * (1 - CONFIDENCE), 100 - 50 * (1 - CONFIDENCE)])
+    lo, hi = interval(bootstrap(t, "mean", np.random.default_rng(seed)), CONFIDENCE)
     return float((hi - lo) / 2 / t.mean())
 
 
@@ -91,8 +91,6 @@ def run_until_stable(run_sizes, sizes, target, cap, iters, out):
             "stable": {str(s): bool(x <= target) for s, x in w[k].items()}})
         ds.attrs["iters"] = int(ds.sizes["iteration"])
     save(merged, out)
-    import glob
-    import os
     for part in glob.glob(f"{glob.escape(str(out))}.round*.part"):
         os.unlink(part)
     return merged

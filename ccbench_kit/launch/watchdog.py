@@ -19,6 +19,7 @@ import numpy as np
 
 from ..progress_board import (ENTERED, LEFT, LOCAL_WORK, OP, PHASE, PHASES, PID, SIZE,
                               WIDTH)
+from .heartbeat import STALE
 
 
 def default_timeout(size):
@@ -39,7 +40,7 @@ class Stall:
     every rank).  `row` is where the ranks that wait are: the call really in
     flight."""
 
-    laggards: list   # the culprits (kept under this name for older callers)
+    culprits: list
     all_stuck: bool
     row: np.ndarray  # the row of the furthest live rank: where the others wait
     seconds: float
@@ -47,10 +48,6 @@ class Stall:
     kind: str = "late"
     culprit_rows: dict = None  # rank -> its own last row (where it stopped)
     beat_ages: dict = None     # rank -> seconds since its last heartbeat
-
-    @property
-    def culprits(self):
-        return self.laggards
 
 
 class Monitor:
@@ -90,7 +87,6 @@ class Monitor:
         """Ranks whose heartbeat stopped (False where never heard)."""
         if self.beats is None:
             return np.zeros(n, bool)
-        from .heartbeat import STALE
         ages = [self.beats.age(r, now) for r in range(n)]
         return np.array([a is not None and a > STALE for a in ages])
 

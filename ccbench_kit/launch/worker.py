@@ -13,6 +13,12 @@ import zlib
 from ..config import RunConfig
 from ..errors import CCBenchError
 from . import events
+from ..dataset.checkpoint import Checkpoint
+from ..harness import Sweep
+from ..progress_board import Board, RankReporter, WIDTH
+from .faults import FaultPlan
+from .heartbeat import Heartbeat, launcher_rank, shared_row
+from .lifeline import guard_rank
 
 
 _INLINE = "json64:"
@@ -40,8 +46,6 @@ class RankWatch:
     once MPI knows it."""
 
     def __init__(self, argv):
-        from .heartbeat import Heartbeat, launcher_rank, shared_row
-        from ..progress_board import WIDTH, Board
 
         path = next((a.split("=", 1)[1] for a in argv if a.startswith("--board=")), "")
         self.board = Board(path) if path and os.path.exists(path) else None
@@ -55,7 +59,6 @@ class RankWatch:
         self._beat_cls = Heartbeat
 
     def _use(self, rank):
-        from ..progress_board import RankReporter
         self.shared[0] = rank
         self.rank = rank
         self.reporter = RankReporter(self.board, rank, row=self.shared[1:])
@@ -75,21 +78,17 @@ class RankWatch:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    from .lifeline import guard_rank
     guard_rank()  # no rank outlives the launcher
     cfg = read_config(argv[0])
     watch = RankWatch(argv[1:])
-    from mpi4py import MPI
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
 
     world = MPI.COMM_WORLD
     comm = world.Dup()
     rank = comm.Get_rank()
     reporter = watch.confirm(rank)
     try:
-        from ..dataset.checkpoint import Checkpoint
-        from ..harness import Sweep
 
-        from .faults import FaultPlan
 
         emit = events.emit if rank == 0 else None
         faults = FaultPlan.from_environment(rank)  # empty outside the tests

@@ -15,6 +15,7 @@ import os
 from .._files import atomic_write_text
 from ..formats.nccl_tests.write_json import nccl_tests_json
 from ..formats.nccom.write_json import nccom_test_json
+from ..errors import ConfigError
 
 FORMATS = {"nccom-test": nccom_test_json, "nccl-tests": nccl_tests_json}
 
@@ -35,7 +36,6 @@ def write_json(results, path, fmt="nccom-test", **options):
     Returns the paths written.  `options` go to the format's function
     (``stats``, ``show_algorithm``, ``show_io`` for nccom-test).
     """
-    from ..errors import ConfigError
 
     if fmt not in FORMATS:
         raise ConfigError(f"unknown JSON format {fmt!r}; use {' or '.join(FORMATS)}",

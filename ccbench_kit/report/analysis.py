@@ -1,7 +1,23 @@
 """The numbers behind the plots: winners and crossovers, per-rank matrices
 and stragglers, ratios to a baseline.  Plain data (pandas / xarray), so the
 report's text can name what the plots show."""
+import json
+import warnings
+
 import numpy as np
+import pandas as pd
+
+from ..backends import aggregated_timings
+from ..compare import compare as _compare
+from ..dataset.attrs import TypedAttrs
+from ..dataset.schema import attr_json
+from ..dataset.stats import N_BOOT, SEED, bootstrap, of_values
+from ..dataset.stats import interval as interval_of
+from ..errors import CCBenchError, ConfigError
+from ..theory import fit_piecewise
+from ..theory.presets import busbw_bound
+from ..units import format_size
+from .style import approx_size
 
 
 def sized(ds):
@@ -13,10 +29,7 @@ def sized(ds):
 
 
 CONFIDENCE = 0.95
-N_BOOT = 1000
 MIN_ITERATIONS = 5      # fewer measured iterations give no meaningful interval
-SEED = 0                # the bootstrap's: two renders of one file give the same intervals
-AGGREGATED_TIMING = ("batch", "graph")
 
 
 def per_iteration_data(ds):
@@ -26,7 +39,7 @@ def per_iteration_data(ds):
     their average in every slot; imported aggregates hold one number.
     Neither has a spread to take percentiles or an interval from.
     """
-    if str(ds.attrs.get("timing", "")) in AGGREGATED_TIMING:
+    if str(ds.attrs.get("timing", "")) in aggregated_timings():  # the backends say which
         return False
     return ds.sizes.get("iteration", 1) >= MIN_ITERATIONS
 
@@ -34,7 +47,7 @@ def per_iteration_data(ds):
 def timing_note(ds):
     """Why `ds` has no per-iteration data, or "" when it has."""
     timing = str(ds.attrs.get("timing", ""))
-    if timing in AGGREGATED_TIMING:
+    if timing in aggregated_timings():
         return (f"Timing `{timing}`: the iterations ran back to back and were timed together, "
                 "so every iteration slot holds their average. Per-iteration data doesn't exist "
                 "for this run: there is no per-iteration trace, no percentiles and no "
@@ -44,14 +57,6 @@ def timing_note(ds):
         return (f"{n} iteration{'s' if n != 1 else ''} per size (aggregated numbers): no "
                 "per-iteration trace, percentiles or confidence intervals.")
     return ""
-
-
-def _stat_of(x, stat, axis=-1):
-    if stat in ("avg", "mean"):
-        return np.mean(x, axis=axis)
-    if stat in ("min", "max"):
-        return getattr(np, stat)(x, axis=axis)
-    return np.percentile(x, 50.0 if stat == "median" else float(stat[1:]), axis=axis)
 
 
 def robust_busbw(ds, stat="median", rank_stat="max", placement="out_of_place",
@@ -82,17 +87,15 @@ def robust_busbw(ds, stat="median", rank_stat="max", placement="out_of_place",
     n = np.zeros((A, S), dtype=int)
     interval = per_iteration_data(ds)
     rng = np.random.default_rng(seed)
-    q = 100 * (1 - confidence) / 2
     for a in range(A):
         for j in range(S):
             x = v[a, j][np.isfinite(v[a, j]) & (v[a, j] > 0)]
             n[a, j] = x.size
             if not x.size:
                 continue
-            t[a, j] = _stat_of(x, stat)
+            t[a, j] = of_values(x, stat)
             if interval and x.size >= MIN_ITERATIONS:
-                boots = _stat_of(x[rng.integers(0, x.size, size=(n_boot, x.size))], stat, axis=1)
-                t_lo, t_hi = np.percentile(boots, [q, 100 - q])
+                t_lo, t_hi = interval_of(bootstrap(x, stat, rng, n_boot), confidence)
                 lo[a, j], hi[a, j] = gb[j] / t_hi, gb[j] / t_lo
     with np.errstate(divide="ignore", invalid="ignore"):
         bw = gb / t
@@ -116,7 +119,6 @@ def winners(ds, stat="median", rank_stat="max", placement="out_of_place", tolera
         (winner / runner-up − 1), margin_lo, margin_hi (from the intervals:
         the least and most the winner leads by), tie, decided_by.
     """
-    import pandas as pd
     r = robust_busbw(ds, stat, rank_stat, placement, confidence)
     names, bw, lo, hi = r["algorithms"], r["busbw"], r["lo"], r["hi"]
     filled = np.where(np.isfinite(bw), bw, -np.inf)
@@ -220,7 +222,6 @@ def rank_matrix(ds, algorithm, placement="out_of_place", metric="auto"):
     sel = dict(algorithm=algorithm, placement=placement)
     if metric == "skew":
         if "start" not in ds:
-            from ..errors import ConfigError
             raise ConfigError("this Dataset has no `start` times; use metric='latency'", "metric")
         st = ds["start"].sel(sel)
         it = ds["latency"].sel(sel).max("rank").median("iteration")
@@ -237,7 +238,6 @@ def stragglers(ds, algorithm=None, placement="out_of_place", threshold=3.5, metr
                min_fraction=0.25):
     """Ranks whose robust z-score exceeds `threshold` at ≥ `min_fraction` of
     the sizes, as a DataFrame (rank, host, flagged, median_z), worst first."""
-    import pandas as pd
     algorithm = algorithm or str(ds["algorithm"].values[0])
     m = rank_matrix(ds, algorithm, placement, metric)
     z = robust_z(m.values, axis=0)
@@ -259,11 +259,8 @@ def compare(ds, baseline, stat="avg", rank_stat="max", placement="out_of_place")
     `ccbench_kit.compare.compare` (lo/hi NaN where a side has aggregated
     numbers only, e.g. an imported nccl-tests log).
     """
-    from ..compare import compare as _compare
     pl = placement if placement in ds["placement"].values else str(ds["placement"].values[0])
     placements = [pl] if pl in baseline["placement"].values else None
-    import json
-    import warnings
     with warnings.catch_warnings():  # the differences are in res.attrs["notes"], said by the report
         warnings.simplefilter("ignore")
         res = _compare(ds, baseline, stat=stat, rank_stat=rank_stat, placements=placements)
@@ -293,8 +290,6 @@ def fit_models(ds, fits):
     size where the protocol changes) or ``none`` (pieces = [], text says
     why: the quality figure that failed).
     """
-    from ..theory import fit_piecewise
-    from ..units import format_size
     out = {}
     for alg, f in fits.items():
         if f.holds:
@@ -303,7 +298,7 @@ def fit_models(ds, fits):
         pieces = None
         try:
             pieces = fit_piecewise(ds, alg, stat=f.stat, placement=None)
-        except Exception:  # a fit that cannot be split is no fit
+        except (CCBenchError, ValueError):  # too few sizes, a singular fit: no split
             pieces = None
         if pieces:
             lo, hi = pieces
@@ -328,7 +323,6 @@ def distrust(ds):
     """Markdown lines about what in `ds` itself makes its numbers suspect:
     oversubscription, aggregated timing, an incomplete run, algorithms the
     backend refused, too few iterations."""
-    from ..dataset.attrs import TypedAttrs
     a = TypedAttrs(ds.attrs)
     out = []
     if a.get("oversubscribed") is True:
@@ -362,7 +356,6 @@ def distrust(ds):
 def not_available(ds):
     """{algorithm: reason} for algorithms the backend refused (attr
     ``not_available``: {algorithm: {size: reason}}), reasons merged over sizes."""
-    from ..dataset.schema import attr_json
     raw = attr_json(ds, "not_available", {}) or {}
     out = {}
     if not isinstance(raw, dict):
@@ -399,9 +392,6 @@ def verdict(ds, preset=None, models=None, baseline=None, placement="out_of_place
     """
     # why long: one sentence per finding, in the order a reader reads them; each
     # reuses the same few locals (best, peak, fits), so splitting scatters the order.
-    from ..theory.presets import busbw_bound
-    from ..units import format_size
-    from .style import approx_size
     ds = sized(ds)
     placements = [str(p) for p in ds["placement"].values]
     placement = placement if placement in placements else placements[0]
@@ -487,7 +477,6 @@ def verdict(ds, preset=None, models=None, baseline=None, placement="out_of_place
 
 
 def _env(ds):
-    from ..dataset.schema import attr_json
     env = attr_json(ds, "env", {}) or {}
     return env if isinstance(env, dict) else {}
 
@@ -511,10 +500,9 @@ def _straggler_sentence(ds, placement):
 
 
 def _baseline_sentences(ds, baseline, placement):
-    from ..units import format_size
     try:
         res = compare(ds, baseline, "median", "max", placement)
-    except Exception as e:  # different collectives, no common size: say so
+    except CCBenchError as e:  # different collectives, no common size: say so
         return [f"Against the baseline: not comparable ({e})."], []
     out, notes = [], []
     for label, d in res.items():

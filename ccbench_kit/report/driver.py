@@ -1,4 +1,4 @@
-"""``ccbench report``: execute notebooks/report.ipynb with papermill, then
+"""``ccbench report``: execute the shipped report.ipynb with papermill, then
 write HTML with nbconvert (code hidden, plots inline as PNG, nothing fetched
 from the network: the file opens offline)."""
 import os
@@ -7,22 +7,28 @@ from pathlib import Path
 from .._optional import require
 from .._files import atomic_write_text
 from ..errors import CCBenchError, ConfigError
+from ..output_path import check_output
+from .notebook import check_parameters, prepare_compare_parameters
 
 KERNEL = "ccbench"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
+# package data, written by notebooks/build.py (the same files as the
+# checkout's notebooks/), so an installed kit needs no checkout
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
 def notebook_path(name="report.ipynb"):
-    """The shipped notebook: the repo's notebooks/ (or one beside the package)."""
-    here = Path(__file__).resolve().parent
-    for cand in (here.parent.parent / "notebooks" / name, here / "notebooks" / name):
-        if cand.exists():
-            return cand
-    raise CCBenchError(f"notebook {name} not found next to the package")
+    """The shipped notebook `name` (package data: ``ccbench_kit/notebooks/``)."""
+    path = NOTEBOOKS / name
+    if not path.exists():
+        raise CCBenchError(f"notebook {name} not found in {NOTEBOOKS}: the package was "
+                           "installed without its data (reinstall it)")
+    return path
 
 
 def kernel_name():
     """Our registered kernel if present, else the running Python's."""
+    # lazy: optional dependency (report extra)
     from jupyter_client.kernelspec import KernelSpecManager
     specs = KernelSpecManager().find_kernel_specs()
     return KERNEL if KERNEL in specs else "python3"
@@ -37,7 +43,6 @@ def render(results, output, *, baseline=None, theory="auto", stats=("avg", "p50"
     The executed notebook is kept beside the HTML (same name, .ipynb).
     Returns the HTML path.
     """
-    from .notebook import check_parameters
     results = [results] if isinstance(results, (str, os.PathLike)) else list(results)
     output = Path(output)
     _check_outputs(output)
@@ -54,7 +59,6 @@ def render(results, output, *, baseline=None, theory="auto", stats=("avg", "p50"
 
 def render_compare(results, output, *, baseline=None, stats=("avg",), title="", timeout=600):
     """compare.ipynb for several results files (and an optional baseline)."""
-    from .notebook import prepare_compare_parameters
     output = Path(output)
     _check_outputs(output)
     if output.suffix != ".html":
@@ -70,7 +74,6 @@ def render_compare(results, output, *, baseline=None, stats=("avg",), title="", 
 
 def _check_outputs(output):
     """The HTML and the executed notebook beside it can be written."""
-    from ..output_path import check_output
     check_output(output, "-o/--output")
     check_output(output.with_suffix(".ipynb"), "-o/--output")
 
@@ -97,10 +100,11 @@ def execute(notebook, output, params, timeout=600):
 def write_html(executed, output, title=""):
     """nbconvert `executed` to one self-contained HTML file, code hidden."""
     require("nbconvert", "report")
-    import nbformat
-    from nbconvert import HTMLExporter
+    import nbformat  # lazy: optional dependency (report extra)
+    from nbconvert import HTMLExporter  # lazy: optional dependency (report extra)
+    # lazy: optional dependency (report extra)
     from nbconvert.preprocessors import TagRemovePreprocessor
-    from traitlets.config import Config
+    from traitlets.config import Config  # lazy: optional dependency (report extra)
 
     nb = nbformat.read(str(executed), as_version=4)
     if title:

@@ -7,15 +7,27 @@ report`` before papermill starts), so a wrong parameter fails there with
 one clear line, never deep in a plot.
 """
 import html
+import io
 import os
 import warnings
 
 import numpy as np
 from dataclasses import dataclass, field
 
-from ..dataset.schema import library_name
+from ..dataset.schema import library_name, attr_json
 from ..dataset.stats import check_stat
-from ..errors import ConfigError
+from ..errors import ConfigError, CCBenchError
+from ..backends import default_preset
+from ..compare.core import require_common
+from ..dataset import SchemaError, open_parts
+from ..dataset.io import analysis_ready
+from ..formats.nccl_tests.write_table import format_table
+from ..importers import is_netcdf, open_any
+from ..theory import fit, presets
+from ..units import format_size
+from . import analysis, page, plots
+from .page import heading, shown_path, slug
+from .style import approx_size
 
 NO_THEORY = ("", "none", "off", "no")
 
@@ -84,7 +96,6 @@ def check_parameters(results, baseline="", theory="auto", stats=("avg",), title=
     stats = [check_stat(s, "stats") for s in stats]
     theory = "" if theory is None else str(theory).strip()
     if theory.lower() not in NO_THEORY + ("auto",):
-        from ..theory import presets
         presets.lookup(theory, flag="theory")
     if not isinstance(title, str):
         raise ConfigError(f"{title!r} is not text", "title")
@@ -94,8 +105,6 @@ def check_parameters(results, baseline="", theory="auto", stats=("avg",), title=
 def _check_schema_version(path, flag):
     """A results file of a newer or foreign schema stops the report before
     papermill starts (reading only the file's attrs)."""
-    from ..dataset import SchemaError, open_parts
-    from ..importers import is_netcdf
     if not is_netcdf(path):
         return
     try:
@@ -114,10 +123,9 @@ class one_line_errors:
         return self
 
     def __exit__(self, kind, exc, tb):
-        from ..errors import CCBenchError
         if exc is not None and isinstance(exc, CCBenchError):
             try:
-                from IPython import get_ipython
+                from IPython import get_ipython  # lazy: optional dependency (report extra)
                 shell = get_ipython()
                 if shell is not None:
                     shell.InteractiveTB.set_mode(mode="Minimal")
@@ -128,10 +136,6 @@ class one_line_errors:
 
 def _open(path):
     """{name: Dataset} of a results file or any baseline the importers read."""
-    try:
-        from ..importers import open_any
-    except ImportError:
-        from ..dataset import open_parts as open_any
     return open_any(path)
 
 
@@ -140,7 +144,6 @@ def prepare(results, baseline="", theory="auto", stats=("avg",), title=""):
 
     Large runs stay on disk as dask arrays (`dataset.io.analysis_ready`).
     """
-    from ..dataset.io import analysis_ready
     p = check_parameters(results, baseline, theory, stats, title)
     parts = {}
     for r in p.results:
@@ -151,10 +154,9 @@ def prepare(results, baseline="", theory="auto", stats=("avg",), title=""):
     if p.baseline:
         base = {ds.attrs.get("collective", name): analysis_ready(ds)
                 for name, ds in _open(p.baseline).items()}
-    from ..theory import presets
     chosen, measured = {}, {}
     for name, ds in parts.items():
-        preset_name = presets.auto_name(ds) if p.theory.lower() == "auto" else \
+        preset_name = default_preset(ds) if p.theory.lower() == "auto" else \
             (None if p.theory.lower() in NO_THEORY else p.theory)
         if not preset_name:
             chosen[name] = None
@@ -171,19 +173,18 @@ def prepare(results, baseline="", theory="auto", stats=("avg",), title=""):
 # -- text ----------------------------------------------------------------------
 
 def _md(text):
-    from IPython.display import Markdown, display
+    from IPython.display import Markdown, display  # lazy: optional dependency (report extra)
     display(Markdown(text))
 
 
 def _html(text):
-    from IPython.display import HTML, display
+    from IPython.display import HTML, display  # lazy: optional dependency (report extra)
     display(HTML(text))
 
 
 def show_header(ctx):
     """The title, the verdict, the contents, what was run and the
     statistics every number uses."""
-    from . import page
     _md(f"# {ctx.title}")
     show_verdict(ctx)
     _html(page.toc([(name, _sections(ctx, name)) for name in ctx.parts]))
@@ -225,9 +226,7 @@ def show_header(ctx):
         lines.append(f"\nNo theory preset matches this hardware ({', '.join(theory)}); pass "
                      "`--theory NAME` for a peak line.")
     if ctx.baseline_path:
-        from .page import shown_path
         lines.append(f"\nBaseline: `{shown_path(ctx.baseline_path)}`.")
-    from .page import heading
     _html(heading(2, "The run", "run"))
     _md("\n".join(lines))
 
@@ -241,7 +240,6 @@ def _cores(a):
 
 
 def _sections(ctx, name):
-    from . import analysis, page
     ds = ctx.parts[name]
     base = bool(ctx.baseline_path)
     return page.sections_of(base, analysis.per_iteration_data(ds), ds.sizes["algorithm"])
@@ -249,7 +247,6 @@ def _sections(ctx, name):
 
 def models_of(ctx, name):
     """`analysis.fit_models` of one part (computed once per report)."""
-    from . import analysis
     if name not in ctx.models:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -260,7 +257,6 @@ def models_of(ctx, name):
 
 def verdicts(ctx):
     """[(part, findings, cautions)] and the alerts for the top of the page."""
-    from . import analysis
     out, alerts = [], []
     for name, ds in ctx.parts.items():
         base = ctx.baseline.get(ds.attrs.get("collective"))
@@ -276,13 +272,11 @@ def verdicts(ctx):
 
 
 def show_verdict(ctx):
-    from . import page
     found, alerts = verdicts(ctx)
     _html(page.verdict_block(found, alerts))
 
 
 def _hosts(ds):
-    from ..dataset.schema import attr_json
     hosts = attr_json(ds, "hosts", [])
     if isinstance(hosts, (list, tuple)) and hosts:
         uniq = list(dict.fromkeys(str(h) for h in hosts))
@@ -293,7 +287,6 @@ def _hosts(ds):
 def fits_of(ctx, name):
     """The α-β fit of one part (computed once per report)."""
     if name not in ctx.fits:
-        from ..theory import fit
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             ctx.fits[name] = fit(ctx.parts[name], stat="median")
@@ -304,8 +297,6 @@ def fit_table_html(fits, preset=None, models=None):
     """The fitted α, β, γ per algorithm as an HTML table, units in the
     headers, with each fit's quality; piecewise fits (`models`) add a row
     per piece."""
-    from ..units import format_size
-    from .style import approx_size
     if preset is not None and not preset.has_peak:
         preset = None
     rows_of = []
@@ -378,8 +369,6 @@ def _table(head, rows, cls="ccb-table"):
 
 def summary_rows(ctx):
     """The summary table's rows (text): one per collective, robust numbers."""
-    from ..units import format_size
-    from . import analysis
     rows = []
     for name, ds in ctx.parts.items():
         ds = analysis.sized(ds)
@@ -406,7 +395,6 @@ def summary_rows(ctx):
 
 def show_summary(ctx):
     """One line per collective: the best busbw (median), its interval, where."""
-    from .page import heading
     head = ["collective", "ranks", "timing", "best busbw (GB/s)", "95 % CI", "where",
             "efficiency", "smallest size: latency (median)"]
     _html(heading(2, "Summary", "summary"))
@@ -420,11 +408,8 @@ def show_collective(ctx, name):
     latency, ranks, iterations, baseline."""
     # why long: the sections of the page in reading order, each a few lines that
     # share the collective's Dataset, fits and anchors; the drawing is in plots.
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
 
-    from ..units import format_size
-    from . import analysis, page, plots
-    from .style import approx_size
     ds = ctx.parts[name]
     preset = ctx.presets.get(name)
     if preset is not None and not preset.has_peak:
@@ -532,7 +517,6 @@ def _measured_algorithms(ds):
 
 def _straggler_summary(ds):
     """(algorithm to show in the heat map, Markdown about stragglers)."""
-    from . import analysis
     metric = "start skew" if "start" in ds else "median latency"
     if ds.sizes.get("rank", 1) < 3:
         return str(ds["algorithm"].values[0]), (
@@ -557,7 +541,6 @@ def _straggler_summary(ds):
 
 
 def _png(fig, plt):
-    import io
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
     plt.close(fig)
@@ -567,7 +550,7 @@ def _png(fig, plt):
 def _show(fig, plt):
     """Display `fig` as a PNG whatever matplotlib's backend (MPLBACKEND=Agg
     in a cron job would otherwise print "<Figure ...>")."""
-    from IPython.display import Image, display
+    from IPython.display import Image, display  # lazy: optional dependency (report extra)
     display(Image(data=_png(fig, plt), format="png"))
 
 
@@ -580,9 +563,6 @@ def show_tables(ctx):
     """nccl-tests' table per collective, with every statistic asked for
     (the average alone where there is no per-iteration data: percentiles of
     copies of one average would only look like data)."""
-    from ..formats.nccl_tests.write_table import format_table
-    from . import analysis
-    from .page import heading, slug
     _html(heading(2, "Tables", "tables"))
     for name, ds in ctx.parts.items():
         stats = ctx.stats if analysis.per_iteration_data(ds) else ["avg"]
@@ -617,7 +597,6 @@ def prepare_compare_parameters(results, baseline="", stats=("avg",), title=""):
     if len(p.results) < 2 and not p.baseline:
         raise ConfigError("give two or more results files, or one and a baseline", "results")
     # as `ccbench compare`: each run must share a collective with the reference
-    from ..compare.core import require_common
     paths = ([p.baseline] if p.baseline else []) + list(p.results)
     reference = _open(paths[0])
     for path in paths[1:]:
@@ -648,11 +627,8 @@ def prepare_compare(results, baseline="", stats=("avg",), title=""):
 def show_compare(ctx):
     """For every collective in two runs or more: busbw of all runs, then each
     run's ratio to the reference with a table of the typical ratios."""
-    import numpy as np
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
 
-    from ..units import format_size
-    from . import analysis, plots
     lines = [f"# {ctx.title}", ""]
     for label, parts in ctx.runs.items():
         ds = next(iter(parts.values()))

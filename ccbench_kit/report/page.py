@@ -10,6 +10,7 @@ bytes.
 import html
 import os
 import re
+import base64
 
 SECTIONS = (  # (key, title) of each collective's sections, in page order
     ("busbw", "Bus bandwidth and theory"),
@@ -109,7 +110,6 @@ def shown_path(path, start=None):
 
 def details_png(png, summary):
     """An image folded under `summary` (the other placement's plot)."""
-    import base64
     data = base64.b64encode(png).decode("ascii")
     return (f'<details class="ccb-details"><summary>{html.escape(summary)}</summary>'
             f'<img src="data:image/png;base64,{data}" alt="{html.escape(summary)}"/></details>')

@@ -12,6 +12,7 @@ from ..units import format_size
 from . import analysis
 from .style import (algorithm_colors, approx_size, figure, finish, format_time_us, log2_sizes,
                     pyplot, style_legend, styled, time_axis)
+from .. import theory
 
 __all__ = ["busbw_vs_size", "winner_per_size", "latency_percentiles", "rank_heatmap",
            "iteration_trace", "compare_baseline", "size_distribution", "busbw_runs"]
@@ -57,7 +58,6 @@ def busbw_vs_size(ds, stat="avg", rank_stat="max", placement=None, preset=None, 
     algorithms : list of str, optional
         A subset to draw.
     """
-    from .. import theory
     ds = analysis.sized(ds)
     placement = _placement(ds, placement)
     fig, ax = figure(ax, **({"figsize": figsize} if figsize else {}))
@@ -118,7 +118,7 @@ def busbw_vs_size(ds, stat="avg", rank_stat="max", placement=None, preset=None, 
     log2_sizes(ax)
     ax.set_yscale(yscale)
     if yscale == "log":
-        from matplotlib.ticker import FuncFormatter
+        from matplotlib.ticker import FuncFormatter  # lazy: optional dependency (report extra)
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     if peak:
         _efficiency_axis(ax, peak, yscale)
@@ -131,6 +131,7 @@ def busbw_vs_size(ds, stat="avg", rank_stat="max", placement=None, preset=None, 
 
 def _efficiency_axis(ax, peak, yscale):
     """A right axis in % of `peak`, over the same range as busbw."""
+    # lazy: optional dependency (report extra)
     from matplotlib.ticker import FuncFormatter, NullFormatter
     lo, hi = ax.get_ylim()
     eff = ax.twinx()
@@ -367,7 +368,7 @@ def _robust_time_limits(ax, values):
         return
     lo, hi = float(v.min()), float(v.max())
     if hi > 10 * lo:
-        from matplotlib.ticker import NullFormatter
+        from matplotlib.ticker import NullFormatter  # lazy: optional dependency (report extra)
         ax.set_yscale("log")
         ax.yaxis.set_minor_formatter(NullFormatter())
         return
@@ -438,7 +439,7 @@ def size_distribution(ds, size, stat="avg", rank_stat="max", placement=None, alg
                 ls="none", label=stat if i == 0 else None)
     finite = np.concatenate(data) if data else np.array([])
     if finite.size and finite.min() > 0 and finite.max() / finite.min() > 10:
-        from matplotlib.ticker import NullFormatter
+        from matplotlib.ticker import NullFormatter  # lazy: optional dependency (report extra)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
     time_axis(ax, "x")
@@ -453,7 +454,7 @@ def busbw_runs(runs, stat="avg", rank_stat="max", placement=None, ax=None):
     """busbw of several runs of one collective on one plot: `runs` maps a
     label to a Dataset; each run has its colour, each algorithm its marker."""
     fig, ax = figure(ax)
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: optional dependency (report extra)
     markers = "osD^vP*X"
     labels = list(runs)
     algs = list(dict.fromkeys(str(a) for ds in runs.values() for a in ds["algorithm"].values))

@@ -1,7 +1,9 @@
 """One look for every plot: sizes, fonts, colours per algorithm, log₂ axes."""
 import functools
+import math
 
 from .._optional import require
+from ..units import format_size
 
 STYLE = {
     "figure.figsize": (9.0, 4.6),
@@ -42,11 +44,11 @@ _SPARE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 def pyplot():
     """matplotlib.pyplot, on Agg unless a notebook backend is active."""
     require("matplotlib", "report")
-    import matplotlib
+    import matplotlib  # lazy: optional dependency (report extra)
     if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline",
                                                  "module://ipympl.backend_nbagg", "widget", "ipympl"):
         matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
     return plt
 
 
@@ -88,13 +90,12 @@ def log2_sizes(ax, max_ticks=None):
     (default: as many as the figure's width holds)."""
     if max_ticks is None:
         max_ticks = max(4, int(ax.figure.get_figwidth() * 1.35))
+    # lazy: optional dependency (report extra)
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    from ..units import format_size
     ax.set_xscale("log", base=2)
     lo, hi = ax.dataLim.intervalx
     if lo > 0 and hi >= lo:
-        import math
         e0, e1 = math.floor(math.log2(lo)), math.ceil(math.log2(hi))
         step = max(1, math.ceil((e1 - e0 + 1) / max_ticks))
         ax.xaxis.set_major_locator(FixedLocator([2.0 ** e for e in range(e0, e1 + 1, step)]))
@@ -137,7 +138,7 @@ def approx_size(nbytes):
 
 def time_axis(ax, axis="y"):
     """Label a µs axis in ns / µs / ms / s."""
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter  # lazy: optional dependency (report extra)
     getattr(ax, f"{axis}axis").set_major_formatter(FuncFormatter(lambda v, _: format_time_us(v)))
 
 
@@ -146,7 +147,7 @@ def style_legend(ax, colors, styles, loc="upper center", anchor=(0.5, -0.14)):
 
     `colors`: {label: colour}; `styles`: {label: linestyle}.
     """
-    from matplotlib.lines import Line2D
+    from matplotlib.lines import Line2D  # lazy: optional dependency (report extra)
     handles = [Line2D([], [], color=c, lw=2, marker="o", ms=3.5) for c in colors.values()]
     handles += [Line2D([], [], color="0.35", lw=1.4, ls=s) for s in styles.values()]
     labels = list(colors) + list(styles)

@@ -12,9 +12,19 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
+import re
 
 from .._files import atomic_write_text
 from ..errors import CCBenchError, ConfigError, RunError
+import pandas as pd
+import xarray as xr
+from .. import api
+from ..api import make_config
+from ..dataset import open_parts, save
+from ..launch import hosts as _hosts, slurm as _slurm
+from ..launch.worker import inline_config
+from ..output_path import check_output, check_output_folder
+from ..report.driver import render
 
 MANIFEST = "manifest.json"
 
@@ -122,7 +132,6 @@ def run_suite(suite, *, slurm=None, dry_run=False, report=True, progress=None):
 
 
 def _run_here(suite, combo, entry, progress):
-    from .. import api
 
     _say(progress, f"[{combo.key}] {combo.nranks} ranks, env {combo.axes['env']} ...")
     if os.path.exists(entry.part):
@@ -140,9 +149,6 @@ def _run_here(suite, combo, entry, progress):
 
 
 def _submit_all(suite, entries, dry_run, progress):
-    from ..api import make_config
-    from ..launch import slurm as _slurm
-    from ..launch.worker import inline_config
 
     if not dry_run:
         _slurm.require_tools("sbatch")
@@ -182,7 +188,6 @@ def _slurm_hosts(suite, nnodes):
     file), in rank order, or None to let Slurm choose."""
     if not (suite.hosts or suite.hosts_file):
         return None
-    from ..launch import hosts as _hosts
     found = _hosts.read_hostfile(suite.hosts_file) if suite.hosts_file else \
         _hosts.parse_hosts(suite.hosts)
     names = list(dict.fromkeys(h.name for h in found))
@@ -194,7 +199,6 @@ def _slurm_hosts(suite, nnodes):
 
 def _part_state(entry):
     """("done" | "partial" | "missing" | "unreadable", detail) of a results file."""
-    from ..dataset import open_parts
 
     if not os.path.exists(entry.part):
         return "missing", "no results file"
@@ -214,7 +218,6 @@ _FAILED_STATES = ("FAILED", "NODE_FAIL", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY"
 
 def _job_info(entries):
     """({job id: squeue/sacct details}, note when Slurm could not be asked)."""
-    from ..launch import slurm as _slurm
 
     ids = [e.job_id for e in entries if e.job_id]
     if not ids:
@@ -228,7 +231,6 @@ def _job_info(entries):
 def _log_nodes(suite, entry):
     """Nodes the job's log blames ("srun: error: node3: task 2: Killed",
     "Node failure on node3", "*** JOB 12 ON node3 CANCELLED")."""
-    import re
     path = os.path.join(_paths(suite)["logs"], f"{entry.key.replace('/', '--')}.{entry.job_id}.out")
     try:
         with open(path, errors="replace") as f:
@@ -244,7 +246,6 @@ def _log_nodes(suite, entry):
 
 def _failure(suite, entry, info):
     """One line naming why job `entry` failed and on which node, or ""."""
-    from ..launch import slurm as _slurm
 
     if not info or info["state"] not in _FAILED_STATES:
         return ""
@@ -283,7 +284,6 @@ def status(suite):
 def _check_outputs(suite, report):
     """The suite's results file, report and work folders can be written:
     checked before the first combination runs."""
-    from ..output_path import check_output, check_output_folder
 
     check_output(suite.out, f"{suite.path}: out")
     if report and suite.report:
@@ -296,9 +296,7 @@ def _check_outputs(suite, report):
 def collect(suite, report=True, progress=None):
     """One DataTree file (suite.out) of every combination with results, and
     the report; the others are listed in `failed`."""
-    import xarray as xr
 
-    from ..dataset import open_parts, save
 
     _check_outputs(suite, report)
     _, entries = read_manifest(suite)
@@ -321,7 +319,6 @@ def collect(suite, report=True, progress=None):
     result.out = save(tree, suite.out)
     _say(progress, f"results: {result.out} ({len(parts)} of {len(entries)} combinations)")
     if report and suite.report:
-        from ..report.driver import render
         result.report = render([result.out], suite.report, stats=suite.stats, title=suite.title)
         _say(progress, f"report: {result.report}")
     return result
@@ -330,9 +327,7 @@ def collect(suite, report=True, progress=None):
 def overview(tree_or_path):
     """A table (pandas DataFrame) of a suite's results: one row per
     combination and algorithm with busbw at the largest size."""
-    import pandas as pd
 
-    from ..dataset import open_parts
 
     parts = open_parts(tree_or_path) if isinstance(tree_or_path, (str, os.PathLike)) else \
         {n.path.strip("/"): n.to_dataset(inherit=False) for n in tree_or_path.subtree

@@ -34,6 +34,9 @@ from dataclasses import dataclass, field
 
 from .._optional import require
 from ..errors import ConfigError
+from .. import collectives as _collectives
+from ..bounded import load_yaml, read_text
+from ..config import KEYWORDS
 
 TOP_KEYS = ("name", "workdir", "out", "report", "launcher", "run", "matrix", "hosts",
             "hosts_file", "ranks_per_node", "slurm", "stats", "title")
@@ -83,7 +86,6 @@ def _err(path, where, message):
 
 
 def _run_keys():
-    from ..config import KEYWORDS
     skip = {"out", "command", "algorithms", "split"}
     keys = {"sizes", *(k for names in KEYWORDS.values() for k in names)}
     return sorted(keys - skip)
@@ -91,7 +93,6 @@ def _run_keys():
 
 def load_suite(path):
     """Read and check a suite file; raise ConfigError naming the file and key."""
-    from ..bounded import load_yaml, read_text
     yaml = require("yaml", "suite")
     path = os.path.abspath(os.fspath(path))
     try:
@@ -180,7 +181,6 @@ def expand(path, matrix, run, ranks_per_node=None):
     With `nnodes` and no `nranks`, a combination runs `ranks_per_node` ranks
     on each node.
     """
-    from .. import collectives as _collectives
 
     _unknown(path, "matrix", matrix, MATRIX_KEYS)
     if "collectives" not in matrix:
@@ -258,7 +258,6 @@ def expand(path, matrix, run, ranks_per_node=None):
 
 
 def _alias(coll, algs):
-    from .. import collectives as _collectives
     for name in algs:
         try:
             if _collectives.get(name).name == coll:

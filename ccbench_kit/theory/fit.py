@@ -20,11 +20,13 @@ where the fitted bandwidth term is under 10 %, and the busbw asymptote
 against the slope over the top decade of sizes.
 """
 from dataclasses import dataclass, field
+import json
 
 import numpy as np
 
 from ..errors import ConfigError
 from . import models
+import pandas as pd
 
 GENERIC = "generic: A + F·S/B"
 
@@ -205,7 +207,6 @@ class FitResult(dict):
 
     def to_frame(self):
         """A pandas DataFrame, one row per algorithm (units in column names)."""
-        import pandas as pd
         return pd.DataFrame([f.summary() for f in self.values()]).set_index("algorithm")
 
 
@@ -265,7 +266,6 @@ def _robust_relative(columns, t, target=None, iterations=20):
 def _segment_bytes(ds):
     """The pipelining segment the run used: its config's, else the engine's
     default for host buffers (CCB_SEGMENT_DEFAULT in ext/coll.h)."""
-    import json
     seg = ds.attrs.get("segment_bytes", 0)
     try:
         seg = seg or json.loads(ds.attrs.get("config") or "{}").get("segment_bytes", 0)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
+from .. import collectives
 
 # NCCL protocols move payload plus flags: LL 8 B of data per 16 B line,
 # LL128 120 B per 128 B line, Simple all payload (NCCL's design, tuning.cc).
@@ -270,7 +271,6 @@ def canonical_collective(name):
     The collectives' registry is the one source of names and spellings
     (`ccbench_kit.collectives.get`); `MODELS` is keyed by its names.
     """
-    from .. import collectives
     return collectives.get(name).name
 
 
@@ -440,5 +440,4 @@ def lower_bound(collective, nbytes, nranks, alpha, beta, gamma=0.0):
 
 def bus_factor(collective, nranks):
     """busbw / algbw for `collective` on `nranks`: the collective module's own."""
-    from .. import collectives
     return collectives.get(collective, "collective").bus_factor(_check_ranks(nranks))

@@ -12,11 +12,15 @@ files override earlier names):
 Files are parsed with ``tomllib`` or ``yaml.safe_load``: data only, never code.
 """
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+import socket
 
 
 from ..errors import ConfigError
+from .. import hostinfo
+from ..bounded import load_yaml, read_text
+from ..collectives import get as collective_of
 
 BUILTIN = Path(__file__).with_name("presets.toml")
 ENV = "CCBENCH_PRESETS"
@@ -78,10 +82,9 @@ def _parse(path):
         raise ConfigError(f"{path}: no such presets file", "theory")
     try:
         if path.endswith((".yaml", ".yml")):
-            from ..bounded import load_yaml, read_text
             data = load_yaml(read_text(path, "a presets file"), extra="report") or {}
         else:
-            import tomllib
+            import tomllib  # lazy: tomllib is Python >= 3.11; requires-python is 3.10
             with open(path, "rb") as f:
                 data = tomllib.load(f)
     except ConfigError:
@@ -186,27 +189,6 @@ def lookup(name, paths=(), flag="theory"):
     return found
 
 
-def auto_name(ds):
-    """The preset that fits how `ds` was measured, or None.
-
-    Host buffers (backend ``mpi``) are bounded by memcpy: ``cpu``.  NCCL on
-    one host of H100 or H200 GPUs: their NVLink4 preset.  Anything else has
-    no safe default (the network decides).
-    """
-    from ..dataset.schema import attr_json
-    backend = str(ds.attrs.get("backend", ""))
-    if backend == "mpi":
-        return "cpu"
-    if backend == "nccl":
-        hosts = attr_json(ds, "hosts", [])
-        one_host = not isinstance(hosts, list) or len(set(map(str, hosts))) <= 1
-        devices = " ".join(str(d) for d in ds["device"].values).upper() if "device" in ds.coords else ""
-        for gpu in ("H200", "H100"):
-            if gpu in devices and one_host:
-                return f"{gpu.lower()}-nvlink4"
-    return None
-
-
 NOT_RECORDED = "peak not recorded: the run that wrote this file did not measure memcpy"
 
 
@@ -216,14 +198,12 @@ def _with_memcpy(preset, ds):
     `measured` saying so): measuring now would make the report depend on
     where and when it is rendered.  Without a Dataset, this host is
     measured now, and `measured` says so."""
-    from dataclasses import replace
     if ds is not None:
         recorded = ds.attrs.get("memcpy_gbps")
         if recorded:
             how = ds.attrs.get("memcpy_method") or "memcpy recorded by the run"
             return replace(preset, peak_gbps=float(recorded), measured=str(how))
         return replace(preset, peak_gbps=0.0, measured=NOT_RECORDED)
-    import socket
     rate = measure_memcpy_gbps()
     return replace(preset, peak_gbps=rate,
                    measured=f"memcpy measured now on {socket.gethostname()} (no run given)")
@@ -239,7 +219,6 @@ def gpu_preset(device_name, paths=()):
 
 def measure_memcpy_gbps(nbytes=None, repeats=None):
     """This host's memcpy rate in GB/s (1e9 B/s): `hostinfo.measure_memcpy_gbps`."""
-    from .. import hostinfo
     return hostinfo.measure_memcpy_gbps(nbytes or hostinfo.MEMCPY_BYTES,
                                         repeats or hostinfo.MEMCPY_REPEATS)
 
@@ -256,10 +235,9 @@ def busbw_bound(preset, collective, nranks):
 
     Returns (bound in GB/s, one-line reason).
     """
-    from ..collectives import get as collective_of
-    name = collective_of(collective).name
-    if preset.switch_reduction and name == "all_reduce" and nranks > 1:
-        factor = 2 * (nranks - 1) / nranks
+    coll = collective_of(collective)
+    if preset.switch_reduction and coll.name == "all_reduce" and nranks > 1:
+        factor = coll.bus_factor(nranks)  # 2(p-1)/p: the registry's
         return preset.peak_gbps * factor, (
             f"with {preset.switch_reduction} the switch reduces: each GPU sends its buffer once "
             f"and receives the sum once, so all_reduce busbw can reach 2(p−1)/p × B = "

@@ -9,6 +9,9 @@ import numpy as np
 
 from ..dataset import make_dataset
 from . import models
+from .. import collectives
+from ..dtypes import get_dtype
+from ..errors import ConfigError
 
 
 def synthetic_dataset(collective="all_reduce", algorithms=("ring", "recursive_doubling"),
@@ -76,7 +79,6 @@ def synthetic_dataset(collective="all_reduce", algorithms=("ring", "recursive_do
         # the others wait for it: their latency grows, its own does not
         others = np.arange(p) != straggler
         lat[:, :, others, :] += 0.2 * it[:, :, None, :]
-    from ..dtypes import get_dtype
     item = get_dtype(dtype).itemsize
     layout = [models_layout(coll, int(s), item, p) for s in sizes]
     attrs = {"collective": coll, "dtype": dtype, "op": "sum" if coll in models.REDUCING else "",
@@ -99,8 +101,6 @@ def synthetic_dataset(collective="all_reduce", algorithms=("ring", "recursive_do
 
 def models_layout(collective, size, itemsize, nranks):
     """(count, in_bytes, out_bytes) from the collective module when it exists."""
-    from .. import collectives
-    from ..errors import ConfigError
     try:
         lay = collectives.get(collective).layout(size, itemsize, nranks)
         return lay.count, lay.in_bytes(itemsize), lay.out_bytes(itemsize)

@@ -7,8 +7,15 @@ works the same in JupyterLab, in classic notebooks and in headless tests
 """
 import io
 import os
+import warnings
+
+import xarray as xr
 
 from .._optional import require
+from ..backends import default_preset
+from ..report import plots
+from ..report.notebook import _open
+from ..theory import fit, presets
 from ..units import format_size
 
 STATS = ("avg", "median", "min", "max", "p90", "p99")
@@ -16,7 +23,7 @@ ALL = "all algorithms"
 
 
 def _png(fig):
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
@@ -26,7 +33,6 @@ def _png(fig):
 def _entries(data):
     """[(collective, dtype, label, Dataset)] from a Dataset, DataTree, dict,
     a path or a list of paths."""
-    import xarray as xr
     if isinstance(data, xr.Dataset):
         data = {data.attrs.get("collective", "results"): data}
     elif isinstance(data, xr.DataTree):
@@ -35,7 +41,6 @@ def _entries(data):
     elif isinstance(data, (str, os.PathLike)):
         data = [data]
     if isinstance(data, (list, tuple)):
-        from ..report.notebook import _open
         merged = {}
         for path in data:
             for name, ds in _open(path).items():
@@ -100,7 +105,7 @@ class Explorer:
 
     # -- Jupyter display ------------------------------------------------------------
     def _ipython_display_(self):
-        from IPython.display import display
+        from IPython.display import display  # lazy: optional dependency (report extra)
         display(self.widget)
 
     def _repr_mimebundle_(self, **kwargs):
@@ -179,8 +184,7 @@ class Explorer:
 
     # -- drawing --------------------------------------------------------------------
     def _preset(self, ds):
-        from ..theory import presets
-        name = presets.auto_name(ds) if self.preset == "auto" else self.preset
+        name = default_preset(ds) if self.preset == "auto" else self.preset
         if not name or str(name).lower() in ("none", "off", "no"):
             return None
         key = (name, id(ds))
@@ -189,7 +193,6 @@ class Explorer:
         return self._fits[key]
 
     def _fit(self, ds):
-        from ..theory import fit
         key = ("fit", id(ds))
         if key not in self._fits:
             self._fits[key] = fit(ds)
@@ -203,9 +206,7 @@ class Explorer:
         if ds is None:
             self.title.value = "<b>ccbench Explorer</b> — no results yet: run a sweep below."
             return
-        import warnings
 
-        from ..report import plots
         algs = None if self.algorithm.value in (None, ALL) else [self.algorithm.value]
         size = self.size.value
         stat = self.stat.value

@@ -10,6 +10,8 @@ import threading
 from .._optional import require
 from ..errors import CCBenchError
 from ..units import format_size
+from .. import api, collectives
+from ..backends import backend_algorithms
 
 
 class RunPanel:
@@ -25,7 +27,6 @@ class RunPanel:
 
     def __init__(self, explorer=None, out=None, collective="all_reduce", nranks=3,
                  minbytes="8", maxbytes="1M", stepfactor=4, iters=10, warmup=3):
-        from .. import collectives
         w = require("ipywidgets", "notebook")
         self.explorer, self.out = explorer, out
         self.result, self.error, self._thread = None, None, None
@@ -63,14 +64,13 @@ class RunPanel:
         self.widget.add_class("ccb-run-panel")
 
     def _ipython_display_(self):
-        from IPython.display import display
+        from IPython.display import display  # lazy: optional dependency (report extra)
         display(self.widget)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
 
     def _fill_algorithms(self):
-        from ..backends import backend_algorithms
         try:
             algs = list(backend_algorithms("mpi", self.collective.value))
         except CCBenchError as e:
@@ -113,7 +113,6 @@ class RunPanel:
         self._thread.start()
 
     def _run(self, coll, opts):
-        from .. import api
         try:
             ds = api.run(coll, progress=self.on_progress, **opts)
         except CCBenchError as e:

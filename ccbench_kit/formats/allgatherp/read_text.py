@@ -18,6 +18,7 @@ import numpy as np
 
 from ..common.build import Table, to_dataset
 from ..common.source import half_ulp
+import xarray as xr
 
 NAME = "AllgatherP bench"
 _TITLE = "AllgatherP Performance Benchmark"
@@ -206,7 +207,6 @@ def parse(src, hints):
 def _merge_placements(datasets):
     """An in-place and an out-of-place run of one configuration become one
     Dataset with both placements, as nccl-tests prints them."""
-    import xarray as xr
 
     merged, used = [], set()
     for i, a in enumerate(datasets):

@@ -15,19 +15,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ... import __version__
+from ..._version import __version__
 from ...collectives import all_collectives, get as get_collective
 from ...dataset.schema import make_dataset
 from ...dtypes import get_dtype, get_op
 from ...errors import ConfigError
 from .errors import BrokenTimesWarning, ReportedMismatchWarning
 
-# nccom-test's and the AWS recipe's collective spellings the collectives
-# package may not list as aliases.
-_SPELLINGS = {"allr": "all_reduce", "allg": "all_gather", "redsct": "reduce_scatter",
-              "reducescatter": "reduce_scatter", "rs": "reduce_scatter",
-              "a2a": "alltoall", "all_to_all": "alltoall", "a2av": "alltoallv",
-              "send_recv": "sendrecv"}
 _REL = 1e-9          # float noise allowed on top of printed rounding
 _MAX_RANKS = 1 << 17  # rank counts the inference considers
 _MAX_LISTED = 20      # mismatching values listed in the attr
@@ -103,12 +97,12 @@ def canonical_op(name):
 
 
 def find_collective(name):
-    """The collective module for any spelling, or None."""
+    """The collective module for any spelling (a collective's name or one of
+    its aliases, which hold nccom-test's and the AWS recipe's spellings; with
+    nccl-tests' ``_perf`` suffix or without underscores), or None."""
     key = str(name).strip().lower().replace("-", "_")
     key = re.sub(r"_perf(_mpi)?$", "", key)
-    for k in (key, _SPELLINGS.get(key), key.replace("_", "")):
-        if not k:
-            continue
+    for k in (key, key.replace("_", "")):
         try:
             return get_collective(k)
         except ConfigError:
@@ -122,8 +116,7 @@ def collective_in_name(text, among=None):
     low = str(text).lower()
     hits = []
     for coll in (among or all_collectives()):
-        spellings = {coll.name, *coll.aliases,
-                     *(k for k, v in _SPELLINGS.items() if v == coll.name)}
+        spellings = {coll.name, *coll.aliases}
         for s in spellings:
             if len(s) < 4:
                 continue

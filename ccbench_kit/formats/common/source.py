@@ -13,6 +13,7 @@ import numpy as np
 
 from ...bounded import loads_json as loads_bounded
 from .errors import ImporterError
+from ...output_path import open_regular
 
 # srun --label ("0: ") in front of every line of a log; mpirun --tag-output's
 # "[1,0]<stdout>:" is stripped in untag_lines.
@@ -53,7 +54,6 @@ class Source:
     def from_file(cls, path):
         path = os.fspath(path)
         try:
-            from ...output_path import open_regular
             with open_regular(path) as f:
                 raw = f.read()
             mtime = os.path.getmtime(path)

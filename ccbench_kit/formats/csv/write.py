@@ -5,6 +5,7 @@ AWS nccl-tests recipe's tooling (its file naming,
 """
 import datetime
 import os
+import sys
 
 import numpy as np
 
@@ -12,6 +13,7 @@ from ..._files import atomic_write_text
 from ...dataset.schema import attr_json
 from ...dataset.stats import check_stat
 from ...errors import ConfigError
+import pandas as pd
 
 DEFAULT_STATS = ("avg", "min", "max", "p50", "p99", "std")
 
@@ -28,7 +30,6 @@ def summary_frame(ds, stats=DEFAULT_STATS, rank_stat="max", name=None):
     baselines also get the printed ``reported_*`` numbers (their mean when
     nccl-tests repeated the sweep with -N).
     """
-    import pandas as pd
 
     stats = [check_stat(s, "-t/--stats") for s in stats]
     if "std" == stats[0]:
@@ -71,9 +72,7 @@ def summary_frame(ds, stats=DEFAULT_STATS, rank_stat="max", name=None):
 
 def write_csv(parts, path, stats=DEFAULT_STATS, rank_stat="max"):
     """Every result set in `parts` ({name: Dataset}) into one CSV (``-`` = stdout)."""
-    import sys
 
-    import pandas as pd
     frame = pd.concat([summary_frame(ds, stats, rank_stat, name) for name, ds in parts.items()],
                       ignore_index=True)
     if path in (None, "-"):

@@ -46,7 +46,7 @@ from collections import Counter
 
 import numpy as np
 
-from ... import __version__
+from ..._version import __version__
 from ...collectives import get as get_collective
 from ...dataset.schema import make_dataset
 from ..common.errors import ReportedMismatchWarning

@@ -13,6 +13,7 @@ import numpy as np
 from . import meta as meta_
 from .rows import PLACEMENTS, Meta, Rows, sweep_length, tables_from_rows
 from ..common.source import half_ulp
+from ..common.build import to_dataset
 
 NAME = "nccl-tests text"
 _SNIFF = re.compile(r"^[ \t]*#[ \t]*size[ \t]+count[ \t]+type|nccl-tests version|"
@@ -311,7 +312,6 @@ def _rows(src, blk, partial):
 
 
 def parse(src, hints):
-    from ..common.build import to_dataset
 
     blocks, env, nccl_lib = _scan(src)
     if not blocks:

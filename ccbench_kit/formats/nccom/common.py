@@ -17,11 +17,10 @@ SIZE, COUNT, TYPE = "size(b)", "count(elems)", "type"
 IN_SIZE, OUT_SIZE = "total_input_size(b)", "total_output_size(b)"
 ALGBW, BUSBW, ALGO = "algbw(gb/s)", "busbw(gb/s)", "algorithm"
 _TIME = re.compile(r"^time(?::(avg|p\d+(?:\.\d+)?))?\(us\)$")
-# the <cc operation> argument, as nccom-test's guide lists it
-OPS = {"all_reduce": "all_reduce", "allr": "all_reduce", "all_gather": "all_gather",
-       "allg": "all_gather", "reduce_scatter": "reduce_scatter", "redsct": "reduce_scatter",
-       "sendrecv": "sendrecv", "alltoall": "alltoall", "permute": "permute",
-       "alltoallv": "alltoallv"}
+# the <cc operation> argument, as nccom-test's guide lists it (each is a
+# collective's name or alias: the registry says which collective)
+OPS = ("all_reduce", "allr", "all_gather", "allg", "reduce_scatter", "redsct", "sendrecv",
+       "alltoall", "permute", "alltoallv")
 GIB = float(1 << 30)
 
 
@@ -73,8 +72,7 @@ def parse_command(line):
                 val, i = words[i + 1], i + 1
             out[with_value[key]] = val
         elif not w.startswith("-") and "collective" not in out and w.lower() in OPS:
-            coll = find_collective(w)
-            out["collective"] = coll.name if coll else OPS[w.lower()]
+            out["collective"] = find_collective(w).name
         i += 1
     for k in ("nranks", "nnodes", "iters", "warmup", "group_size"):
         if k in out:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ... import __version__
+from ..._version import __version__
 from ...errors import ConfigError
 from . import cuda as _cuda
 from . import nvml as _nvml

@@ -1,0 +1,120 @@
+"""The kit as users on a cluster get it: a wheel built from the checkout,
+installed (not editable) into a fresh venv outside the checkout, renders a
+report with its plots from the notebooks it ships as package data; and the
+conda environment asks for what pyproject.toml asks for."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import venv
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _name(requirement):
+    """('numpy', '>=1.24') of 'numpy>=1.24' (name lower-cased, _ as -)."""
+    m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)\s*(.*?)\s*", requirement)
+    return m.group(1).lower().replace("_", "-"), m.group(2).replace(" ", "")
+
+
+def pyproject_requirements():
+    """{name: spec} of what `pip install ".[all]"` asks for, and what the build needs."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = meta["project"]["optional-dependencies"]
+    wanted, todo = list(meta["project"]["dependencies"]), ["all"]
+    while todo:
+        for req in extras[todo.pop()]:
+            inner = re.fullmatch(r"ccbench_kit\[(.*)\]", req)
+            if inner:
+                todo += inner.group(1).split(",")
+            else:
+                wanted.append(req)
+    wanted += meta["build-system"]["requires"]
+    return dict(map(_name, wanted))
+
+
+def environment_requirements():
+    """{name: spec} of environment.yml's conda and pip dependencies."""
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    found = []
+    for dep in env["dependencies"]:
+        if isinstance(dep, dict):
+            found += [d for d in dep["pip"] if not d.startswith("-e")]
+        else:
+            found.append(dep)
+    return dict(map(_name, found))
+
+
+# conda's own (the interpreter, the MPI that pip cannot install, pip itself);
+# pip's build tools, which conda's python brings
+CONDA_ONLY = {"python", "openmpi", "pip"}
+BUILD_TOOLS = {"setuptools", "wheel"}
+
+
+def test_environment_yml_is_in_step_with_pyproject():
+    py = {k: v for k, v in pyproject_requirements().items() if k not in BUILD_TOOLS}
+    conda = {k: v for k, v in environment_requirements().items() if k not in CONDA_ONLY}
+    assert sorted(set(py) - set(conda)) == [], "in pyproject.toml, not in environment.yml"
+    assert sorted(set(conda) - set(py)) == [], "in environment.yml, not in pyproject.toml"
+    assert {k: v for k, v in conda.items() if py[k] != v} == {}, "different versions"
+
+
+def test_the_requirement_reader_expands_nested_extras():
+    reqs = pyproject_requirements()
+    assert reqs["papermill"] == ">=2.5"  # from [report], reached through [all]
+    assert reqs["cython"] == ">=3.0"  # a build requirement
+    assert "nvidia-nccl-cu12" not in reqs  # [nccl] is not part of [all]
+
+
+def _run(cmd, cwd, env=None, timeout=600):
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))}:\n{proc.stdout[-3000:]}\n" \
+                                 f"{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.mark.slow
+def test_wheel_installed_in_a_fresh_venv_renders_a_report(tmp_path):
+    # the files a clone has (tracked, or new and not ignored: no built
+    # extension, no build/), so the wheel is built from source as pip does
+    # for a user, and the checkout is left as it was
+    src = tmp_path / "src"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout.split("\n")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # the build tools already here (no download); then a venv without this
+    # environment's packages: pip fetches the dependencies (from its cache or
+    # the wheel folders pip is configured with when there is no network)
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+          "-w", tmp_path / "dist", src], cwd=tmp_path, env=env)
+    wheel, = (tmp_path / "dist").glob("ccbench_kit-*.whl")
+    venv.EnvBuilder(with_pip=True).create(tmp_path / "venv")
+    bin_ = tmp_path / "venv" / "bin"
+    _run([bin_ / "python", "-m", "pip", "install", "-q", f"{wheel}[report]"], cwd=tmp_path,
+         env=env)
+    work = tmp_path / "work"  # outside the checkout: nothing found by a relative path
+    work.mkdir()
+    env["PATH"] = f"{bin_}{os.pathsep}{env['PATH']}"
+    where = _run([bin_ / "python", "-c", "import ccbench_kit; print(ccbench_kit.__file__)"],
+                 cwd=work, env=env).stdout
+    assert where.startswith(str(tmp_path / "venv")), where
+    _run([bin_ / "ccbench", "run", "all_reduce", "-r", 2, "-b", 8, "-e", "4K",
+          "--out", "r.nc"], cwd=work, env=env)
+    _run([bin_ / "ccbench", "report", "r.nc", "-o", "r.html"], cwd=work, env=env)
+    html = (work / "r.html").read_text()
+    assert html.count("data:image/png;base64,") >= 2  # the plots, inline
+    assert "Traceback" not in html
+    out = _run([bin_ / "ccbench", "compare", "r.nc", "r.nc"], cwd=work, env=env).stdout
+    assert "indistinguishable" in out
+    assert "--hosts" in _run([bin_ / "ccbench", "doctor", "--help"], cwd=work, env=env).stdout
