@@ -228,7 +228,20 @@ def main(args):
                                show_io=args.show_input_output_size):
             print(f"# json ({json_format}): {path}")
     print(f"# results: {out}")
-    return 0
+    return _check_verdict(results)
+
+
+def _check_verdict(results):
+    """EXIT_CHECK_FAILED, with nccom-test's closing line, when the data check
+    found wrong elements in any result; 0 otherwise.  Said after every
+    table and file is written, so a failed check keeps every size."""
+    from ..checks import failed_results
+    from ..errors import EXIT_CHECK_FAILED
+    failed = sum(failed_results(ds["wrong"].values) for ds in results.values())
+    if not failed:
+        return 0
+    print(f"{failed} errors found - test failed")
+    return EXIT_CHECK_FAILED
 
 
 def _print_tables(results, args, rank_stat):

@@ -1,6 +1,7 @@
 """nccl-tests' table layout, with an algorithm column, from a Dataset."""
 import math
 
+from ...checks import failed_results
 from ...dataset.stats import describe
 
 
@@ -14,6 +15,11 @@ def _num(v, width=7):
 
 def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
     """Lines of the results table and the "Avg bus bandwidth" footer.
+
+    A checked run (``--check``) ends with nccl-tests' ``# Out of bounds
+    values : N OK|FAILED`` line before that footer (N: results with wrong
+    elements, `checks.failed_results`); an unchecked one has none, so that
+    no line says OK of data that was never looked at.
 
     `show_io` adds each rank's input and output bytes after the count, as
     nccom-test's ``--show-input-output-size`` does.
@@ -54,6 +60,9 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
             wrong = row[(p, "#wrong")]
             line += f" {('N/A' if wrong < 0 else str(wrong)):>{widths[-1]}}"
         lines.append(line)
+    if (ds["wrong"].values >= 0).any():
+        failed = failed_results(ds["wrong"].values)
+        lines.append(f"# {'Out of bounds values':<20} : {failed} {'FAILED' if failed else 'OK'}")
     lines.append(f"# Avg bus bandwidth    : {ds.ccb.avg_busbw(stats[0], rank_stat):.6g} "
                  f"(GB/s; time = {describe(stats[0], rank_stat)})")
     return lines
