@@ -163,10 +163,3 @@ def total_wrong(comm, wrong):
     comm.Reduce(wrong, least, op=MPI.MIN, root=0)
     return np.where(least < 0, -1, total) if root else None
 
-
-def failed_results(wrong):
-    """Results (size x algorithm x placement) whose check found wrong
-    elements: the N of nccl-tests' ``# Out of bounds values : N FAILED``,
-    which counts failed tests rather than elements (nccl-tests counts a test
-    once per process; the kit's `wrong` is already summed over ranks)."""
-    return int(np.count_nonzero(np.asarray(wrong) > 0))

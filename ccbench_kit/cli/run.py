@@ -235,9 +235,8 @@ def _check_verdict(results):
     """EXIT_CHECK_FAILED, with nccom-test's closing line, when the data check
     found wrong elements in any result; 0 otherwise.  Said after every
     table and file is written, so a failed check keeps every size."""
-    from ..checks import failed_results
     from ..errors import EXIT_CHECK_FAILED
-    failed = sum(failed_results(ds["wrong"].values) for ds in results.values())
+    failed = sum(ds.ccb.failed_checks() for ds in results.values())
     if not failed:
         return 0
     print(f"{failed} errors found - test failed")
