@@ -81,6 +81,8 @@ def converted_notes(ds):
         notes.append(f"# converted: algbw/busbw below are GB/s (1e9 B/s) from size/time; the file "
                      f"printed {unit} (x{scale:.4f} here); its numbers: reported_algbw, "
                      "reported_busbw")
+    if "reported_size" in ds and (ds["reported_size"].values != ds["size"].values).any():
+        notes.append(f"# converted: size below is the kit's ({ds.attrs.get('size_convention', '')})")
     if "reported_count" in ds and (ds["reported_count"].values != ds["count"].values).any():
         notes.append("# converted: count below is one rank's call count (as nccl-tests prints "
                      "it); the file's count(elems) is reported_count")
