@@ -219,3 +219,23 @@ def test_half_width_is_the_bootstrap_ci_of_the_mean():
     # the CI of a mean of 40 values: about 1.96 sd / sqrt(40) / mean
     assert w == pytest.approx(1.96 * t.std() / np.sqrt(len(t)) / t.mean(), rel=0.15)
     assert half_width([5.0]) == float("inf") and half_width([7.0, 7.0, 7.0]) == 0.0
+
+
+def test_huge_pages_default_off_is_recorded_and_measured(tmp_path):
+    """The buffers' allocator and pages are in the attrs; by default numpy's
+    madvise(MADV_HUGEPAGE) is off in the ranks, as IMB's plain malloc, so
+    with the kernel's THP in madvise mode the 8 MiB buffers get base pages."""
+    from conftest import run_cli
+    from ccbench_kit.backends.hostpages import thp_mode
+    out = tmp_path / "hp.nc"
+    proc = run_cli("run", "all_reduce", "-r", 2, "-b", "8M", "-e", "8M", "-n", 2, "-w", 0,
+                   "--algorithms", "mpi", "--non-interactive", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    a = load(out).attrs
+    assert a["huge_pages"] == "off" and "madvise(MADV_HUGEPAGE) off" in a["buffer_alloc"]
+    assert a["thp_enabled"] == thp_mode()
+    assert a["buffer_pages"].startswith("the mapping of the largest buffer (8388608 B) holds ")
+    if thp_mode() == "madvise":  # nothing advised, so nothing huge
+        assert " holds 0 kB " in a["buffer_pages"]
+    bad = run_cli("run", "all_reduce", "-r", 2, "--huge-pages", "always", "--out", out)
+    assert bad.returncode == 2 and "--huge-pages: invalid choice: 'always'" in bad.stderr
