@@ -239,3 +239,25 @@ def test_huge_pages_default_off_is_recorded_and_measured(tmp_path):
         assert " holds 0 kB " in a["buffer_pages"]
     bad = run_cli("run", "all_reduce", "-r", 2, "--huge-pages", "always", "--out", out)
     assert bad.returncode == 2 and "--huge-pages: invalid choice: 'always'" in bad.stderr
+
+
+def test_nccom_hosts_default_and_setup_script_keyword(tmp_path, monkeypatch):
+    """nccom-test reads ~/hosts when several nodes are asked for and no host
+    is given; its `--slurm-setup-script default` (install Neuron) has no
+    counterpart and says so in one line."""
+    from conftest import run_cli
+    from ccbench_kit.cli import build_parser
+    from ccbench_kit.cli.cluster import launch_options
+    monkeypatch.setenv("HOME", str(tmp_path))
+    parse = build_parser().parse_args
+    assert launch_options(parse(["run", "all_reduce", "-N", "2"]))["hosts_file"] is None
+    (tmp_path / "hosts").write_text("nodeA\nnodeB\n")
+    assert launch_options(parse(["run", "all_reduce", "-N", "2"]))["hosts_file"] == \
+        str(tmp_path / "hosts")
+    for argv in (["-N", "1"], ["-N", "2", "--hosts", "x", "y"], []):
+        assert launch_options(parse(["run", "all_reduce", *argv]))["hosts_file"] is None
+    proc = run_cli("run", "all_reduce", "-S", "--slurm-setup-script", "default")
+    assert proc.returncode == 2
+    assert proc.stderr == ("ccbench: error: --slurm-setup-script: 'default' is nccom-test's "
+                           "script that installs the Neuron software on every node; the kit has "
+                           "none: give the path of a script\n")
