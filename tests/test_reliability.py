@@ -183,8 +183,10 @@ def test_a_failed_check_exits_4_with_both_tools_lines_and_keeps_every_size(tmp_p
 
 
 def test_a_passed_check_says_ok_and_exits_0(tmp_path):
+    """nccl-tests' spelling -c 1 checks as the bare -c does."""
     proc = run_cli("run", "all_reduce", "-r", 3, "-b", 64, "-e", 64, "-n", 2, "-w", 0,
-                   "--check", "--non-interactive", "--out", tmp_path / "ok.nc")
+                   "-c", "1", "--non-interactive", "--out", tmp_path / "ok.nc")
     assert proc.returncode == 0, proc.stderr
     assert "# Out of bounds values : 0 OK" in proc.stdout.splitlines()
     assert "errors found" not in proc.stdout
+    assert xr.open_dataset(tmp_path / "ok.nc").attrs["check"] == "random"

@@ -59,7 +59,8 @@ def add_parser(sub):
                    help="sum, prod, min, max, avg")
     g.add_argument("--root", type=T.non_negative, default=0, help="root rank of rooted collectives")
     g.add_argument("-c", "--check", nargs="?", const="random", default=None,
-                   choices=("random", "all_ones"), help="check results against numpy")
+                   choices=("random", "all_ones", "0", "1"),
+                   help="check results against numpy (nccl-tests' -c 1 = random, -c 0 = off)")
     g.add_argument("--seed", type=T.seed, default=None, help="seed for --check random")
     g.add_argument("--placement", default="both", type=T.text("a placement"),
                    help="out_of_place, in_place or both")
@@ -133,13 +134,18 @@ def _backend_options(args):
     return given
 
 
+# nccl-tests' -c 0|1, beside nccom-test's bare -c and the kit's modes
+_NCCL_TESTS_CHECK = {"0": None, "1": "random"}
+
+
 def _config_keywords(args, argv):
     """`api.make_config`'s keywords from the parsed flags (the seed is rank 0's)."""
     return dict(
         minbytes=args.minbytes, maxbytes=args.maxbytes, stepfactor=args.stepfactor,
         stepbytes=args.stepbytes, algorithms=args.algorithms, dtype=args.dtype, op=args.op,
         root=args.root, placement=args.placement, warmup=args.warmup, iters=args.iters,
-        agg_iters=args.agg_iters, blocking=bool(args.blocking), check=args.check,
+        agg_iters=args.agg_iters, blocking=bool(args.blocking),
+        check=_NCCL_TESTS_CHECK.get(args.check, args.check),
         seed=args.seed, stats=args.stats, backend=args.backend,
         command=shlex.join(argv), timeout=args.timeout, skip_oversize=args.skip_oversize,
         checkpoint_every=args.checkpoint_every,
