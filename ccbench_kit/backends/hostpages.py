@@ -2,7 +2,8 @@
 
 IMB, OSU and nccl-tests' host side allocate with plain ``malloc``; numpy
 allocates with ``malloc``/``calloc`` too, but since 1.22 it also calls
-``madvise(MADV_HUGEPAGE)`` on every allocation of 4 MiB or more, and where
+``madvise(MADV_HUGEPAGE)`` on allocations of 4 MiB or more (numpy 2.4: its
+``malloc`` path, ``np.empty``; not ``np.zeros``' ``calloc``), and where
 ``/sys/kernel/mm/transparent_hugepage/enabled`` is ``madvise`` (most
 distributions) that gives the kit's large buffers 2 MiB pages that the peers'
 buffers never get: fewer TLB misses and page faults, so a memory-bound size
