@@ -237,6 +237,7 @@ def test_huge_pages_default_off_is_recorded_and_measured(tmp_path):
     assert a["buffer_pages"].startswith("the mapping of the largest buffer (8388608 B) holds ")
     if thp_mode() == "madvise":  # nothing advised, so nothing huge
         assert " holds 0 kB " in a["buffer_pages"]
+    assert a["library_algorithm"].startswith("Open MPI's coll framework picks per call")
     bad = run_cli("run", "all_reduce", "-r", 2, "--huge-pages", "always", "--out", out)
     assert bad.returncode == 2 and "--huge-pages: invalid choice: 'always'" in bad.stderr
 
@@ -261,3 +262,21 @@ def test_nccom_hosts_default_and_setup_script_keyword(tmp_path, monkeypatch):
     assert proc.stderr == ("ccbench: error: --slurm-setup-script: 'default' is nccom-test's "
                            "script that installs the Neuron software on every node; the kit has "
                            "none: give the path of a script\n")
+
+
+def test_show_algorithm_says_what_open_mpi_ran(tmp_path):
+    """--show-algorithm with the library's own call: forced through Open
+    MPI's coll/tuned variables it names the choice; otherwise it says the
+    library does not report one (test_huge_pages... covers that attr)."""
+    import os
+    from conftest import run_cli
+    env = {**os.environ, "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+           "OMPI_MCA_coll_tuned_allreduce_algorithm": "4"}
+    out = tmp_path / "a.nc"
+    proc = run_cli("run", "all_reduce", "-r", 2, "-b", 64, "-e", 64, "-n", 2, "-w", 0,
+                   "--algorithms", "mpi", "--show-algorithm", "--non-interactive",
+                   "--out", out, env=env)
+    assert proc.returncode == 0, proc.stderr
+    want = "Open MPI coll/tuned forced by the environment: allreduce_algorithm=4"
+    assert f"# algorithm mpi: {want}" in proc.stdout.splitlines()
+    assert load(out).attrs["library_algorithm"] == want

@@ -1,4 +1,5 @@
 """Backend `mpi`: host buffers, collectives run by the engine (ext/)."""
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,6 +63,21 @@ class MPIOptions:
     #: numpy's madvise(MADV_HUGEPAGE) of buffers from 4 MiB: "off" (the
     #: peers' plain malloc) or "madvise" (numpy's default); `hostpages`.
     huge_pages: str = "off"
+
+
+def library_algorithm(library):
+    """What can be known of the algorithm the library's own call (`mpi`)
+    ran: Open MPI's coll/tuned picks one per call by its fixed rules and a
+    release build reports none, unless the environment forces one."""
+    if not library.startswith("Open MPI"):
+        return "the library's own choice per call; it does not report which"
+    forced = {k[len("OMPI_MCA_coll_tuned_"):]: v for k, v in sorted(os.environ.items())
+              if k.startswith("OMPI_MCA_coll_tuned_") and k.endswith("_algorithm")}
+    if os.environ.get("OMPI_MCA_coll_tuned_use_dynamic_rules") in ("1", "true") and forced:
+        return "Open MPI coll/tuned forced by the environment: " + ", ".join(
+            f"{k}={v}" for k, v in forced.items())
+    return ("Open MPI's coll framework picks per call (coll/tuned's fixed rules by size and "
+            "ranks); a release build does not report its choice")
 
 
 class MPIBackend(Backend):
@@ -160,7 +176,8 @@ class MPIBackend(Backend):
             self._largest = (buf.nbytes, hostpages.huge_kb(buf))
 
     def dataset_attrs(self, layouts):
-        return hostpages.describe(self.options.huge_pages, self._largest)
+        return {**hostpages.describe(self.options.huge_pages, self._largest),
+                "library_algorithm": library_algorithm(self.library)}
 
     def close(self):
         super().close()

@@ -254,6 +254,8 @@ def _print_tables(results, args, rank_stat):
         print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
               f"{ds.attrs['backend']} ({library_name(ds.attrs)}), {ds.attrs['warmup']} warm-up + "
               f"{ds.attrs['iters']} iterations" + _groups_note(ds))
+        if args.show_algorithm and "library_algorithm" in ds.attrs:
+            print(f"# algorithm mpi: {ds.attrs['library_algorithm']}")
         for line in format_table(ds, stats=args.stats, rank_stat=rank_stat,
                                  show_io=args.show_input_output_size):
             print(line)
