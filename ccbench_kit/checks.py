@@ -162,3 +162,4 @@ def total_wrong(comm, wrong):
     comm.Reduce(np.maximum(wrong, 0), total, op=MPI.SUM, root=0)
     comm.Reduce(wrong, least, op=MPI.MIN, root=0)
     return np.where(least < 0, -1, total) if root else None
+

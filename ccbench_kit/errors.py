@@ -9,6 +9,7 @@ EXIT_OK = 0            # done
 EXIT_BELOW = 1         # a comparison fell below its threshold (compare --min-ratio)
 EXIT_BAD_INPUT = 2     # bad input: a flag, a file, a path; nothing was run
 EXIT_RUN_FAILED = 3    # the run failed (a rank died or hung, a write failed); partial results kept
+EXIT_CHECK_FAILED = 4  # the run ended but --check found wrong elements; every size kept
 EXIT_BROKEN_PIPE = 141  # the reader of standard output went away (`| head`)
 EXIT_SIGINT = 130      # interrupted by Ctrl-C (SIGINT); partial results kept
 EXIT_SIGTERM = 143     # terminated by SIGTERM; partial results kept
@@ -18,6 +19,7 @@ EXIT_CODES = {
     EXIT_BELOW: "a comparison below its threshold (--min-ratio)",
     EXIT_BAD_INPUT: "bad input (a flag, a file, an output path); nothing was run",
     EXIT_RUN_FAILED: "the run failed; the sizes done are kept (the message says where)",
+    EXIT_CHECK_FAILED: "the data check (--check) found wrong elements; every size is kept",
     EXIT_SIGINT: "interrupted by SIGINT (Ctrl-C); the sizes done are kept",
     EXIT_SIGTERM: "terminated by SIGTERM; the sizes done are kept",
 }

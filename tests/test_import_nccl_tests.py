@@ -265,3 +265,44 @@ def test_garbage_and_unknown_formats():
         assert e.value.line == where and "a format ccbench can import" in str(e.value)
     with pytest.raises(ImporterError, match="the file is empty"):
         importers.read_text("", "empty.txt")
+
+
+def hypercube_rows(nranks, sizes, times, itemsize=4):
+    """Rows as hypercube_perf prints them (src/hypercube.cu): count = the
+    16-byte aligned count / nranks, size = max(send, recv bytes) = p x count
+    x item size, algbw = count x item size x (p-1) / time, busbw = algbw,
+    and an empty redop (opName "")."""
+    out = []
+    for size, pair in zip(sizes, times):
+        base = (size // itemsize // nranks) & ~(16 // itemsize - 1)
+        line = "%12li  %12li  %8s  %6s  %6s" % (base * nranks * itemsize, base, "float", "",
+                                                "%6i" % -1)
+        for t in pair:
+            alg = base * itemsize * (nranks - 1) / 1.0e9 / (t * 1e-6)
+            line += "  %7s  %6s  %6s  %6g" % (fstr(t, 7), fstr(alg, 6), fstr(alg, 6), 0)
+        out.append(line)
+    return out
+
+
+def test_hypercube_log_imports_without_a_mismatch(tmp_path):
+    """nccl-tests prints hypercube's size as p x count; the kit's size is
+    count x (p-1) (the bytes each rank receives, nccl-tests' own algbw
+    numerator): the importer converts, keeps the printed size, and the
+    kit's nccl-tests JSON writes nccl-tests' size back."""
+    from ccbench_kit.output import write_json
+    sizes, times = [1024, 65536, 1 << 20], [(10.05, 9.55), (13.28, 12.78), (62.43, 61.93)]
+    text = "\n".join(preamble("hypercube_perf", ranks=4, maxb=1 << 20) + HEADER.splitlines()
+                     + hypercube_rows(4, sizes, times) + footer())
+    (ds,) = read(text)  # a mismatch warning would be an error here
+    assert ds.attrs["collective"] == "hypercube" and ds.attrs["nranks"] == 4
+    assert ds.attrs["reported_check"].startswith("ok: 12 printed bandwidths agree")
+    assert list(ds["reported_size"].values) == sizes
+    assert list(ds["size"].values) == [768, 49152, 786432]     # count x 3 x 4 B
+    assert list(ds["count"].values) == [64, 4096, 65536]
+    # busbw = what nccl-tests printed: 64 x 4 x 3 B / 10.05 us = 0.0764 GB/s
+    assert float(ds.ccb.busbw().sel(size=768, placement="out_of_place").squeeze()) == \
+        pytest.approx(768 / 10.05e3)
+    [path] = write_json(ds, tmp_path / "h.json", "nccl-tests")
+    doc = json.loads(Path(path).read_text())
+    assert [(r["size"], r["count"]) for r in doc["results"]] == \
+        [(1024, 64), (65536, 4096), (1 << 20, 65536)]

@@ -85,3 +85,37 @@ def test_progress_output_and_crlf():
     lines[1] = "\x1b[2K| running 1/4\r\x1b[2K/ running 2/4\r" + lines[1]
     (ds,) = importers.read_text("\r\n".join(lines), "spin.txt")
     assert ds.sizes["size"] == 4 and ds.attrs["nranks"] == 32
+
+
+def test_show_prints_the_imported_percentiles(tmp_path):
+    """`show -t p50 p99` of an nccom-test --stats table prints the numbers the
+    file printed, not the mean repeated (the file kept no iterations)."""
+    from conftest import run_cli
+    out = tmp_path / "s.nc"
+    assert run_cli("import", DATA / "nccom_r8_allg_stats.txt", "--out", out).returncode == 0
+    proc = run_cli("show", out, "-t", "p50", "p99")
+    assert proc.returncode == 0, proc.stderr
+    rows = [l.split() for l in proc.stdout.splitlines() if l.split() and l.split()[0].isdigit()]
+    # size, count (one rank's: 256 elements of 8 ranks' all_gather / 8), p50, p99
+    assert [(r[0], r[1], r[6], r[7]) for r in rows] == [
+        ("1024", "32", "10.00", "12.00"), ("8192", "256", "10.00", "12.00"),
+        ("65536", "2048", "11.00", "13.00"), ("524288", "16384", "15.00", "17.00")]
+    assert "the file's count(elems) is reported_count" in proc.stdout
+
+
+def test_gib_table_is_labelled_converted_and_counts_mean_one_thing():
+    """nccom-test's quick example prints 40.69 GiB/s; the kit's table shows
+    43.69 GB/s and says so; the printed numbers stay in reported_*."""
+    from ccbench_kit.formats.nccl_tests.write_table import format_table
+    (ds,) = importers.read_text((DATA / "nccom_r2_allr_quick.txt").read_text(), "q.txt")
+    assert float(ds["reported_busbw"].squeeze()) == 40.69
+    assert ds["reported_busbw"].attrs["units"] == "GiB/s"
+    lines = format_table(ds)
+    assert lines[0].startswith("# converted: algbw/busbw below are GB/s (1e9 B/s) from size/time;"
+                               " the file printed GiB/s (x1.0737 here)")
+    assert "43.69" in lines[-2]
+    # all_reduce: nccom-test's count(elems) and the kit's count agree
+    assert int(ds["count"].squeeze()) == int(ds["reported_count"].squeeze()) == 33554432
+    (allg,) = importers.read_text((DATA / "nccom_r32_allg_io.txt").read_text(), "g.txt")
+    assert list(allg["reported_count"].values) == [256, 2048, 16384, 131072]
+    assert list(allg["count"].values) == [8, 64, 512, 4096]  # per rank, of 32

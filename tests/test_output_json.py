@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import ccbench_kit as ccb
+from ccbench_kit import importers
 from ccbench_kit.dataset.schema import make_dataset
 from ccbench_kit.harness import group_coords
 from ccbench_kit.output import json_paths, write_json
@@ -153,8 +154,10 @@ def test_nccom_test_json_keys_and_values(tmp_path):
                           "time:avg(us)", "time:p50(us)", "time:p99(us)", "algorithm"]
     t = float(ds.ccb.time("avg").sel(algorithm="ring", placement="out_of_place", size=8))
     assert row["time:avg(us)"] == t and row["size(B)"] == 8 and row["type"] == "fp32"
-    assert row["algbw(GB/s)"] == pytest.approx(8 / t / 1e3)
-    assert row["busbw(GB/s)"] == pytest.approx(8 / t / 1e3 * 3 / 4)
+    # the guide's units: GiB/s (2^30 B/s); its count: the elements of size(B)
+    assert row["algbw(GB/s)"] == pytest.approx(8 / (t * 1e-6) / 2**30)
+    assert row["busbw(GB/s)"] == pytest.approx(8 / (t * 1e-6) / 2**30 * 3 / 4)
+    assert row["count(elems)"] == 2
     assert doc["config"]["placement"] == "out_of_place" and doc["config"]["group_size"] == 4
     # one algorithm: no algorithm key unless asked, io sizes on request
     one = ds.sel(algorithm=["mpi"])
@@ -196,5 +199,32 @@ def test_cli_writes_json_and_io_columns(tmp_path):
         sel = dict(algorithm=r["algorithm"], placement="out_of_place", size=r["size(B)"])
         assert r["time:avg(us)"] == float(ds.ccb.time("avg").sel(sel))
         assert r["time:p50(us)"] == float(ds.ccb.time("p50").sel(sel))
-        assert r["busbw(GB/s)"] == float(ds.ccb.busbw("avg").sel(sel))
+        assert r["busbw(GB/s)"] == pytest.approx(float(ds.ccb.busbw("avg").sel(sel)) * 1e9 / 2**30,
+                                                 rel=1e-12)
         assert r["total_input_size(B)"] * 3 == r["total_output_size(B)"] == r["size(B)"]
+    # round trip: the kit's importer and a parser written from the guide alone agree
+    (back,) = importers.read_text(js.read_text(), str(js))
+    guide = guide_parse(doc, nranks=3, collective="all_gather")
+    for r, (busbw_gib, count) in zip(doc["results"], guide):
+        sel = dict(algorithm=r["algorithm"], placement="out_of_place", size=r["size(B)"])
+        assert busbw_gib == pytest.approx(float(back["reported_busbw"].sel(sel)), rel=1e-12)
+        assert busbw_gib == pytest.approx(float(back.ccb.busbw().sel(sel)) * 1e9 / 2**30, rel=1e-9)
+        assert count == int(back["reported_count"].sel(size=r["size(B)"]))
+        # the count coordinate means one rank's call count whatever the source
+        assert int(back["count"].sel(size=r["size(B)"])) == int(ds["count"].sel(size=r["size(B)"]))
+    assert back["reported_busbw"].attrs["units"] == "GiB/s"
+    assert list(back["count"].values) == [8, 32]  # 96 B and 384 B of fp32 on 3 ranks
+
+
+def guide_parse(doc, nranks, collective):
+    """(busbw in GiB/s, count) per row, from nccom-test's guide alone: algbw =
+    size(B) / time in GiB/s (1 GiB = 1,073,741,824 B); busbw = algbw x
+    (r-1)/r for all_gather; count(elems) = the elements of size(B)."""
+    itemsize = {"fp32": 4, "fp16": 2, "bf16": 2, "uint8": 1, "int8": 1}
+    factor = {"all_gather": (nranks - 1) / nranks, "all_reduce": 2 * (nranks - 1) / nranks}
+    out = []
+    for r in doc["results"]:
+        algbw = r["size(B)"] / (r["time:avg(us)"] * 1e-6) / 1_073_741_824
+        assert algbw == pytest.approx(r["algbw(GB/s)"], rel=1e-12)
+        out.append((algbw * factor[collective], r["size(B)"] // itemsize[r["type"]]))
+    return out

@@ -239,3 +239,63 @@ def test_cycles_and_until_stable_from_the_python_api(tmp_path):
     assert load(out).sizes["iteration"] == 6 and not list(tmp_path.glob("*.part"))
     with pytest.raises(ConfigError, match="until_stable: repeats sizes itself; not with cycles"):
         ccb.run("all_reduce", 2, [1024], cycles=2, until_stable=0.1)
+
+def test_huge_pages_default_off_is_recorded_and_measured(tmp_path):
+    """The buffers' allocator and pages are in the attrs; by default numpy's
+    madvise(MADV_HUGEPAGE) is off in the ranks, as IMB's plain malloc, so
+    with the kernel's THP in madvise mode the 8 MiB buffers get base pages."""
+    from conftest import run_cli
+    from ccbench_kit.backends.hostpages import thp_mode
+    out = tmp_path / "hp.nc"
+    proc = run_cli("run", "all_reduce", "-r", 2, "-b", "8M", "-e", "8M", "-n", 2, "-w", 0,
+                   "--algorithms", "mpi", "--non-interactive", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    a = load(out).attrs
+    assert a["huge_pages"] == "off" and "madvise(MADV_HUGEPAGE) off" in a["buffer_alloc"]
+    assert a["thp_enabled"] == thp_mode()
+    assert a["buffer_pages"].startswith("the mapping of the largest buffer (8388608 B) holds ")
+    if thp_mode() == "madvise":  # nothing advised, so nothing huge
+        assert " holds 0 kB " in a["buffer_pages"]
+    assert a["library_algorithm"].startswith("Open MPI's coll framework picks per call")
+    bad = run_cli("run", "all_reduce", "-r", 2, "--huge-pages", "always", "--out", out)
+    assert bad.returncode == 2 and "--huge-pages: invalid choice: 'always'" in bad.stderr
+
+
+def test_nccom_hosts_default_and_setup_script_keyword(tmp_path, monkeypatch):
+    """nccom-test reads ~/hosts when several nodes are asked for and no host
+    is given; its `--slurm-setup-script default` (install Neuron) has no
+    counterpart and says so in one line."""
+    from conftest import run_cli
+    from ccbench_kit.cli import build_parser
+    from ccbench_kit.cli.cluster import launch_options
+    monkeypatch.setenv("HOME", str(tmp_path))
+    parse = build_parser().parse_args
+    assert launch_options(parse(["run", "all_reduce", "-N", "2"]))["hosts_file"] is None
+    (tmp_path / "hosts").write_text("nodeA\nnodeB\n")
+    assert launch_options(parse(["run", "all_reduce", "-N", "2"]))["hosts_file"] == \
+        str(tmp_path / "hosts")
+    for argv in (["-N", "1"], ["-N", "2", "--hosts", "x", "y"], []):
+        assert launch_options(parse(["run", "all_reduce", *argv]))["hosts_file"] is None
+    proc = run_cli("run", "all_reduce", "-S", "--slurm-setup-script", "default")
+    assert proc.returncode == 2
+    assert proc.stderr == ("ccbench: error: --slurm-setup-script: 'default' is nccom-test's "
+                           "script that installs the Neuron software on every node; the kit has "
+                           "none: give the path of a script\n")
+
+
+def test_show_algorithm_says_what_open_mpi_ran(tmp_path):
+    """--show-algorithm with the library's own call: forced through Open
+    MPI's coll/tuned variables it names the choice; otherwise it says the
+    library does not report one (test_huge_pages... covers that attr)."""
+    import os
+    from conftest import run_cli
+    env = {**os.environ, "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+           "OMPI_MCA_coll_tuned_allreduce_algorithm": "4"}
+    out = tmp_path / "a.nc"
+    proc = run_cli("run", "all_reduce", "-r", 2, "-b", 64, "-e", 64, "-n", 2, "-w", 0,
+                   "--algorithms", "mpi", "--show-algorithm", "--non-interactive",
+                   "--out", out, env=env)
+    assert proc.returncode == 0, proc.stderr
+    want = "Open MPI coll/tuned forced by the environment: allreduce_algorithm=4"
+    assert f"# algorithm mpi: {want}" in proc.stdout.splitlines()
+    assert load(out).attrs["library_algorithm"] == want

@@ -154,3 +154,39 @@ def test_a_failed_run_leaves_an_earlier_results_file_alone(tmp_path):
     assert "No size had completed, so no results were saved" in proc.stderr
     assert out.read_bytes() == before
     assert_no_leftovers(tag)
+
+
+def test_a_failed_check_exits_4_with_both_tools_lines_and_keeps_every_size(tmp_path):
+    """Rank 1 reads back every checked output with one element changed (a
+    corrupting fabric): the run still times and saves every size, prints
+    nccl-tests' and nccom-test's failure lines and exits 4, as a CI or a
+    Slurm prolog needs to tell it from a healthy run."""
+    from ccbench_kit.errors import EXIT_CHECK_FAILED
+    tag, env = tagged_env(CCB_FAULT_INJECT="corrupt:1")
+    out = tmp_path / "w.nc"
+    proc = run_cli(*SWEEP, "-e", 4096, "--check", "--out", out, env=env, timeout=120)
+    assert proc.returncode == EXIT_CHECK_FAILED == 4, proc.stderr
+    lines = proc.stdout.splitlines()
+    # three sizes x one algorithm x two placements, each wrong on rank 1
+    assert "# Out of bounds values : 6 FAILED" in lines
+    assert lines[-1] == "6 errors found - test failed"
+    assert "Traceback" not in proc.stderr
+    ds = xr.open_dataset(out)
+    assert ds.attrs["complete"] == "true"
+    assert list(ds["size"].values) == [64, 512, 4096]
+    # one element wrong on rank 1 (all_reduce: also differs from rank 0's output)
+    assert (ds["wrong"].values == 2).all()
+    assert sorted(p.name for p in tmp_path.glob("w.check-*")) == sorted(
+        f"w.check-all_reduce-ring-{p}-{s}B-rank1.npz"
+        for s in (64, 512, 4096) for p in ("in_place", "out_of_place"))
+    assert_no_leftovers(tag)
+
+
+def test_a_passed_check_says_ok_and_exits_0(tmp_path):
+    """nccl-tests' spelling -c 1 checks as the bare -c does."""
+    proc = run_cli("run", "all_reduce", "-r", 3, "-b", 64, "-e", 64, "-n", 2, "-w", 0,
+                   "-c", "1", "--non-interactive", "--out", tmp_path / "ok.nc")
+    assert proc.returncode == 0, proc.stderr
+    assert "# Out of bounds values : 0 OK" in proc.stdout.splitlines()
+    assert "errors found" not in proc.stdout
+    assert xr.open_dataset(tmp_path / "ok.nc").attrs["check"] == "random"

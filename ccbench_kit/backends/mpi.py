@@ -1,4 +1,5 @@
 """Backend `mpi`: host buffers, collectives run by the engine (ext/)."""
+import os
 from dataclasses import dataclass
 import importlib
 import sys
@@ -6,6 +7,7 @@ import sys
 import numpy as np
 
 from ..errors import ConfigError
+from . import hostpages
 from .base import Backend
 from ..mpi_env import inside_mpi_job
 from .offcache import buffer_sets, off_cache_bytes
@@ -59,6 +61,24 @@ class MPIOptions:
     #: IMB -off_cache: bytes of last-level cache that the buffer sets the
     #: timed loop cycles through span twice (0: off; `ccbench_kit.backends.offcache`).
     off_cache: int = 0
+    #: numpy's madvise(MADV_HUGEPAGE) of buffers from 4 MiB: "off" (the
+    #: peers' plain malloc) or "madvise" (numpy's default); `hostpages`.
+    huge_pages: str = "off"
+
+
+def library_algorithm(library):
+    """What can be known of the algorithm the library's own call (`mpi`)
+    ran: Open MPI's coll/tuned picks one per call by its fixed rules and a
+    release build reports none, unless the environment forces one."""
+    if not library.startswith("Open MPI"):
+        return "the library's own choice per call; it does not report which"
+    forced = {k[len("OMPI_MCA_coll_tuned_"):]: v for k, v in sorted(os.environ.items())
+              if k.startswith("OMPI_MCA_coll_tuned_") and k.endswith("_algorithm")}
+    if os.environ.get("OMPI_MCA_coll_tuned_use_dynamic_rules") in ("1", "true") and forced:
+        return "Open MPI coll/tuned forced by the environment: " + ", ".join(
+            f"{k}={v}" for k, v in forced.items())
+    return ("Open MPI's coll framework picks per call (coll/tuned's fixed rules by size and "
+            "ranks); a release build does not report its choice")
 
 
 class MPIBackend(Backend):
@@ -86,6 +106,10 @@ class MPIBackend(Backend):
                        help="mpi: as IMB -off_cache, cycle through buffers spanning twice the "
                             "last-level cache (this machine's, or MB) so no iteration finds "
                             "its data cached")
+        g.add_argument("--huge-pages", choices=hostpages.CHOICES, default=None,
+                       help="mpi: transparent huge pages for buffers from 4 MiB: off (default; "
+                            "plain malloc, as IMB, OSU and nccl-tests) or madvise (numpy's "
+                            "default); the attrs huge_pages, buffer_alloc, buffer_pages record it")
 
     @classmethod
     def options_from_args(cls, args):
@@ -94,6 +118,8 @@ class MPIBackend(Backend):
             opts["unalign"] = args.unalign
         if args.off_cache is not None:
             opts["off_cache"] = args.off_cache
+        if args.huge_pages is not None:
+            opts["huge_pages"] = args.huge_pages
         return opts
 
     @classmethod
@@ -105,6 +131,9 @@ class MPIBackend(Backend):
         if not isinstance(u, int) or isinstance(u, bool) or u < 0:
             raise ConfigError(f"must be a whole number of elements >= 0, got {u!r}",
                               "-u/--unalign")
+        if values.get("huge_pages", "off") not in hostpages.CHOICES:
+            raise ConfigError(f"must be one of {', '.join(hostpages.CHOICES)}, got "
+                              f"{values['huge_pages']!r}", "--huge-pages")
         if values.get("off_cache") not in (None, 0):
             values["off_cache"] = off_cache_bytes(values["off_cache"])
         return super().make_options(**values)
@@ -112,6 +141,11 @@ class MPIBackend(Backend):
     def __init__(self, comm, options=None, world=None):
         super().__init__(comm, options, world)
         self.engine = _engine()
+        self._largest = (0, None)   # (bytes, huge kB) of the largest buffer written
+        # process-wide, for as long as the backend lives (close() restores it):
+        # the rank's every array, not only its buffers, must leave the heap's
+        # pages unadvised, as a malloc-only peer's process does
+        self._madvise_before = hostpages.set_numpy_madvise(self.options.huge_pages == "madvise")
 
     @property
     def library(self):
@@ -142,6 +176,17 @@ class MPIBackend(Backend):
 
     def upload(self, buf, host):
         buf[...] = host
+        if buf.nbytes >= hostpages.NUMPY_MADVISE_FROM and buf.nbytes > self._largest[0]:
+            # written now, so its pages exist: what did the kernel give?
+            self._largest = (buf.nbytes, hostpages.huge_kb(buf))
+
+    def dataset_attrs(self, layouts):
+        return {**hostpages.describe(self.options.huge_pages, self._largest),
+                "library_algorithm": library_algorithm(self.library)}
+
+    def close(self):
+        super().close()
+        hostpages.set_numpy_madvise(self._madvise_before)
 
     def download(self, buf):
         return np.array(buf, copy=True)

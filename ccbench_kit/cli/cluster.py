@@ -4,6 +4,7 @@ notebooks, and topology-sorted host files.
 Also the launch flags ``ccbench run`` and ``ccbench suite`` share
 (`add_launch_arguments`, `launch_options`): hosts, node counts, Slurm.
 """
+import os
 import sys
 import os
 
@@ -21,7 +22,8 @@ def add_launch_arguments(p, nnodes_short=True):
                    help="hosts to run on (name or name:slots; spaces or commas); ranks are "
                         "placed in equal blocks in this order")
     g.add_argument("--hosts-file", default=None, type=T.path("a host file"), metavar="FILE",
-                   help="hosts, one per line (Open MPI's `name slots=N` accepted)")
+                   help="hosts, one per line (Open MPI's `name slots=N` accepted); with -N > 1 "
+                        "and no hosts given, ~/hosts as nccom-test")
     g.add_argument(*(["-N"] if nnodes_short else []), "--nnodes", type=T.positive, default=None,
                    help="nodes to use (default: every host given, else 1)")
     g.add_argument("--ranks-per-node", type=T.positive, default=None,
@@ -41,6 +43,10 @@ def add_launch_arguments(p, nnodes_short=True):
 def launch_options(args):
     """The launch keyword arguments of `ccbench_kit.run` from parsed flags."""
     slurm = None
+    if args.slurm_setup_script == "default":
+        raise ConfigError("'default' is nccom-test's script that installs the Neuron software "
+                          "on every node; the kit has none: give the path of a script",
+                          "--slurm-setup-script")
     if args.slurm_mode:
         slurm = {"job_id": args.slurm_job_id, "setup_script": args.slurm_setup_script,
                  "partition": args.slurm_partition, "time_limit": args.slurm_time,
@@ -52,8 +58,18 @@ def launch_options(args):
                             ("--slurm-time", args.slurm_time), ("--srun-mpi", args.srun_mpi)):
             if value is not None:
                 raise ConfigError("only applies with -S/--slurm-mode", flag)
-    return {"hosts": args.hosts, "hosts_file": args.hosts_file, "nnodes": args.nnodes,
+    hosts_file = args.hosts_file
+    if hosts_file is None and not args.hosts and slurm is None and (args.nnodes or 1) > 1:
+        hosts_file = home_hosts()
+    return {"hosts": args.hosts, "hosts_file": hosts_file, "nnodes": args.nnodes,
             "ranks_per_node": args.ranks_per_node, "slurm": slurm}
+
+
+def home_hosts():
+    """``~/hosts``, nccom-test's host file when several nodes are asked for
+    and no host is given; None where there is none."""
+    path = os.path.expanduser("~/hosts")
+    return path if os.path.isfile(path) else None
 
 
 def add_parser(sub):

@@ -1,24 +1,22 @@
 """``ccbench run COLLECTIVE``: nccom-test's flags, nccl-tests' table."""
+import json
 import shlex
 import sys
-import json
 
 from .. import api, backends
-from . import argtypes as T
 from ..dataset.schema import library_name
-from ..formats.nccl_tests.write_table import format_table
-from ..units import format_size
-from .cluster import add_launch_arguments, launch_options
-from .history import add_history_flag, file_results
-
 from ..dataset.stats import check_average
-from ..errors import ConfigError
+from ..errors import EXIT_CHECK_FAILED, ConfigError
+from ..formats.nccl_tests.write_table import format_table
 from ..inputs.sizes import parse_size_list, read_msglen
 from ..launch.cycles import check_cycles, run_cycles
 from ..launch.stable import check_target, run_until_stable
 from ..output import json_paths, write_json
 from ..output_path import check_output
-
+from ..units import format_size
+from . import argtypes as T
+from .cluster import add_launch_arguments, launch_options
+from .history import add_history_flag, file_results
 
 def add_parser(sub):
     # why long: one declaration per flag of `ccbench run`, in the order --help
@@ -69,7 +67,8 @@ def add_parser(sub):
                    help="sum, prod, min, max, avg")
     g.add_argument("--root", type=T.non_negative, default=0, help="root rank of rooted collectives")
     g.add_argument("-c", "--check", nargs="?", const="random", default=None,
-                   choices=("random", "all_ones"), help="check results against numpy")
+                   choices=("random", "all_ones", "0", "1"),
+                   help="check results against numpy (nccl-tests' -c 1 = random, -c 0 = off)")
     g.add_argument("--seed", type=T.seed, default=None, help="seed for --check random")
     g.add_argument("--placement", default="both", type=T.text("a placement"),
                    help="out_of_place, in_place or both")
@@ -144,13 +143,18 @@ def _backend_options(args):
     return given
 
 
+# nccl-tests' -c 0|1, beside nccom-test's bare -c and the kit's modes
+_NCCL_TESTS_CHECK = {"0": None, "1": "random"}
+
+
 def _config_keywords(args, argv):
     """`api.make_config`'s keywords from the parsed flags (the seed is rank 0's)."""
     return dict(
         minbytes=args.minbytes, maxbytes=args.maxbytes, stepfactor=args.stepfactor,
         stepbytes=args.stepbytes, algorithms=args.algorithms, dtype=args.dtype, op=args.op,
         root=args.root, placement=args.placement, warmup=args.warmup, iters=args.iters,
-        agg_iters=args.agg_iters, blocking=bool(args.blocking), check=args.check,
+        agg_iters=args.agg_iters, blocking=bool(args.blocking),
+        check=_NCCL_TESTS_CHECK.get(args.check, args.check),
         seed=args.seed, stats=args.stats, backend=args.backend,
         command=shlex.join(argv), timeout=args.timeout, skip_oversize=args.skip_oversize,
         checkpoint_every=args.checkpoint_every,
@@ -231,7 +235,18 @@ def main(args):
             print(f"# json ({json_format}): {path}")
     print(f"# results: {out}")
     file_results(args, out)
-    return 0
+    return _check_verdict(results)
+
+
+def _check_verdict(results):
+    """EXIT_CHECK_FAILED, with nccom-test's closing line, when the data check
+    found wrong elements in any result; 0 otherwise.  Said after every
+    table and file is written (and filed), so a failed check keeps every size."""
+    failed = sum(ds.ccb.failed_checks() for ds in results.values())
+    if not failed:
+        return 0
+    print(f"{failed} errors found - test failed")
+    return EXIT_CHECK_FAILED
 
 
 def _print_tables(results, args, rank_stat):
@@ -239,6 +254,8 @@ def _print_tables(results, args, rank_stat):
         print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
               f"{ds.attrs['backend']} ({library_name(ds.attrs)}), {ds.attrs['warmup']} warm-up + "
               f"{ds.attrs['iters']} iterations" + _groups_note(ds))
+        if args.show_algorithm and "library_algorithm" in ds.attrs:
+            print(f"# algorithm mpi: {ds.attrs['library_algorithm']}")
         for line in format_table(ds, stats=args.stats, rank_stat=rank_stat,
                                  show_io=args.show_input_output_size):
             print(line)

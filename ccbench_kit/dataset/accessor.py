@@ -71,10 +71,33 @@ class CCBAccessor:
         `rank_stat` of nccl-tests' -a (``rank0``, ``ranks-avg``,
         ``ranks-min``, ``ranks-max``) the order turns: `stat` over each
         rank's iterations, then rank 0's value or the mean, min or max.
+
+        An imported file that printed `stat` itself (nccom-test ``--stats
+        p50 p99``, nccl-tests ``-I``) but kept no iterations gives the
+        number it printed (`printed_time`).
         """
+        printed = self.printed_time(stat)
+        if printed is not None:
+            return printed
         if rank_stat in _stats.AVERAGES.values():    # nccl-tests -a: ranks last
             return _stats.per_rank_first(self._ds["latency"], stat, rank_stat)
         return _stats.over_iterations(self.iteration_time(rank_stat), stat)
+
+    def printed_time(self, stat):
+        """`stat` of the time as an imported file printed it, dims (algorithm,
+        placement, size); None where the file printed no such statistic or
+        kept the iterations to compute it from (a statistic of one
+        iteration would only repeat the mean)."""
+        ds = self._ds
+        if "reported_time_stats" not in ds or "cycle" in ds.dims or ds.sizes["iteration"] > 1:
+            return None
+        s = _stats.check_stat(stat)
+        key = "p50" if s == "median" else s
+        if key not in [str(n) for n in ds["stat"].values]:
+            return None
+        t = ds["reported_time_stats"].sel(stat=key, drop=True)
+        t.attrs = {"units": "us", "long_name": f"time {key} as the imported file printed it"}
+        return t.transpose("algorithm", "placement", "size")
 
     def algbw(self, stat="avg", rank_stat="max"):
         """size / time in GB/s (GB = 1e9 B), dims (algorithm, placement, size)."""
@@ -129,6 +152,13 @@ class CCBAccessor:
         columns = pd.MultiIndex.from_tuples(list(rows[0]) if rows else [],
                                             names=["placement", "quantity"])
         return pd.DataFrame([list(r.values()) for r in rows], columns=columns)
+
+    def failed_checks(self):
+        """Results (size x algorithm x placement) whose ``--check`` found
+        wrong elements: the N of nccl-tests' ``# Out of bounds values : N
+        FAILED``, which counts failed tests rather than elements (nccl-tests
+        counts a test once per process; ``wrong`` is summed over ranks)."""
+        return int(np.count_nonzero(self._ds["wrong"].values > 0))
 
     def avg_busbw(self, stat="avg", rank_stat="max"):
         """Mean busbw over every row, as nccl-tests' "Avg bus bandwidth"."""

@@ -94,6 +94,7 @@ def main(argv=None):
         faults = FaultPlan.from_environment(rank)  # empty outside the tests
         sweep = Sweep(comm, faults.config(cfg), emit=emit, checkpoint=Checkpoint(cfg.output.out),
                       reporter=faults.reporter(reporter))
+        sweep.backend = faults.backend(sweep.backend)  # the same backend outside the tests
         sweep.run()
         comm.Barrier()
         if rank == 0:

@@ -333,6 +333,38 @@ def _describe(item, unit_name):
 
 # -- the Dataset ---------------------------------------------------------------
 
+# Sizes a tool prints otherwise than the kit: (tool, collective) -> (the
+# kit's size of a printed size on p ranks, the printed size of the kit's,
+# what the size_convention attr says).
+_PRINTED_SIZES = {
+    ("nccl-tests", "hypercube"): (
+        lambda size, p: size // p * (p - 1), lambda size, p: size // (p - 1) * p,
+        "nccl-tests prints hypercube's size as p x count x item size; size here is "
+        "count x (p-1) x item size, the bytes each rank receives, which nccl-tests' own "
+        "algbw divides by the time (the printed sizes are reported_size)"),
+}
+
+
+def _to_kit_sizes(t, coll, p):
+    """`t.sizes` in the kit's convention where the tool's differs, the
+    printed ones kept as ``reported_size``."""
+    rule = _PRINTED_SIZES.get((t.fmt.split(" ")[0], coll.name))
+    if rule is None or not p or p < 2:  # one rank moves nothing: no size to convert
+        return
+    to_kit, _, note = rule
+    t.extra["reported_size"] = (("size",), np.asarray(t.sizes, dtype=np.int64).copy(),
+                                {"units": "B", "long_name": f"size as {t.fmt} printed it"})
+    t.sizes = np.array([to_kit(int(s), int(p)) for s in t.sizes], dtype=np.int64)
+    t.attrs["size_convention"] = note
+
+
+def tool_size(tool, collective, size, p):
+    """The size `tool` prints for the kit's `size` of `collective` on `p`
+    ranks (the same but where `_PRINTED_SIZES` says otherwise)."""
+    rule = _PRINTED_SIZES.get((tool, collective))
+    return int(size) if rule is None or p < 2 else rule[1](int(size), int(p))
+
+
 def _io_bytes(coll, sizes, dtype, p):
     try:
         itemsize = get_dtype(dtype).itemsize
@@ -376,6 +408,7 @@ def to_dataset(t, hints):
     t.time, t.algbw, t.busbw = _cycles(t.time), _cycles(t.algbw), _cycles(t.busbw)
     coll = _pick_collective(t, hints)
     p = _pick_nranks(t, coll, hints)
+    _to_kit_sizes(t, coll, p)
     group = t.group_size or p
     factor = float(coll.bus_factor(group)) if group else float(coll.bus_factor(2))
     A, P, S, C = t.time.shape

@@ -181,9 +181,10 @@ def _layout(src, blk):
     return lead, groups, placements, trail
 
 
-def _tokens(src, blk, ncols, lead_n, null_cols, partial):
+def _tokens(src, blk, ncols, lead_n, null_cols, partial, redop_at=None):
     """Rows as an (n, ncols) bytes array; rows whose out-of-place part is
-    blank (trace replay) get NaN tokens there."""
+    blank (trace replay) get NaN tokens there, rows whose redop is blank
+    (hypercube passes opName "") get ``none`` at `redop_at`."""
     text, lines = blk.row_text, blk.row_line
     if not text:
         return np.zeros((0, ncols), dtype="S24"), np.zeros(0, dtype=np.int64), False
@@ -207,6 +208,8 @@ def _tokens(src, blk, ncols, lead_n, null_cols, partial):
             rows.append(t)
         elif null_cols and len(t) == ncols - null_cols:
             rows.append(t[:lead_n] + ["nan"] * null_cols + t[lead_n:])
+        elif redop_at is not None and len(t) == ncols - 1 and _is_int(t[redop_at]):
+            rows.append(t[:redop_at] + ["none"] + t[redop_at:])
         elif k == len(text) - 1 and not blk.footer and partial:
             cut = True                # the log stops inside this row
             continue
@@ -219,6 +222,10 @@ def _tokens(src, blk, ncols, lead_n, null_cols, partial):
     if not rows:
         return np.zeros((0, ncols), dtype="S24"), np.zeros(0, dtype=np.int64), cut
     return np.array(rows, dtype=bytes), np.asarray(keep, dtype=np.int64), cut
+
+
+def _is_int(token):
+    return token.lstrip("-").isdigit()
 
 
 def _floats(src, col, lines, what):
@@ -271,7 +278,8 @@ def _rows(src, blk, partial):
     lead, groups, placements, trail = _layout(src, blk)
     ncols = len(lead) + sum(len(g) for g in groups) + trail
     null_cols = len(groups[0]) if len(groups) == 2 else 0
-    arr, lines, cut = _tokens(src, blk, ncols, len(lead), null_cols, partial)
+    arr, lines, cut = _tokens(src, blk, ncols, len(lead), null_cols, partial,
+                              redop_at=lead.index("redop") if "redop" in lead else None)
     n = len(arr)
 
     def col(name):

@@ -31,6 +31,7 @@ import numpy as np
 
 from ...dataset.schema import attr_json
 from ...dtypes import get_dtype
+from ..common.build import tool_size
 
 FORMAT_VERSION = 3
 PLACEMENTS = ("out_of_place", "in_place")
@@ -43,8 +44,7 @@ def nccl_tests_json(ds):
     stamp = _local_time(a.get("created", ""))
     per_iter = "aggregated" not in a and bool((ds["rank"].values >= 0).all())
     results = _results(ds, per_iter)
-    wrong = ds["wrong"].values
-    failed = int((wrong > 0).sum())
+    failed = ds.ccb.failed_checks()
     return {
         "version": FORMAT_VERSION,
         "start_time": stamp,
@@ -75,7 +75,8 @@ def _results(ds, per_iter):
     out = []
     for si, size in enumerate(ds["size"].values):
         for ai, alg in enumerate(ds["algorithm"].values):
-            res = {"size": int(size), "count": int(ds["count"].values[si]), "type": dtype,
+            res = {"size": tool_size("nccl-tests", a.get("collective"), size, ds.ccb.nranks),
+                   "count": int(ds["count"].values[si]), "type": dtype,
                    "redop": op, "root": root}
             for p in PLACEMENTS:
                 if p not in placements:

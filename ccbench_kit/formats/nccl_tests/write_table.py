@@ -15,8 +15,15 @@ def _num(v, width=7):
 def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
     """Lines of the results table and the "Avg bus bandwidth" footer.
 
+    A checked run (``--check``) ends with nccl-tests' ``# Out of bounds
+    values : N OK|FAILED`` line before that footer (N: results with wrong
+    elements, ``ds.ccb.failed_checks()``); an unchecked one has none, so that
+    no line says OK of data that was never looked at.
+
     `show_io` adds each rank's input and output bytes after the count, as
-    nccom-test's ``--show-input-output-size`` does.
+    nccom-test's ``--show-input-output-size`` does.  An imported file whose
+    printed numbers mean something else than the table's (bandwidths in
+    GiB/s, another count) is preceded by lines that say so (`converted_notes`).
     """
     df = ds.ccb.summary(stats=stats, rank_stat=rank_stat)
     placements = [str(p) for p in ds["placement"].values]
@@ -42,7 +49,7 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
     for _ in placements:
         head += "".join(f" {c:>{w}}" for c, w in zip(group_cols, widths))
         units += "".join(f" {u:>{w}}" for u, w in zip(group_units, widths))
-    lines = [title.rstrip(), head, units]
+    lines = converted_notes(ds) + [title.rstrip(), head, units]
     for _, row in df.iterrows():
         io = "".join(f" {b:>12}" for b in io_bytes[row[("size", "")]]) if show_io else ""
         key = {k: row[(k, "")] for k in ("size", "count", "type", "redop", "root", "algorithm")}
@@ -54,6 +61,29 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
             wrong = row[(p, "#wrong")]
             line += f" {('N/A' if wrong < 0 else str(wrong)):>{widths[-1]}}"
         lines.append(line)
+    if (ds["wrong"].values >= 0).any():
+        failed = ds.ccb.failed_checks()
+        lines.append(f"# {'Out of bounds values':<20} : {failed} {'FAILED' if failed else 'OK'}")
     lines.append(f"# Avg bus bandwidth    : {ds.ccb.avg_busbw(stats[0], rank_stat):.6g} "
                  f"(GB/s; time = {describe(stats[0], rank_stat)})")
     return lines
+
+
+def converted_notes(ds):
+    """``# converted:`` lines for an imported Dataset whose file printed
+    bandwidths in another unit or counts of another meaning than the
+    table's, so that no number differs from the file's without a word."""
+    notes = []
+    printed = ds.get("reported_busbw")
+    unit = printed.attrs.get("units", "GB/s") if printed is not None else "GB/s"
+    if unit != "GB/s":
+        scale = 2.0 ** 30 / 1e9 if unit == "GiB/s" else float("nan")
+        notes.append(f"# converted: algbw/busbw below are GB/s (1e9 B/s) from size/time; the file "
+                     f"printed {unit} (x{scale:.4f} here); its numbers: reported_algbw, "
+                     "reported_busbw")
+    if "reported_size" in ds and (ds["reported_size"].values != ds["size"].values).any():
+        notes.append(f"# converted: size below is the kit's ({ds.attrs.get('size_convention', '')})")
+    if "reported_count" in ds and (ds["reported_count"].values != ds["count"].values).any():
+        notes.append("# converted: count below is one rank's call count (as nccl-tests prints "
+                     "it); the file's count(elems) is reported_count")
+    return notes

@@ -4,12 +4,21 @@ Old outputs print ``time(us)`` (the older guide calls it the P50 of the
 measured iterations), new ones ``time:avg(us)`` and ``time:pNN(us)``.  The
 guide says algbw is in GiB/s; older examples are, newer ones are in 1e9 B/s.
 The importer recomputes both ways and records which one the file used.
+
+``count(elems)`` is, per the guide, the elements of ``size(B)``: size over
+the item size, the total for all_gather, reduce_scatter and alltoall.  The
+kit's ``count`` is the count argument of one rank's call, as nccl-tests
+prints it; `to_kit_counts` converts on import (keeping the printed column
+as ``reported_count``), `nccom_count` back on export.
 """
 import re
 import shlex
 
 import numpy as np
 
+from ...collectives import get as get_collective
+from ...dtypes import get_dtype
+from ...errors import ConfigError
 from ..common.build import Table, canonical_dtype, check_reported, find_collective
 
 TOOL = "nccom-test"
@@ -22,6 +31,41 @@ _TIME = re.compile(r"^time(?::(avg|p\d+(?:\.\d+)?))?\(us\)$")
 OPS = ("all_reduce", "allr", "all_gather", "allg", "reduce_scatter", "redsct", "sendrecv",
        "alltoall", "permute", "alltoallv")
 GIB = float(1 << 30)
+COUNT_MEANING = ("count(elems) as nccom-test defines it: the elements of size(B) "
+                 "(size over the item size; the total for all_gather, reduce_scatter, alltoall)")
+
+
+def nccom_count(size, dtype):
+    """nccom-test's count(elems) of `size` bytes of `dtype`."""
+    return int(size) // get_dtype(dtype).itemsize
+
+
+def to_kit_counts(ds):
+    """`ds` with its ``count`` coordinate in the kit's meaning (one rank's
+    call count, as nccl-tests prints it) and nccom-test's printed column
+    kept as ``reported_count``.  A size the collective cannot lay out as
+    printed (an odd size, an unknown dtype) keeps the printed count, and
+    ``count_note`` says so."""
+    a = ds.attrs
+    printed = ds["count"].values.copy()
+    counts, kept = printed.copy(), 0
+    try:
+        coll, itemsize = get_collective(a["collective"]), get_dtype(a["dtype"]).itemsize
+    except (ConfigError, KeyError):  # an unknown collective or dtype: keep what was printed
+        coll = itemsize = None
+    p = int(a.get("group_size") or a.get("nranks") or 0)
+    for i, size in enumerate(ds["size"].values):
+        lay = coll.layout(int(size), itemsize, p) if coll is not None and p > 0 else None
+        if lay is not None and lay.size == int(size) and printed[i] in (-1, int(size) // itemsize):
+            counts[i] = lay.count
+        else:
+            kept += 1
+    ds = ds.assign_coords(count=("size", counts.astype(np.int64), ds["count"].attrs))
+    ds["reported_count"] = ("size", printed, {"long_name": COUNT_MEANING})
+    if kept:
+        ds.attrs["count_note"] = (f"{kept} of {len(counts)} sizes keep nccom-test's printed "
+                                  "count(elems): the collective cannot lay them out as printed")
+    return ds
 
 
 def time_columns(cols):

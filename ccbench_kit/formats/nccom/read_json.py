@@ -91,4 +91,4 @@ def parse(src, hints):
     cmd = _config(doc)
     extra = {k[5:]: v for k, v in cmd.items() if k.startswith("attr_") and v}
     t = nc.build_table(src, lines[0], NAME, cols, rows, lines, cmd, extra)
-    return [to_dataset(t, hints)]
+    return [nc.to_kit_counts(to_dataset(t, hints))]

@@ -107,7 +107,7 @@ def parse(src, hints):
         if tb.footer is None:
             t.complete = False
             t.incomplete_reason = "the log ends before nccom-test's 'Avg bus bandwidth' line"
-        out.append(to_dataset(t, hints))
+        out.append(nc.to_kit_counts(to_dataset(t, hints)))
     if not out:
         raise src.error(tables[0].line + 1, "at least one result row under the header")
     return out

@@ -10,10 +10,16 @@ One row per size (and algorithm) with nccom-test's keys, in its order::
 nccom-test's ``--show-input-output-size``) and ``algorithm`` are added on
 request; ``algorithm`` always when several algorithms ran.  nccom-test has
 no in-place runs: rows are the out-of-place results (in-place when only
-those ran).  Bandwidths use the first statistic, GB = 1e9 B, and numbers
-keep full precision.  A ``config`` object describes the run (nccom-test
-"persists config and results"; its keys here are the kit's).
+those ran).  Units and counts are the guide's: algbw and busbw in GiB/s
+(2^30 B/s, from the first statistic), ``count(elems)`` the elements of
+``size(B)`` (the total for all_gather, reduce_scatter and alltoall, where
+the kit's own ``count`` is one rank's); numbers keep full precision.  A
+``config`` object describes the run (nccom-test "persists config and
+results"; its keys here are the kit's).
 """
+from .common import GIB, nccom_count
+
+_GB_TO_GIB = 1e9 / GIB  # the kit's bandwidths are GB/s (1e9 B/s)
 
 
 def nccom_test_json(ds, stats=("avg",), rank_stat="max", show_algorithm=False, show_io=False):
@@ -28,12 +34,13 @@ def nccom_test_json(ds, stats=("avg",), rank_stat="max", show_algorithm=False, s
     with_alg = show_algorithm or ds.sizes["algorithm"] > 1
     rows = []
     for _, r in df.iterrows():
-        row = {"size(B)": int(r[("size", "")]), "count(elems)": int(r[("count", "")])}
+        row = {"size(B)": int(r[("size", "")]),
+               "count(elems)": nccom_count(r[("size", "")], ds.attrs.get("dtype"))}
         if show_io:
             row["total_input_size(B)"], row["total_output_size(B)"] = io[int(r[("size", "")])]
         row["type"] = str(r[("type", "")])
-        row["algbw(GB/s)"] = float(r[(placement, "algbw")])
-        row["busbw(GB/s)"] = float(r[(placement, "busbw")])
+        row["algbw(GB/s)"] = float(r[(placement, "algbw")]) * _GB_TO_GIB
+        row["busbw(GB/s)"] = float(r[(placement, "busbw")]) * _GB_TO_GIB
         for s in stat_names:
             row[f"time:{s}(us)"] = float(r[(placement, f"time:{s}")])
         if with_alg:
@@ -48,5 +55,7 @@ def nccom_test_json(ds, stats=("avg",), rank_stat="max", show_algorithm=False, s
         "algorithms": [str(x) for x in ds["algorithm"].values], "stats": stat_names,
         "rank_stat": rank_stat, "backend": a.get("backend"), "library": a.get("library"),
         "command": a.get("command"),
+        "units": {"algbw(GB/s)": "GiB/s (2^30 B/s), as nccom-test's guide defines it",
+                  "count(elems)": "size(B) / item size, as nccom-test's guide defines it"},
     }
     return {"config": config, "results": rows}
