@@ -23,9 +23,9 @@ def set_numpy_madvise(on):
     """Turn numpy's madvise(MADV_HUGEPAGE) of arrays from 4 MiB on or off
     for this process (numpy >= 1.20); returns the setting it replaced."""
     try:
-        from numpy._core import multiarray as m
+        from numpy._core import multiarray as m  # lazy: numpy 2's private name, tried first
     except ImportError:  # numpy 1.x names it numpy.core
-        from numpy.core import multiarray as m
+        from numpy.core import multiarray as m  # lazy: numpy 1.x's name of the same module
     return bool(m._set_madvise_hugepage(bool(on)))
 
 
