@@ -8,14 +8,16 @@ acceptance).  Inputs are ccbench .nc files or any importable baseline.
 import sys
 import warnings
 
+import pandas as pd
+
 from ..compare import (CompareWarning, below, compare_parts, format_comparison, plot_comparison,
                        to_frame)
 from ..errors import EXIT_BELOW, ConfigError
+from ..health.gpu import check, report
 from ..importers import ReportedMismatchWarning, open_any
+from ..output_path import check_output
 from ..units import parse_size
 from . import argtypes as T
-import pandas as pd
-from ..output_path import check_output
 
 
 def add_parser(sub):
@@ -67,7 +69,6 @@ def _plot_path(path, k, n):
 def _gpu_checks(args):
     """``ccbench compare`` of `ccbench doctor --local` files (exit code), or None
     when the baseline is not one."""
-    from ..health.gpu import check, report
     if not check.is_results(args.baseline):
         return None
     failing = []
@@ -76,10 +77,10 @@ def _gpu_checks(args):
         if not check.is_results(path):
             raise ConfigError(f"{path}: not a GPU check file like the baseline "
                               f"{args.baseline} (ccbench doctor --local)", "RUN")
-        lines, below = report.compare_lines(base, check.load(path), args.baseline, path,
+        lines, too_low = report.compare_lines(base, check.load(path), args.baseline, path,
                                             args.min_ratio)
         print("\n".join(lines) + "\n")
-        failing += [(path, *b) for b in below]
+        failing += [(path, *b) for b in too_low]
     if args.min_ratio is not None:
         if failing:
             print(f"FAILED: {len(failing)} figure(s) below the minimum ratio {args.min_ratio:g}:")

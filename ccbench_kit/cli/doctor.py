@@ -10,10 +10,12 @@ import shlex
 import sys
 
 from .. import health
+from ..errors import ConfigError
+from ..health import gpu
+from ..health.gpu import check, report
+from ..launch.cluster import connect
 from .cluster import add_launch_arguments, launch_options
 from .history import add_history_flag, file_results
-
-from ..launch.cluster import connect
 
 
 def add_parser(sub):
@@ -62,8 +64,6 @@ def add_gpu_arguments(p):
 
 def main_local(args):
     """``ccbench doctor --local``: this node's GPUs (`health.gpu.local`)."""
-    from ..errors import ConfigError
-    from ..health import gpu
     given = [flag for flag, v in (("--hosts", args.hosts), ("--hosts-file", args.hosts_file),
                                   ("-S/--slurm-mode", args.slurm_mode),
                                   ("--scheduler-file", args.scheduler_file),
@@ -75,7 +75,6 @@ def main_local(args):
     diag = gpu.local(args.gpus, repeats=args.repeats, out=args.out, baseline=args.baseline,
                      save_baseline=args.save_baseline, command=shlex.join(argv) if argv else "",
                      progress=lambda msg: print(f"[gpu] {msg}", file=sys.stderr, flush=True))
-    from ..health.gpu import check, report
     ds = check.load(diag.out)
     for note in diag.verdict.notes:
         if note:
@@ -96,7 +95,6 @@ def main(args):
     for flag, v in (("--gpus", args.gpus), ("--baseline", args.baseline),
                     ("--save-baseline", args.save_baseline)):
         if v is not None:
-            from ..errors import ConfigError
             raise ConfigError("applies to the GPU checks: add --local", flag)
     launch = launch_options(args)
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []

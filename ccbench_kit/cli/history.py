@@ -2,8 +2,11 @@
 import argparse
 import sys
 
+from .. import history
 from ..errors import EXIT_BELOW, ConfigError
 from ..history.api import facts_near
+from ..history.report import render
+from ..history.store import check_dir
 from . import argtypes as T
 
 ACTIONS = ("add", "list", "show", "check", "report", "rebuild")
@@ -50,7 +53,6 @@ def add_history_flag(parser):
 
 
 def _writable_history(text):
-    from ..history.store import check_dir
     try:
         return str(check_dir(text, write=True))
     except ConfigError as e:  # argparse prints it after the flag, as every flag's error
@@ -60,7 +62,6 @@ def _writable_history(text):
 def file_results(args, path):
     """File the results file just written into --history DIR, if given."""
     if getattr(args, "history", None) and path:
-        from .. import history
         (run_id, new), = history.add(str(path), args.history)
         print(f"# history: {'filed' if new else 'already filed'} in {args.history} as "
               f"{run_id[:12]}")
@@ -79,8 +80,6 @@ def percent(text):
 
 
 def main(args):
-    from .. import history
-
     if args.action == "add":
         for (run_id, new), path in zip(history.add(args.items, args.history), args.items):
             print(f"{'filed' if new else 'already filed'}: {path} as {run_id[:12]}")
@@ -88,7 +87,6 @@ def main(args):
     if args.action == "rebuild":
         history.rebuild(args.history)
     if args.action == "report":
-        from ..history.report import render
         print(f"report: {render(args.history, args.output, timeout=args.timeout)}",
               file=sys.stderr)
         return 0

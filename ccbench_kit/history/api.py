@@ -8,12 +8,14 @@
 """
 import dataclasses
 import datetime as dt
+import fnmatch
 import json
 import os
 import pathlib
 import re
 import tempfile
 
+from ..dataset import save
 from ..errors import ConfigError
 from . import changepoints as C
 from . import facts as F
@@ -48,7 +50,6 @@ def add(results, directory):
 
 
 def _add_data(data, directory):
-    from ..dataset import save
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "results.nc"
         save(data, path)
@@ -139,7 +140,6 @@ class History:
 
     def series(self, pattern=None):
         """[(series key, number of runs)], optionally those matching a glob."""
-        import fnmatch
         rows = self._con.execute("SELECT s.key, count(*) FROM series s JOIN points p "
                                  "USING (series_id) GROUP BY s.key ORDER BY s.key").fetchall()
         return [r for r in rows if pattern is None or fnmatch.fnmatchcase(r[0], pattern)]

@@ -14,6 +14,7 @@ import numpy as np
 
 from .._optional import require
 from ..errors import ConfigError
+from ..report import driver
 from . import api
 from . import changepoints as C
 
@@ -22,7 +23,6 @@ NOTEBOOK = "history.ipynb"
 
 def render(directory, output, timeout=600):
     """Execute notebooks/history.ipynb on `directory` and write `output` (.html)."""
-    from ..report import driver
     output = Path(output)
     if output.suffix != ".html":
         raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "-o/--output")

@@ -14,6 +14,7 @@ from ..history import api
 from ..history import changepoints as C
 from ..history.facts import METRIC_UNITS, METRICS
 from ..history.report import draw_series
+from ..report.driver import render
 from .explorer import _png
 
 
@@ -47,7 +48,7 @@ class HistoryExplorer:
         self._refresh()
 
     def _ipython_display_(self):
-        from IPython.display import display
+        from IPython.display import display  # lazy: optional dependency (notebook extra)
         display(self.widget)
 
     def _refresh(self):
@@ -74,7 +75,6 @@ class HistoryExplorer:
 
     def report_of_selected_run(self):
         """Render the selected run's report (ccbench report) and link it."""
-        from ..report.driver import render
         run = next(r for r in self._history.runs() if r["run_id"] == self.run.value)
         out = self._reports / f"history-{run['run_id'][:12]}.html"
         if not out.exists():

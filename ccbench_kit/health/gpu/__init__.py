@@ -10,9 +10,19 @@ Dataset), `judge` (the verdict), `report` (text and bars).
 Imports nothing from CUDA or NVML until a check runs: a CPU-only install
 imports it freely.
 """
+import json
 import os
 
-from ..api import BAD_INPUT, HEALTHY, OUTLIER, Diagnosis  # noqa: F401
+import numpy as np
+import xarray as xr
+
+from ...errors import ConfigError, MissingDependency
+from ...output_path import check_output
+from .. import baseline as _baseline
+from ..api import BAD_INPUT, HEALTHY, OUTLIER, Diagnosis, default_out  # noqa: F401
+from . import check, judge
+from .cuda import CudaError
+from .nvml import NvmlError
 
 
 def local(gpus=None, *, repeats=5, out=None, baseline=None, save_baseline=None, command="",
@@ -34,25 +44,18 @@ def local(gpus=None, *, repeats=5, out=None, baseline=None, save_baseline=None, 
     save_baseline : str, optional
         Write this run's figures as a baseline (``--save-baseline``).
     """
-    from ...output_path import check_output
-    from .. import baseline as _baseline
-    from ..api import default_out
-    from . import check, judge
     base = _baseline.load(baseline) if baseline else None
     out = os.path.abspath(out or default_out().replace("doctor-", "doctor-gpu-"))
     check_output(out, "--out")
     if save_baseline:
         check_output(save_baseline, "--save-baseline")
-    from ...errors import ConfigError, MissingDependency
-    from .cuda import CudaError
-    from .nvml import NvmlError
     try:
         inv = check.inventory(gpus)
     except (NvmlError, CudaError, MissingDependency) as e:  # nothing ran
         raise ConfigError(str(e), "--local") from e
     try:
         if base is not None:
-            _baseline.check_matches(base, _identity_stub(inv))
+            _baseline.check_matches(base, _gpu_names(inv))
         ds = check.measure(inv, repeats, progress)
     finally:
         inv.close()
@@ -68,14 +71,11 @@ def local(gpus=None, *, repeats=5, out=None, baseline=None, save_baseline=None, 
                      [inv.node])
 
 
-def _identity_stub(inv):
-    """A Dataset of names only, to check a baseline before measuring."""
-    import numpy as np
-    import xarray as xr
+def _gpu_names(inv):
+    """A Dataset of this node's GPU names only, to check a baseline before measuring."""
     return xr.Dataset(coords={"node": [inv.node], "gpu": inv.indices,
                               "gpu_name": (("node", "gpu"), np.array([inv.names]))})
 
 
 def _json(d):
-    import json
     return json.dumps(d, default=float)

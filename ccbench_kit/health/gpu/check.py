@@ -13,8 +13,11 @@ import socket
 import time
 from dataclasses import dataclass
 
+import h5py
 import numpy as np
+import xarray as xr
 
+from ..._files import atomic_write_bytes
 from ..._version import __version__
 from ...errors import ConfigError
 from . import cuda as _cuda
@@ -139,7 +142,6 @@ def measure(inv, repeats=5, progress=None):
 def to_dataset(node, indices, names, bus_ids, samples, states, xids, xid_why, info):
     """The check's Dataset: `samples` {figure: (gpu, repeat) array}, `states`
     one `nvml.State` a GPU, `xids` {bus id: [xid]}, `info` versions (attrs)."""
-    import xarray as xr
     repeats = next(iter(samples.values())).shape[1]
     ds = xr.Dataset(coords={"node": [node], "gpu": list(indices),
                             "repeat": np.arange(repeats)})
@@ -168,13 +170,11 @@ def to_dataset(node, indices, names, bus_ids, samples, states, xids, xid_why, in
 
 def save(ds, path):
     """Write the GPU Dataset to `path` (netCDF, replaced whole)."""
-    from ..._files import atomic_write_bytes
     return atomic_write_bytes(path, bytes(ds.to_netcdf(None, engine="h5netcdf")))
 
 
 def is_results(path):
     """Whether `path` is a GPU check results file (read its attrs only)."""
-    import h5py
     try:
         with h5py.File(path, "r") as f:
             schema = f.attrs.get("schema")
@@ -184,7 +184,6 @@ def is_results(path):
 
 
 def load(path):
-    import xarray as xr
     with xr.open_dataset(path, engine="h5netcdf") as ds:
         ds = ds.load()
     if ds.attrs.get("schema") != SCHEMA:

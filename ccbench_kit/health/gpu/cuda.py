@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from ...backends.nccl_lib import find
 from ...errors import CCBenchError
 
 # cudaMemcpyKind
@@ -36,7 +37,6 @@ class CudaError(CCBenchError):
 
 def _libraries():
     """(cudart, cublas) opened; `CudaError` naming where each was looked for."""
-    from ...backends.nccl_lib import find
     out = []
     for which, hint in (("cudart", "pip install nvidia-cuda-runtime (or a CUDA toolkit)"),
                         ("cublas", "pip install nvidia-cublas (or a CUDA toolkit)")):

@@ -19,12 +19,14 @@ thermal / hardware slowdown / power-brake clock reasons, a PCIe link
 narrower than its maximum (the link *generation* is not judged: an idle
 link trains down to save power), an NVLink link down (named ``nvlink``).
 """
+import json
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import baseline as _baseline
+from ...theory.presets import gpu_preset
 from ..verdict import AGREE, Verdict, _summary
 from . import nvml as _nvml
 from .check import FIGURES
@@ -72,7 +74,7 @@ def judge(ds, baseline=None, preset_of=None, seed=0):
     `verdict.scores[figure][label]` holds {"value", "peers", "preset",
     "baseline"} ratios (None where that reference is missing)."""
     if preset_of is None:
-        from ...theory.presets import gpu_preset as preset_of
+        preset_of = gpu_preset
     rng = np.random.default_rng(seed)
     nodes, gpus = [str(n) for n in ds["node"].values], [int(g) for g in ds["gpu"].values]
     places = [(n, g) for n in nodes for g in gpus]
@@ -162,7 +164,6 @@ def _state(ds, place, finding):
 
 
 def _xids(ds, g):
-    import json
     return ", ".join(f"XID {x}" for x in json.loads(ds.attrs.get("xids", "{}")).get(f"gpu{g}", []))
 
 

@@ -10,6 +10,7 @@ kernel log, which we do not parse); it reports them as events to a process
 registered for them.  `XidWatch` registers before the measurements and
 collects what arrived after them: the XIDs *during the check*.
 """
+import ctypes
 import math
 from dataclasses import dataclass, field
 
@@ -220,5 +221,4 @@ class XidWatch:
 
 def ctypes_addr(handle):
     """A device handle's address (handles from two calls compare by it)."""
-    import ctypes
     return ctypes.cast(handle, ctypes.c_void_p).value

@@ -4,6 +4,8 @@ import json
 
 import numpy as np
 
+from .. import baseline as _baseline
+from ..report import html as _html
 from . import nvml as _nvml
 from .check import FIGURES
 from .judge import SHORT, fmt
@@ -57,7 +59,7 @@ def state_line(ds, n, g):
 def plot(ds, ax=None):
     """Per-GPU bars: each figure's ratio to the preset and to the baseline
     (from the verdict stored with the results); 1 is healthy."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
     verdict = json.loads(ds.attrs.get("doctor_verdict") or "{}")
     scores = verdict.get("scores", {})
     labels = [f"{n}/gpu{int(g)}" for n in ds["node"].values for g in ds["gpu"].values]
@@ -83,7 +85,6 @@ def plot(ds, ax=None):
 
 def html(results, output, title="ccbench doctor --local", timeout=600):
     """Execute notebooks/doctor_gpu.ipynb for `results` and write `output` (.html)."""
-    from ..report import html as _html
     return _html(results, output, title, timeout, notebook="doctor_gpu.ipynb")
 
 
@@ -91,7 +92,6 @@ def compare_lines(base_ds, run_ds, base_label, run_label, min_ratio=None):
     """``ccbench compare`` of two GPU check files: every GPU's figures, run
     over baseline, with the bootstrap interval (`health.baseline.score`).
     Returns (lines, [(place, figure, ratio)] below `min_ratio`)."""
-    from .. import baseline as _baseline
     base = _baseline.from_dataset(base_ds, base_label)
     lines = [f"## {run_label} vs {base_label} (GPU checks)",
              f"{'gpu':<22}{'figure':<13}{'baseline':>14}{'run':>14}{'ratio':>8}"
