@@ -35,6 +35,16 @@ def add_parser(sub):
     g.add_argument("--bisect", action=argparse.BooleanOptionalAction, default=None,
                    help="bisection of a slow all_reduce (O(log N) rounds) instead of the pair "
                         f"matrix; default: from {health.api.BISECT_FROM} nodes on")
+    g.add_argument("--backend", default=None, metavar="{tcp,mpi,nccl}",
+                   help="what the pair tests, the local all_reduce and the bisection run "
+                        "through: nccl (one rank per GPU), mpi (the kit's MPI engine) or tcp "
+                        "(sockets, the management network); default nccl where this host has "
+                        "GPUs, else mpi")
+    g.add_argument("--save-baseline", default=None, metavar="FILE",
+                   help="save this run's pair figures as the healthy baseline of these nodes")
+    g.add_argument("--baseline", default=None, metavar="FILE",
+                   help="also score every node's link against a saved baseline (sees a fault "
+                        "that hits several nodes alike)")
     g.add_argument("--timeout", type=float, default=None,
                    help="seconds without progress before the hang is attributed")
     g.add_argument("--out", default=None, help="results file (default results/doctor-STAMP.nc)")
@@ -56,7 +66,8 @@ def main(args):
             ranks_per_node=launch["ranks_per_node"], repeats=args.repeats,
             bw_bytes=args.bw_size, local_bytes=args.local_size, lat_iters=args.lat_iters,
             bw_iters=args.bw_iters, topology=args.topology, bisect=args.bisect,
-            timeout=args.timeout, command=shlex.join(argv) if argv else "")
+            timeout=args.timeout, backend=args.backend, baseline=args.baseline,
+            save_baseline=args.save_baseline, command=shlex.join(argv) if argv else "")
     finally:
         if client is not None:
             client.close()

@@ -9,8 +9,8 @@ def text(diag):
     """Per-node ratios to their peers, one line a node, and the findings."""
     v = diag.verdict
     lines = []
-    if v.scores:
-        metrics = list(v.scores)
+    metrics = [m for m in v.scores if m != "uplink"]  # uplinks are not a node's
+    if metrics:
         lines.append(f"{'node':<14}" + "".join(f"{m:>12}" for m in metrics))
         for node in diag.nodes:
             cells = []
@@ -20,8 +20,12 @@ def text(diag):
             lines.append(f"{node:<14}" + "".join(cells))
         lines.append("(ratio to the other nodes' median: local and latency > 1 is slower, "
                      "bandwidth < 1 is slower)")
+    for link, ratio in v.scores.get("uplink", {}).items():
+        lines.append(f"uplink {link}: pairs across it at {ratio:.2f}x the pairs inside a leaf")
     for f in v.findings:
         lines.append(f.sentence())
+    if v.undecided:
+        lines.append(f"cannot tell: {v.undecided}")
     if diag.out:
         lines.append(f"results: {diag.out}")
     lines.append(f"reproduce: {diag.command}")

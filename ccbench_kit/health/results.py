@@ -117,7 +117,8 @@ def to_datasets(raw, attrs):
             v = np.asarray(rec[key]) * 1e6
             lat[k, 0, si, :, rec["rep"] * it: rec["rep"] * it + len(v)] = v
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    common = {"dtype": "uint8", "op": "none", "backend": "mpi", "library": "mpi",
+    backend = plan.get("backend", "tcp")
+    common = {"dtype": "uint8", "op": "none", "backend": backend, "library": backend,
               "timing": "host", "kit_version": __version__, "created": stamp,
               "hosts": raw.nodes, "complete": "true" if raw.complete else "false", **attrs}
     repeat = ("iteration", np.repeat(np.arange(reps), it))
@@ -147,7 +148,8 @@ def to_datasets(raw, attrs):
         algorithms=raw.nodes, placements=["out_of_place"], sizes=lsizes,
         counts=[s // 8 for s in lsizes], in_bytes=lsizes, out_bytes=lsizes, latency=llat,
         wrong=np.full((n, 1, 2), -1), ranks=[0], hosts=["slowest rank of the node"],
-        devices=["cpu"], attrs={**common, "collective": "all_reduce", "dtype": "fp64",
+        devices=["cpu"], attrs={**common, "collective": "all_reduce",
+                                "dtype": "fp64" if backend == "tcp" else "fp32",
                                 "op": "sum", "nranks": rpn, "iters": lit},
         extra_coords={"peak_GBps": ("algorithm", peaks),
                       "repeat": ("iteration", np.repeat(np.arange(reps), lit))})
