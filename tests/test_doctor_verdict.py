@@ -224,6 +224,11 @@ def test_backend_choice_and_its_bad_input():
                                           r"nccl") as e:
         choose_backend("gloo")
     assert e.value.flag == "--backend"
+    # the bisection's ring is an algorithm each backend has (nccl's table needs no GPU)
+    from ccbench_kit.backends import backend_algorithms
+    from ccbench_kit.health.collective import ring_algorithm
+    for b in ("mpi", "nccl"):
+        assert ring_algorithm(b) in backend_algorithms(b, "all_reduce")
     if visible_gpus()[0]:
         pytest.skip("this host has a GPU: the CPU-only choices are not reachable")
     name, why = choose_backend(None)

@@ -18,8 +18,9 @@ def add_parser(sub):
                                       "rank that hangs",
                        description="Measure every node's own all_reduce and every pair of "
                                    "nodes (bandwidth and latency, O(N) rounds of disjoint "
-                                   "pairs); name the node or link that stands out. Exit 0 "
-                                   "healthy, 1 outlier, 2 bad input, 3 run failed.")
+                                   "pairs) through --backend nccl, mpi or tcp; name the node, "
+                                   "link or uplink that stands out. Exit 0 healthy, 1 outlier "
+                                   "(or cannot tell), 2 bad input, 3 run failed.")
     add_launch_arguments(p)
     p.add_argument("--scheduler-file", default=None,
                    help="check the hosts of a Dask-MPI cluster (ccbench cluster start)")

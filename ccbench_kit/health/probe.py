@@ -6,13 +6,17 @@ One MPI job measures everything, so the cost is one job start:
    an 8 B and a large all_reduce on their own communicator; each rank's
    memory copy rate is the node's own peak.
 2. the pair matrix, wave by wave (`plan.schedule`): the first rank of each
-   node of a pair ping-pongs 8 B (latency) and exchanges large messages both
-   ways at once (bandwidth, each direction at its own link's rate) over a
-   TCP connection of the pair (`connect_pair` says why not MPI's); the
-   pairs of a wave run at the same time.
+   node of a pair measures 8 B (latency) and large messages both ways at
+   once (bandwidth, each direction at its own link's rate); the pairs of a
+   wave run at the same time.
 3. or, instead of the matrix (``plan["bisect"]``), the bisection: rank 0's
-   `bisect.Descent` names the groups, whose ring all_reduce (`ring_allreduce`,
-   over TCP like the pairs) run all at the same time, step by step.
+   `bisect.Descent` names the groups, whose ring all_reduce run all at the
+   same time, step by step.
+
+``plan["backend"]`` says what carries them: "mpi" or "nccl", a kit backend
+driven as ``ccbench run`` drives it (`collective.Timer`: sendrecv for the
+pairs, all_reduce for the local check and the rings); "tcp", plain sockets
+(`connect_pair` says why they suit a shared host; `ring_allreduce`).
 
 Repeats interleave (every node, every wave, then again), so a burst of
 load on the machine hits one repeat, not one node.  Ranks not measuring
@@ -441,9 +445,9 @@ def _pair_check(link, plan, progress, wave):
 
     from mpi4py import MPI
     pc, conn, pair = link
-    first = pc.Get_rank() == 0
     if isinstance(conn, Timer):
         return _pair_check_backend(link, plan, progress, wave)
+    first = pc.Get_rank() == 0
     msg, buf = bytes(8), memoryview(bytearray(8))
 
     def pingpong():
