@@ -194,18 +194,26 @@ def bench(n, kinds, name, path, seed, backends=("tcp",), extra=()):
                         c.clear(key)
                     if kind == "spine-40":
                         shape_spine(c, 1.0)
-    print("\nkind             backend baseline hits  exact  runs  median s")
-    for kind in ["clean", *kinds]:
-        for backend in backends:
+    summarize(rows)
+    return 0
+
+
+def summarize(rows):
+    """The hit table of a bench's rows (also of a bench cut short: --summary)."""
+    print("\nkind             backend baseline hits  exact  runs  median s  load1")
+    runs = [r for r in rows if "hit" in r]
+    for kind in dict.fromkeys(r["kind"] for r in runs):
+        for backend in dict.fromkeys(r.get("backend", "tcp") for r in runs):
             for with_baseline in (False, True):
-                rs = [r for r in rows if r["kind"] == kind and "hit" in r
-                      and r["backend"] == backend and r["baseline"] == with_baseline]
+                rs = [r for r in runs if r["kind"] == kind and r.get("backend", "tcp") == backend
+                      and r.get("baseline", False) == with_baseline]
                 if rs:
                     secs = sorted(r["seconds"] for r in rs)
+                    loads = sorted(r["load1"] for r in rs)
                     print(f"{kind:15s} {backend:7s} {'yes' if with_baseline else 'no':8s} "
                           f"{sum(r['hit'] for r in rs):5d} {sum(r['exact'] for r in rs):6d} "
-                          f"{len(rs):5d} {secs[len(secs) // 2]:9.0f}")
-    return 0
+                          f"{len(rs):5d} {secs[len(secs) // 2]:9.0f} "
+                          f"{loads[0]:.1f}-{loads[-1]:.1f}")
 
 
 def main():
@@ -223,7 +231,13 @@ def main():
     p.add_argument("--backends", default="tcp", metavar="LIST",
                    help="--bench: the doctor's transports, each run on every fault "
                         "(e.g. tcp,mpi)")
+    p.add_argument("--summary", default="", metavar="JSON",
+                   help="print the hit table of a bench's JSON (one cut short too) and exit")
     a = p.parse_args()
+    if a.summary:
+        with open(a.summary) as f:
+            summarize(json.load(f))
+        return 0
     extra = shlex.split(a.doctor_args)
     if a.bench:
         kinds = KINDS if a.kinds == "all" else tuple(a.kinds.split(","))
