@@ -28,11 +28,11 @@ def add_parser(sub):
     g.add_argument("--repeats", type=int, default=5, help="repeats of every test (default 5)")
     g.add_argument("--bw-size", default="2M", help="pair bandwidth message (default 2M)")
     g.add_argument("--local-size", default="1M", help="local all_reduce size (default 1M)")
-    g.add_argument("--lat-iters", type=int, default=50, help="ping-pongs per test (default 50)")
+    g.add_argument("--lat-iters", type=int, default=50, help="8 B ping-pongs (sendrecvs through a backend) per test (default 50)")
     g.add_argument("--bw-iters", type=int, default=3, help="exchanges per test (default 3)")
     g.add_argument("--topology", default=None, metavar="FILE",
                    help="DescribeInstanceTopology JSON: pairs sharing a leaf uplink don't "
-                        "run at once")
+                        "run at once, and the verdict judges the uplinks between leaves")
     g.add_argument("--bisect", action=argparse.BooleanOptionalAction, default=None,
                    help="bisection of a slow all_reduce (O(log N) rounds) instead of the pair "
                         f"matrix; default: from {health.api.BISECT_FROM} nodes on")
