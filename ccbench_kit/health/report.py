@@ -92,15 +92,15 @@ def plot_nodes(ds, ax=None):
     """Per-node bars: each statistic's ratio to the other nodes' median."""
     import matplotlib.pyplot as plt
     v = verdict_of(ds)
-    scores = v.get("scores", {})
+    scores = {m: s for m, s in v.get("scores", {}).items() if m != "uplink"}  # not a node's
     nodes = list(json.loads(ds.attrs["doctor_nodes"]))
     ax = ax or plt.subplots(figsize=(7, 3.2))[1]
     width = 0.8 / max(len(scores), 1)
     flagged = {f["node"] for f in v.get("findings", [])}
     for k, (metric, per_node) in enumerate(scores.items()):
         vals = [per_node.get(n) or np.nan for n in nodes]
-        # bandwidth: show slowness (1/ratio) so that taller is worse everywhere
-        vals = [1 / x if metric == "bandwidth" and x else x for x in vals]
+        # rates: show slowness (1/ratio) so that taller is worse everywhere
+        vals = [1 / x if metric in ("bandwidth", "baseline") and x else x for x in vals]
         ax.bar(np.arange(len(nodes)) + k * width, vals, width, label=metric)
     ax.axhline(1, color="k", lw=0.8)
     ax.set_xticks(np.arange(len(nodes)) + 0.4 - width / 2,
