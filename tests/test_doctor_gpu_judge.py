@@ -180,3 +180,44 @@ def test_cli_no_gpu_and_bad_files(tmp_path):
     rc, out, err = _cli(tmp_path, "--local", "--hosts", "a", "b")
     assert rc == 2 and "--hosts does not apply" in err
     assert sorted(os.listdir(tmp_path)) == ["other.json"]  # nothing written
+
+
+def test_report_page_shows_the_verdict_and_bars(tmp_path):
+    pytest.importorskip("papermill")
+    ds = gpu_run({(2, "matmul_tflops"): 0.4})
+    base = tmp_path / "b.json"
+    baseline.save(gpu_run(seed=5), base)
+    ds.attrs["doctor_verdict"] = json.dumps(judge.judge(ds, baseline.load(base)).to_dict(),
+                                            default=float)
+    check.save(ds, tmp_path / "r.nc")
+    page = open(report.html(tmp_path / "r.nc", tmp_path / "r.html")).read()
+    assert "verdict: n1 gpu2" in page and "bf16 matmul" in page
+    executed = json.loads((tmp_path / "r.ipynb").read_text())
+    images = [o for c in executed["cells"] for o in c.get("outputs", [])
+              if "image/png" in o.get("data", {})]
+    assert len(images) == 1  # the per-GPU bars
+
+
+def test_compare_two_gpu_checks(tmp_path):
+    check.save(gpu_run(seed=7), tmp_path / "idle.nc")
+    check.save(gpu_run({(1, "hbm_gbps"): 0.5}, seed=8), tmp_path / "slow.nc")
+    p = subprocess.run([sys.executable, "-m", "ccbench_kit", "compare", "idle.nc", "slow.nc",
+                        "--min-ratio", "0.9"], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=60, env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 1, p.stderr
+    rows = {(line.split()[0], line.split()[2]): line for line in p.stdout.splitlines()
+            if line.startswith("n1/gpu") and "copy" in line}
+    assert "0.51x" in rows[("n1/gpu1", "copy")] and rows[("n1/gpu1", "copy")].endswith("slower")
+    assert 0.95 < float(rows[("n1/gpu0", "copy")].split()[-3].rstrip("x")) < 1.05  # 1 % noise
+    assert "FAILED: 1 figure(s) below the minimum ratio 0.9" in p.stdout
+    assert "slow.nc n1/gpu1 hbm_gbps: ratio 0.50" in p.stdout
+
+
+def test_nvidia_ml_py_missing_names_the_extra(tmp_path):
+    p = subprocess.run([sys.executable, "-c", "import sys; sys.modules['pynvml'] = None\n"
+                        "from ccbench_kit.cli import main; sys.exit(main(['doctor', '--local']))"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                       env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("ccbench: error: --local: pynvml is required for this; install "
+                                "it with `pip install ccbench_kit[gpu]`")

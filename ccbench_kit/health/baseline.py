@@ -58,6 +58,18 @@ def _identity(ds):
 
 def save(ds, path, flag="--save-baseline"):
     """Write `ds`'s figures as a baseline to `path` (JSON, replaced whole)."""
+    atomic_write_text(path, json.dumps(as_dict(ds, flag), indent=1))
+    return path
+
+
+def from_dataset(ds, path=""):
+    """A `Baseline` made from a run's Dataset itself (``ccbench compare``)."""
+    d = as_dict(ds, "compare")
+    return Baseline(str(path), d["identity"], d["figures"], str(ds.attrs.get("created", "")))
+
+
+def as_dict(ds, flag):
+    """The baseline file's content for `ds`."""
     names = figures(ds)
     if not names:
         raise ConfigError("this run has no figure to keep as a baseline", flag)
@@ -71,8 +83,7 @@ def save(ds, path, flag="--save-baseline"):
             "dims": dims, "labels": {d: [str(x) for x in v[d].values] for d in dims},
             "better": v.attrs["better"], "units": v.attrs.get("units", ""),
             "samples": _nan_to_none(v.values.tolist())}
-    atomic_write_text(path, json.dumps(out, indent=1))
-    return path
+    return out
 
 
 def _nan_to_none(x):

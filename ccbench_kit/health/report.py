@@ -130,8 +130,8 @@ def show_nodes(ds):
     _show(plot_nodes(ds).figure, plt)
 
 
-def html(results, output, title="ccbench doctor", timeout=600):
-    """Execute notebooks/doctor.ipynb for `results` and write `output` (.html)."""
+def html(results, output, title="ccbench doctor", timeout=600, notebook="doctor.ipynb"):
+    """Execute notebooks/`notebook` for `results` and write `output` (.html)."""
     from pathlib import Path
 
     from ..errors import ConfigError
@@ -139,7 +139,7 @@ def html(results, output, title="ccbench doctor", timeout=600):
     output = Path(output)
     if output.suffix != ".html":
         raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "--report")
-    execute("doctor.ipynb", output, {"results": str(Path(results).resolve()), "title": title},
+    execute(notebook, output, {"results": str(Path(results).resolve()), "title": title},
             timeout=timeout)
     write_html(output.with_suffix(".ipynb"), output, title=title)
     return str(output)

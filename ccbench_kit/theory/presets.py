@@ -99,7 +99,8 @@ def _make(name, entry, origin):
     unknown = set(entry) - set(_FIELDS) - set(GPU_FIELDS)
     if unknown:
         raise ConfigError(f"{origin}: preset {name!r} has unknown field(s) "
-                          f"{', '.join(sorted(unknown))}; fields are {', '.join(_FIELDS + GPU_FIELDS)}", "theory")
+                          f"{', '.join(sorted(unknown))}; fields are "
+                          f"{', '.join(_FIELDS + GPU_FIELDS)}", "theory")
     kind = str(entry.get("kind", "fixed"))
     if kind not in ("fixed", "memcpy"):
         raise ConfigError(f"{origin}: preset {name!r}: kind must be fixed or memcpy", "theory")

@@ -43,12 +43,12 @@ def local(gpus=None, *, repeats=5, out=None, baseline=None, save_baseline=None, 
     check_output(out, "--out")
     if save_baseline:
         check_output(save_baseline, "--save-baseline")
-    from ...errors import ConfigError
+    from ...errors import ConfigError, MissingDependency
     from .cuda import CudaError
     from .nvml import NvmlError
     try:
         inv = check.inventory(gpus)
-    except (NvmlError, CudaError) as e:  # no driver, no GPU, no library: nothing ran
+    except (NvmlError, CudaError, MissingDependency) as e:  # nothing ran
         raise ConfigError(str(e), "--local") from e
     try:
         if base is not None:

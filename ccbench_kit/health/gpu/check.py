@@ -85,8 +85,8 @@ def inventory(gpus=None, node=None):
             raise _cuda.CudaError("CUDA sees no GPU on this host (CUDA_VISIBLE_DEVICES?)")
         indices = parse_gpus(gpus, count)
         bus = [runtime.pci_bus_id(k) for k in indices]
-        names = [_nvml._s(pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByPciBusId(b)))
-                 for b in bus]
+        handles = [pynvml.nvmlDeviceGetHandleByPciBusId(b) for b in bus]
+        names = [_nvml.as_text(pynvml.nvmlDeviceGetName(h)) for h in handles]
         check_models(names, indices)
     except BaseException:
         _nvml.shutdown(pynvml)
@@ -129,7 +129,7 @@ def measure(inv, repeats=5, progress=None):
     elapsed = time.perf_counter() - t0
     runtime, driver = inv.runtime.versions()
     info = {"cuda_runtime": runtime, "cuda_driver": driver,
-            "nvidia_driver": _nvml._s(inv.pynvml.nvmlSystemGetDriverVersion())}
+            "nvidia_driver": _nvml.as_text(inv.pynvml.nvmlSystemGetDriverVersion())}
     ds = to_dataset(inv.node, inv.indices, inv.names, inv.bus_ids, samples,
                     [states[j] for j in range(len(inv.indices))], xids, xid.why, info)
     ds.attrs["gpu_check_s"] = round(elapsed, 2)
@@ -170,6 +170,17 @@ def save(ds, path):
     """Write the GPU Dataset to `path` (netCDF, replaced whole)."""
     from ..._files import atomic_write_bytes
     return atomic_write_bytes(path, bytes(ds.to_netcdf(None, engine="h5netcdf")))
+
+
+def is_results(path):
+    """Whether `path` is a GPU check results file (read its attrs only)."""
+    import h5py
+    try:
+        with h5py.File(path, "r") as f:
+            schema = f.attrs.get("schema")
+    except (OSError, ValueError):
+        return False
+    return (schema.decode() if isinstance(schema, bytes) else schema) == SCHEMA
 
 
 def load(path):

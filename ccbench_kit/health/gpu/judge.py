@@ -49,6 +49,12 @@ class GpuFinding:
     def label(self):
         return f"{self.node} gpu{self.gpu}" + (" nvlink" if self.kind == "nvlink" else "")
 
+    def add(self, what, reason):
+        """`what` moved (a figure or an NVML field), and why."""
+        if what not in self.moved:
+            self.moved.append(what)
+        self.reasons.append(reason)
+
     def sentence(self):
         return f"{self.label}: " + "; ".join(self.reasons)
 
@@ -91,46 +97,37 @@ def judge(ds, baseline=None, preset_of=None, seed=0):
             row = {"value": round(float(np.nanmedian(mine)), 2), "peers": None, "preset": None,
                    "baseline": None}
             others = np.delete(flat, i, axis=0)
+
+            def vote(ref, ratios, threshold, against):
+                """Score `ratios` (one a repeat); a reason when they pass the rule."""
+                med, votes, total, ci = _summary(ratios, False, threshold, rng)
+                row[ref] = round(med, 4)
+                if total and med <= threshold and ci[1] < 1 and votes >= AGREE * total:
+                    finding(place).add(figure, (
+                        f"{SHORT[figure]} {fmt(figure, np.nanmedian(mine))} is {med:.2f}x "
+                        f"{against} ({votes}/{total} repeats agree; 90% CI "
+                        f"{ci[0]:.2f}-{ci[1]:.2f})"))
             if others.shape[0]:
                 with np.errstate(all="ignore"):
-                    ratios = mine / np.nanmedian(others, axis=0)
-                med, votes, total, ci = _summary(ratios, False, PEER_THRESHOLD, rng)
-                row["peers"] = round(med, 4)
-                if total and med <= PEER_THRESHOLD and ci[1] < 1 and votes >= AGREE * total:
-                    f = finding(place)
-                    f.moved.append(figure)
-                    f.reasons.append(
-                        f"{SHORT[figure]} {fmt(figure, np.nanmedian(mine))} is {med:.2f}x the "
-                        f"other GPUs' median {fmt(figure, np.nanmedian(others))} (peers; "
-                        f"{votes}/{total} repeats agree; 90% CI {ci[0]:.2f}-{ci[1]:.2f})")
+                    vote("peers", mine / np.nanmedian(others, axis=0), PEER_THRESHOLD,
+                         f"the other GPUs' median {fmt(figure, np.nanmedian(others))} (peers)")
             preset = presets[place]
             typical = preset.extra.get(FIGURES[figure][2]) if preset else None
             if typical:
-                med, votes, total, ci = _summary(mine / typical, False, PRESET_THRESHOLD, rng)
-                row["preset"] = round(med, 4)
-                if total and med <= PRESET_THRESHOLD and ci[1] < 1 and votes >= AGREE * total:
-                    f = finding(place)
-                    f.moved.append(figure)
-                    f.reasons.append(
-                        f"{SHORT[figure]} {fmt(figure, np.nanmedian(mine))} is {med:.2f}x the "
-                        f"preset's typical {fmt(figure, typical)} ({preset.name}; {votes}/"
-                        f"{total} repeats agree; 90% CI {ci[0]:.2f}-{ci[1]:.2f})")
+                vote("preset", mine / typical, PRESET_THRESHOLD,
+                     f"the preset's typical {fmt(figure, typical)} ({preset.name})")
             s = by_place.get((place[0], place[1], figure))
             if s is not None:
                 row["baseline"] = round(s.ratio, 4)
                 if s.flagged:
-                    f = finding(place)
-                    f.moved.append(figure)
-                    f.reasons.append(
+                    finding(place).add(figure, (
                         f"{SHORT[figure]} {fmt(figure, s.now)} is {s.ratio:.2f}x the baseline's "
                         f"{fmt(figure, s.base)} (baseline {baseline.path}; 90% CI "
-                        f"{s.ci[0]:.2f}-{s.ci[1]:.2f}; robust z {s.z:.1f})")
+                        f"{s.ci[0]:.2f}-{s.ci[1]:.2f}; robust z {s.z:.1f})"))
             verdict.scores[figure][f"{place[0]}/gpu{place[1]}"] = row
     for place in places:
         _state(ds, place, finding)
     verdict.findings = [found[k] for k in sorted(found, key=lambda k: (k[0], k[1]))]
-    for f in verdict.findings:
-        f.moved = list(dict.fromkeys(f.moved))
     _notes(ds, verdict, places, presets, baseline)
     return verdict
 
@@ -153,20 +150,15 @@ def _state(ds, place, finding):
     for key, bad, say in checks:
         v = get(key)
         if math.isfinite(v) and bad(v):
-            f = finding(place)
-            f.moved.append(key)
-            f.reasons.append(say(v))
+            finding(place).add(key, say(v))
     w, wmax = get("pcie_width"), get("pcie_width_max")
     if math.isfinite(w) and math.isfinite(wmax) and w < wmax:
-        f = finding(place)
-        f.moved.append("pcie_width")
-        f.reasons.append(f"PCIe link x{w:.0f} of x{wmax:.0f} (gen {get('pcie_gen'):.0f} of "
-                         f"{get('pcie_gen_max'):.0f})")
+        finding(place).add("pcie_width", f"PCIe link x{w:.0f} of x{wmax:.0f} (gen "
+                                         f"{get('pcie_gen'):.0f} of {get('pcie_gen_max'):.0f})")
     up, links = get("nvlink_up"), get("nvlink_links")
     if math.isfinite(links) and links > 0 and up < links:
-        f = finding(place, "nvlink")
-        f.moved.append("nvlink_up")
-        f.reasons.append(f"{links - up:.0f} of {links:.0f} NVLink links down")
+        finding(place, "nvlink").add("nvlink_up",
+                                     f"{links - up:.0f} of {links:.0f} NVLink links down")
 
 
 def _xids(ds, g):

@@ -39,7 +39,13 @@ class NvmlError(CCBenchError):
 
 def load():
     """pynvml, initialised; `NvmlError` (or MissingDependency) saying why not."""
-    pynvml = require("pynvml", "gpu")
+    try:
+        pynvml = require("pynvml", "gpu")
+    except ImportError:
+        raise
+    except Exception as e:  # a Python 2 era pynvml fails to compile (SyntaxError)
+        raise NvmlError(f"nvidia-ml-py cannot be imported ({type(e).__name__}: {e}): too old "
+                        "for this Python; pip install -U 'ccbench_kit[gpu]'") from e
     missing = [f for f in REQUIRED if not hasattr(pynvml, f)]
     if missing:
         raise NvmlError(f"nvidia-ml-py is too old (no {', '.join(missing)}); "
@@ -59,7 +65,7 @@ def shutdown(pynvml):
         pass
 
 
-def _s(v):
+def as_text(v):
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
@@ -108,8 +114,8 @@ FIELDS = {  # name: (unit, what)
 def read_state(pynvml, bus_id):
     """The `State` of the GPU at PCI `bus_id` (as CUDA names it)."""
     h = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id)
-    st = State(name=_s(pynvml.nvmlDeviceGetName(h)), uuid=_s(pynvml.nvmlDeviceGetUUID(h)),
-               bus_id=bus_id)
+    st = State(name=as_text(pynvml.nvmlDeviceGetName(h)),
+               uuid=as_text(pynvml.nvmlDeviceGetUUID(h)), bus_id=bus_id)
     N = pynvml
 
     def put(key, fn, scale=1.0):

@@ -80,16 +80,29 @@ def plot(ds, ax=None):
     return ax
 
 
+
 def html(results, output, title="ccbench doctor --local", timeout=600):
     """Execute notebooks/doctor_gpu.ipynb for `results` and write `output` (.html)."""
-    from pathlib import Path
+    from ..report import html as _html
+    return _html(results, output, title, timeout, notebook="doctor_gpu.ipynb")
 
-    from ...errors import ConfigError
-    from ...report.driver import execute, write_html
-    output = Path(output)
-    if output.suffix != ".html":
-        raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "--report")
-    execute("doctor_gpu.ipynb", output, {"results": str(Path(results).resolve()),
-                                         "title": title}, timeout=timeout)
-    write_html(output.with_suffix(".ipynb"), output, title=title)
-    return str(output)
+
+def compare_lines(base_ds, run_ds, base_label, run_label, min_ratio=None):
+    """``ccbench compare`` of two GPU check files: every GPU's figures, run
+    over baseline, with the bootstrap interval (`health.baseline.score`).
+    Returns (lines, [(place, figure, ratio)] below `min_ratio`)."""
+    from .. import baseline as _baseline
+    base = _baseline.from_dataset(base_ds, base_label)
+    lines = [f"## {run_label} vs {base_label} (GPU checks)",
+             f"{'gpu':<22}{'figure':<13}{'baseline':>14}{'run':>14}{'ratio':>8}"
+             f"{'90% CI':>13}  verdict"]
+    below = []
+    for s in _baseline.score(run_ds, base):
+        place = f"{s.where['node']}/gpu{s.where['gpu']}"
+        ci = f"{s.ci[0]:.2f}-{s.ci[1]:.2f}"
+        word = "slower" if s.ci[1] < 1 else "faster" if s.ci[0] > 1 else "same"
+        lines.append(f"{place:<22}{SHORT[s.figure]:<13}{fmt(s.figure, s.base):>14}"
+                     f"{fmt(s.figure, s.now):>14}{s.ratio:>7.2f}x{ci:>13}  {word}")
+        if min_ratio is not None and s.ratio < min_ratio:
+            below.append((place, s.figure, s.ratio))
+    return lines, below
