@@ -153,6 +153,43 @@ report.show_nodes(pairs)
 ]
 
 
+DOCTOR_GPU = [
+    md("""
+# ccbench doctor --local (GPU checks)
+Executed by `ccbench doctor --local --report reports/NAME.html`, or by hand:
+`papermill notebooks/doctor_gpu.ipynb out.ipynb -p results results/doctor-gpu.nc`.
+""", tags=["remove-cell"]),
+    code("""
+# Parameters (papermill injects the values given on the command line after this cell)
+results = ""  # a results file written by `ccbench doctor --local`
+title = "ccbench doctor --local"  # report title
+""", tags=["parameters"]),
+    code("""
+import json
+from ccbench_kit.health.gpu import check, report
+
+ds = check.load(results)
+verdict = json.loads(ds.attrs["doctor_verdict"])
+# plain text, never markup: names and notes come from the machine
+print(title)
+print(verdict["line"])
+for f in verdict["findings"]:
+    print(f"- {f['node']} gpu{f['gpu']}: {'; '.join(f['reasons'])}")
+for note in verdict["notes"]:
+    print(f"- note: {note}")
+for n in ds["node"].values:
+    for g in ds["gpu"].values:
+        print(f"{n}/gpu{int(g)}: {report.state_line(ds, n, g)}")
+print(f"check took {ds.attrs.get('gpu_check_s')} s; reproduce: {ds.attrs.get('command') or 'ccbench doctor --local'}")
+"""),
+    code("""
+import matplotlib.pyplot as plt
+from ccbench_kit.report.notebook import _show
+_show(report.plot(ds).figure, plt)
+"""),
+]
+
+
 def notebook(cells, name):
     out = []
     for i, (kind, text, tags) in enumerate(cells):
@@ -175,7 +212,7 @@ def _lines(text):
 
 
 NOTEBOOKS = {"report.ipynb": REPORT, "compare.ipynb": COMPARE, "explore.ipynb": EXPLORE,
-             "doctor.ipynb": DOCTOR}
+             "doctor.ipynb": DOCTOR, "doctor_gpu.ipynb": DOCTOR_GPU}
 
 
 def render(name):

@@ -112,7 +112,7 @@ def test_doctor_on_dask_workers_across_hosts(net, tmp_path):
     (["--hosts", "a", "b", "--backend", "gloo"],
      "--backend: unknown backend 'gloo'; choose one of tcp, mpi, nccl"),
     (["--hosts", "a", "b", "--baseline", "/nonexistent/base.json"],
-     "--baseline: cannot read /nonexistent/base.json: No such file or directory"),
+     "--baseline: /nonexistent/base.json: no such baseline file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     r = subprocess.run([str(BIN / "ccbench"), "doctor", *args, "--out", str(tmp_path / "x.nc")],

@@ -172,46 +172,42 @@ def test_two_slow_nodes_cannot_be_told_without_a_baseline_and_are_named_with_one
     v = verdict.judge(fake_raw(slow=(0, 2)))
     assert v.line() == "verdict: cannot tell"
     assert "the links of node1, node3 look slower (their fastest pair at 0.5" in v.undecided
-    assert not v.healthy
     assert "--baseline FILE" in v.undecided
-    clean = results.to_datasets(fake_raw(seed=7), {"doctor_nodes": [f"node{k}" for k in
-                                                                    range(1, 5)]})["pairs"]
-    path = baseline.save(clean, tmp_path / "base.json")
-    base = baseline.load(path)
+    assert not v.healthy
+    base = baseline.load(baseline.save(results.figures(fake_raw(seed=7)), tmp_path / "b.json"))
     v = verdict.judge(fake_raw(slow=(0, 2)), baseline=base)
     assert v.line() == "verdict: node1 link, node3 link"
     assert [f.metric for f in v.findings] == ["baseline", "baseline"]
     assert 0.45 < v.findings[0].ratio < 0.55
-    assert "even its fastest pair ran 1.9" in v.findings[0].sentence()
+    assert f"even its fastest pair ran {1 / v.findings[0].ratio:.2f}x slower than in the " \
+        f"baseline {base.path} (with node3: 101 Mbit/s" in v.findings[0].sentence()
     assert v.scores["baseline"]["node2"] > 0.9 and v.scores["baseline"]["node4"] > 0.9
     # the clean fabric against its own baseline: nobody
     assert verdict.judge(fake_raw(seed=3), baseline=base).line() == "verdict: none"
 
 
-def test_baseline_scores_a_dataset_and_refuses_another_file_or_cluster(tmp_path):
+def test_pair_baseline_is_per_backend_and_of_these_nodes(tmp_path):
     from ccbench_kit.errors import ConfigError
     from ccbench_kit.health import baseline
-    nodes = {"doctor_nodes": [f"node{k}" for k in range(1, 5)]}
-    clean = results.to_datasets(fake_raw(seed=7), nodes)["pairs"]
-    base = baseline.load(baseline.save(clean, tmp_path / "base.json"))
-    assert base["hosts"] == ["node1", "node2", "node3", "node4"]
-    sc = baseline.score(base, results.to_datasets(fake_raw(slow=(1,)), nodes)["pairs"])
-    ratio = sc["ratio"].sel(size=2 << 20)
-    assert ratio.dims == ("algorithm", "repeat")
-    assert float(ratio.sel(algorithm="node1-node2").median()) == pytest.approx(0.5, rel=0.1)
-    assert float(ratio.sel(algorithm="node3-node4").median()) == pytest.approx(1.0, rel=0.1)
-    assert float(sc["z"].sel(size=2 << 20, algorithm="node1-node2").median()) > 5
-    (tmp_path / "other.json").write_text('{"schema": "ccbench/1"}')
-    with pytest.raises(ConfigError, match=r"is not a baseline of schema ccbench-baseline/1 "
-                                          r"\(it says 'ccbench/1'\)") as e:
-        baseline.load(tmp_path / "other.json")
+    from ccbench_kit.health.api import check_baseline
+    raw = fake_raw(seed=7)  # the plan's backend: tcp (make_plan's default)
+    figs = results.figures(raw)
+    bw = figs["pair_busbw_tcp"]
+    assert bw.dims == ("node", "peer", "repeat") and bw.attrs["better"] == "higher"
+    # both orders of a pair hold the rate of every repeat, as the raw records say
+    rec = next(r for r in raw.pair if (r["a"], r["b"]) == (0, 3) and r["rep"] == 2)
+    want = rec["bw_bytes"] / float(np.median(rec["bw_s"]))
+    assert float(bw.sel(node="node1", peer="node4", repeat=2)) == pytest.approx(want)
+    assert float(bw.sel(node="node4", peer="node1", repeat=2)) == pytest.approx(want)
+    base = baseline.load(baseline.save(figs, tmp_path / "b.json"))
+    check_baseline(base, ["node4", "node3", "node2", "node1"], "tcp")
+    with pytest.raises(ConfigError, match=r"b.json: no pair rates measured through --backend "
+                                          r"mpi \(it holds pair_busbw_tcp\)") as e:
+        check_baseline(base, ["node1", "node2", "node3", "node4"], "mpi")
     assert e.value.flag == "--baseline"
-    with pytest.raises(ConfigError, match=r"was saved on node1, node2, node3, node4, not on "
-                                          r"the nodes checked now \(node1, node5\)"):
-        baseline.check_matches(base, ["node1", "node5"], "tcp")
-    with pytest.raises(ConfigError, match="measured through --backend tcp, this check "
-                                          "through --backend mpi"):
-        baseline.check_matches(base, ["node4", "node3", "node2", "node1"], "mpi")
+    with pytest.raises(ConfigError, match=r"recorded on node1, node2, node3, node4, this "
+                                          r"check measures node1, node5: a baseline of other"):
+        check_baseline(base, ["node1", "node5"], "tcp")
 
 
 def test_backend_choice_and_its_bad_input():

@@ -62,6 +62,32 @@ def _plot_path(path, k, n):
     return f"{stem}-{k}.{ext}" if dot else f"{path}-{k}"
 
 
+def _gpu_checks(args):
+    """``ccbench compare`` of `ccbench doctor --local` files (exit code), or None
+    when the baseline is not one."""
+    from ..health.gpu import check, report
+    if not check.is_results(args.baseline):
+        return None
+    failing = []
+    base = check.load(args.baseline)
+    for path in args.runs:
+        if not check.is_results(path):
+            raise ConfigError(f"{path}: not a GPU check file like the baseline "
+                              f"{args.baseline} (ccbench doctor --local)", "RUN")
+        lines, below = report.compare_lines(base, check.load(path), args.baseline, path,
+                                            args.min_ratio)
+        print("\n".join(lines) + "\n")
+        failing += [(path, *b) for b in below]
+    if args.min_ratio is not None:
+        if failing:
+            print(f"FAILED: {len(failing)} figure(s) below the minimum ratio {args.min_ratio:g}:")
+            for path, place, figure, ratio in failing:
+                print(f"  {path} {place} {figure}: ratio {ratio:.3f}")
+            return EXIT_BELOW
+        print(f"PASSED: every figure is at or above the minimum ratio {args.min_ratio:g}")
+    return 0
+
+
 def main(args):
     if args.bootstrap < 100:
         raise ConfigError("use at least 100 resamples", "--bootstrap")
@@ -76,6 +102,9 @@ def main(args):
     if args.plot:
         check_output(args.plot, "--plot")
     hints = dict(collective=args.collective, nranks=args.nranks)
+    gpu = _gpu_checks(args)
+    if gpu is not None:
+        return gpu
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportedMismatchWarning)
         base = open_any(args.baseline, **hints)

@@ -28,11 +28,11 @@ def add_parser(sub):
     g.add_argument("--repeats", type=int, default=5, help="repeats of every test (default 5)")
     g.add_argument("--bw-size", default="2M", help="pair bandwidth message (default 2M)")
     g.add_argument("--local-size", default="1M", help="local all_reduce size (default 1M)")
-    g.add_argument("--lat-iters", type=int, default=50, help="ping-pongs per test (default 50)")
+    g.add_argument("--lat-iters", type=int, default=50, help="8 B ping-pongs (sendrecvs through a backend) per test (default 50)")
     g.add_argument("--bw-iters", type=int, default=3, help="exchanges per test (default 3)")
     g.add_argument("--topology", default=None, metavar="FILE",
                    help="DescribeInstanceTopology JSON: pairs sharing a leaf uplink don't "
-                        "run at once")
+                        "run at once, and the verdict judges the uplinks between leaves")
     g.add_argument("--bisect", action=argparse.BooleanOptionalAction, default=None,
                    help="bisection of a slow all_reduce (O(log N) rounds) instead of the pair "
                         f"matrix; default: from {health.api.BISECT_FROM} nodes on")
@@ -42,18 +42,65 @@ def add_parser(sub):
                         "(sockets, the management network); default nccl where this host has "
                         "GPUs, else mpi")
     g.add_argument("--save-baseline", default=None, metavar="FILE",
-                   help="save this run's pair figures as the healthy baseline of these nodes")
+                   help="save this run's figures as the healthy baseline of these nodes (the "
+                        "pairs' rates; with --local, the GPUs' figures)")
     g.add_argument("--baseline", default=None, metavar="FILE",
-                   help="also score every node's link against a saved baseline (sees a fault "
-                        "that hits several nodes alike)")
+                   help="also score against a saved baseline (sees a fault that hits several "
+                        "nodes or GPUs alike)")
     g.add_argument("--timeout", type=float, default=None,
                    help="seconds without progress before the hang is attributed")
     g.add_argument("--out", default=None, help="results file (default results/doctor-STAMP.nc)")
     g.add_argument("--report", default=None, metavar="HTML", help="also write the report page")
+    add_gpu_arguments(p)
     p.set_defaults(func=main)
 
 
+def add_gpu_arguments(p):
+    g = p.add_argument_group("GPU checks of this node (ccbench doctor --local)")
+    g.add_argument("--local", action="store_true",
+                   help="check this node's GPUs (HBM copy, bf16 matmul, PCIe both ways, NVML "
+                        "state) against each other, the preset and --baseline; no MPI")
+    g.add_argument("--gpus", default=None, metavar="LIST",
+                   help="with --local: CUDA indices to check, e.g. 0,2 (default: all)")
+
+
+def main_local(args):
+    """``ccbench doctor --local``: this node's GPUs (`health.gpu.local`)."""
+    from ..errors import ConfigError
+    from ..health import gpu
+    given = [flag for flag, v in (("--hosts", args.hosts), ("--hosts-file", args.hosts_file),
+                                  ("-S/--slurm-mode", args.slurm_mode),
+                                  ("--scheduler-file", args.scheduler_file),
+                                  ("--topology", args.topology),
+                                  ("--backend", args.backend)) if v]
+    if given:
+        raise ConfigError(f"--local checks this node's GPUs with no launcher; {given[0]} "
+                          "does not apply", given[0])
+    argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
+    diag = gpu.local(args.gpus, repeats=args.repeats, out=args.out, baseline=args.baseline,
+                     save_baseline=args.save_baseline, command=shlex.join(argv) if argv else "",
+                     progress=lambda msg: print(f"[gpu] {msg}", file=sys.stderr, flush=True))
+    from ..health.gpu import check, report
+    ds = check.load(diag.out)
+    for note in diag.verdict.notes:
+        if note:
+            print(f"note: {note}")
+    print(report.text(ds, diag.verdict))
+    print(f"GPU check: {ds.attrs.get('gpu_check_s')} s; results: {diag.out}")
+    if args.save_baseline:
+        print(f"baseline saved: {args.save_baseline}")
+    if args.report:
+        print(f"report: {report.html(diag.out, args.report)}")
+    print(diag.line)
+    return diag.exit_code
+
+
 def main(args):
+    if args.local:
+        return main_local(args)
+    if args.gpus is not None:
+        from ..errors import ConfigError
+        raise ConfigError("applies to the GPU checks: add --local", "--gpus")
     launch = launch_options(args)
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
     client = None

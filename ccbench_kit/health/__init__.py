@@ -8,7 +8,8 @@ node or node link that stands out, with how much and how sure
 Modules: `plan` (rounds of disjoint pairs), `bisect` (the descent of a
 slow all_reduce, for many nodes), `probe` (the ranks' side), `cluster` (on
 a Dask-MPI cluster's workers), `results` (records and Datasets), `verdict`
-(statistics), `api`.
+(statistics), `api`, `baseline` (a saved healthy run, and a run scored
+against it), `gpu` (``ccbench doctor --local``: this node's GPUs).
 """
 from . import report  # noqa: F401
 from .api import BAD_INPUT, HEALTHY, OUTLIER, RUN_FAILED, Diagnosis, doctor

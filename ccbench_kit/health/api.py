@@ -228,8 +228,9 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         else mpi).  nccl runs one rank per GPU.
     baseline : str, optional
         A baseline file saved by an earlier check of these nodes
-        (`save_baseline`): every pair is also scored against it
-        (`health.baseline`), which sees a fault that hits many nodes alike.
+        (`save_baseline`) through the same backend: every node's link is
+        also scored against it (`verdict`), which sees a fault that hits
+        many nodes alike.
     save_baseline : str, optional
         Save this run's figures as the healthy baseline of these nodes.
     """
@@ -259,7 +260,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
                      bw_iters=bw_iters, leaf_of=leaves(names, topology), bisect=bisect,
                      backend=backend)
     if reference is not None:
-        _baseline.check_matches(reference, names, backend)
+        check_baseline(reference, names, backend)
     plan["hosts"] = names
     out = os.path.abspath(out or default_out())
     plan["out"] = raw_path = out + ".raw.json"
@@ -314,6 +315,21 @@ def eager_env(nbytes):
                                                   "OMPI_MCA_btl_tcp_max_send_size")}
 
 
+def check_baseline(baseline, names, backend):
+    """ConfigError (naming --baseline and the file) when `baseline` has no
+    pair rates through `backend` or was saved on other nodes."""
+    fig = results.pair_figure(backend)
+    if fig not in baseline.figures:
+        raise ConfigError(f"{baseline.path}: no pair rates measured through --backend "
+                          f"{backend} (it holds {', '.join(baseline.figures) or 'nothing'}); "
+                          f"save one with --backend {backend} --save-baseline", "--baseline")
+    theirs = [str(n) for n in baseline.identity.get("nodes", [])]
+    if sorted(theirs) != sorted(names):
+        raise ConfigError(f"{baseline.path}: recorded on {', '.join(theirs)}, this check "
+                          f"measures {', '.join(names)}: a baseline of other nodes",
+                          "--baseline")
+
+
 def _stuck_starting(failure, stalls, raw_path):
     """Whether a failed run stalled with every rank alive and stuck together
     (no culprit) before any record was written."""
@@ -345,7 +361,7 @@ def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, j
         from .._files import atomic_write_text
         atomic_write_text(raw_path, text)  # rank 0's host may not share our disk
     if judged["baseline"] is not None:
-        _baseline.check_matches(judged["baseline"], names, plan["backend"])
+        check_baseline(judged["baseline"], names, plan["backend"])
     return _finish(raw_path, out, names, plan, failure, [], judged, command, launched)
 
 
@@ -392,7 +408,7 @@ def _finish(raw_path, out, names, plan, failure, stalls, judged, command, launch
         save(parts, out)
         results.remove(raw_path)
         if judged["save_baseline"] and failure is None:
-            _baseline.save(parts["pairs"], judged["save_baseline"])
+            _baseline.save(results.figures(raw), judged["save_baseline"])
             verdict.notes.append(f"baseline saved: {judged['save_baseline']}")
     else:
         out = ""

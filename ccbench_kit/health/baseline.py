@@ -1,134 +1,213 @@
-"""A saved healthy baseline of a cluster, and today's figures scored
-against it.
+"""A saved healthy baseline of a cluster, and a run scored against it.
 
-Peer ratios (`verdict`) compare a node with the other nodes of the same
-run; a fault that hits several nodes alike (half the links trained down, a
-driver or library regression everywhere) moves the peers too and is
-invisible to them.  A baseline is the same check's figures saved on the
-healthy cluster; a later run is scored against it, figure by figure.
+Peer ratios cannot see a fault that hits every node alike (a driver or
+library regression, a fabric-wide slowdown): every node is slow, so none
+stands out from its peers.  A baseline saved on a healthy day can.
 
-Generic over the kit's results: any ``ccbench/1`` Dataset (a doctor's
-``pairs`` part, a ``ccbench run``) is reduced to one robust figure per
-``algorithm`` (a pair of nodes, a node) and ``size``: the median over
-iterations of the slowest rank's time, with its median absolute deviation.
+Generic over the doctor's Datasets: every data variable with a ``repeat``
+dimension (the samples), a ``node`` dimension, and an attr ``better``
+(``"higher"`` or ``"lower"``) is a figure; its other dimensions (``gpu``,
+a pair's ``peer``...) are kept by label.  A figure of the run is scored
+against the baseline's figure at the same labels:
 
-- `save(ds, path)` writes that reduction (JSON, schema ``BASELINE_SCHEMA``);
-- `load(path, flag)` reads it back, or raises ConfigError naming the flag;
-- `score(baseline, ds)` gives each figure's rate ratio (baseline time over
-  today's: below 1 is slower) and its robust z, per repeat where the
-  Dataset has the doctor's ``repeat`` coordinate.
+- ratio = median(run samples) / median(baseline samples), with a bootstrap
+  90 % interval (both sides resampled);
+- robust z = (median(run) - median(baseline)) / (1.4826 MAD(baseline));
+  reported, not judged on: five samples of a quiet GPU have a MAD near
+  zero, which makes any shift "many sigmas";
+- flagged when the ratio is past `THRESHOLD` on the bad side (0.8x for
+  higher-is-better, 1.25x for lower-is-better) and the interval does not
+  reach 1.
+
+The file is JSON (data only, never run): ``schema`` ``ccbench-baseline/1``,
+the nodes and (for GPUs) each GPU's model, and each figure's samples.
+A baseline of other nodes (another cluster) or other GPU models is refused,
+naming the file: a ratio between different hardware says nothing.
 """
+import datetime
 import json
+import math
+from dataclasses import dataclass
 
 import numpy as np
-import xarray as xr
 
+from .. import __version__
 from .._files import atomic_write_text
 from ..errors import ConfigError
 
-BASELINE_SCHEMA = "ccbench-baseline/1"
-MAD_TO_SIGMA = 1.4826  # a normal distribution's sigma over its MAD
-
-
-def _slowest_rank_us(ds):
-    """(algorithm, size, iteration) latency (µs): the first placement that
-    was run, the slowest rank of every iteration."""
-    lat = ds["latency"]
-    for p in range(lat.sizes["placement"]):
-        sel = lat.isel(placement=p)
-        if int(sel.count()):
-            return sel.max("rank")
-    return lat.isel(placement=0).max("rank")
+SCHEMA = "ccbench-baseline/1"
+THRESHOLD = 0.8
+BOOT = 2000
+SAMPLES = "repeat"
 
 
 def figures(ds):
-    """{algorithm: {size (str): {"median_us", "mad_us", "n"}}} of `ds`."""
-    lat = _slowest_rank_us(ds)
-    out = {}
-    for alg in lat["algorithm"].values:
-        per_size = {}
-        for size in lat["size"].values:
-            v = lat.sel(algorithm=alg, size=size).values
-            v = v[np.isfinite(v)]
-            if v.size:
-                med = float(np.median(v))
-                per_size[str(int(size))] = {"median_us": med,
-                                            "mad_us": float(np.median(np.abs(v - med))),
-                                            "n": int(v.size)}
-        out[str(alg)] = per_size
-    return out
+    """Names of `ds`'s figures: variables with samples, a node and a `better` side."""
+    return [n for n, v in ds.data_vars.items()
+            if SAMPLES in v.dims and "node" in v.dims
+            and v.attrs.get("better") in ("higher", "lower")]
 
 
-def save(ds, path):
-    """Write `ds`'s figures as a baseline to `path` (JSON)."""
-    nodes = ds.attrs.get("doctor_nodes")
-    hosts = json.loads(nodes) if isinstance(nodes, str) else list(nodes or ds.attrs.get("hosts", []))
-    doc = {"schema": BASELINE_SCHEMA, "collective": ds.attrs.get("collective", ""),
-           "backend": ds.attrs.get("backend", ""), "hosts": hosts,
-           "created": ds.attrs.get("created", ""), "figures": figures(ds)}
-    atomic_write_text(path, json.dumps(doc, indent=1))
+def _identity(ds):
+    ident = {"nodes": [str(n) for n in ds["node"].values]}
+    if "gpu_name" in ds.coords:
+        ident["models"] = {f"{n}/{g}": str(ds["gpu_name"].sel(node=n, gpu=g).values)
+                           for n in ds["node"].values for g in ds["gpu"].values}
+    return ident
+
+
+def save(ds, path, flag="--save-baseline"):
+    """Write `ds`'s figures as a baseline to `path` (JSON, replaced whole)."""
+    atomic_write_text(path, json.dumps(as_dict(ds, flag), indent=1))
     return path
 
 
+def from_dataset(ds, path=""):
+    """A `Baseline` made from a run's Dataset itself (``ccbench compare``)."""
+    d = as_dict(ds, "compare")
+    return Baseline(str(path), d["identity"], d["figures"], str(ds.attrs.get("created", "")))
+
+
+def as_dict(ds, flag):
+    """The baseline file's content for `ds`."""
+    names = figures(ds)
+    if not names:
+        raise ConfigError("this run has no figure to keep as a baseline", flag)
+    out = {"schema": SCHEMA, "kit_version": __version__,
+           "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "identity": _identity(ds), "figures": {}}
+    for name in names:
+        v = ds[name].transpose(*[d for d in ds[name].dims if d != SAMPLES], SAMPLES)
+        dims = [d for d in v.dims if d != SAMPLES]
+        out["figures"][name] = {
+            "dims": dims, "labels": {d: [str(x) for x in v[d].values] for d in dims},
+            "better": v.attrs["better"], "units": v.attrs.get("units", ""),
+            "samples": _nan_to_none(v.values.tolist())}
+    return out
+
+
+def _nan_to_none(x):
+    if isinstance(x, list):
+        return [_nan_to_none(y) for y in x]
+    return None if isinstance(x, float) and math.isnan(x) else x
+
+
+@dataclass
+class Baseline:
+    path: str
+    identity: dict
+    figures: dict  # name -> {"dims", "labels", "better", "units", "samples"}
+    created: str = ""
+
+    def samples(self, name, where):
+        """The baseline's samples of figure `name` at labels `where` ({dim: label}), or None."""
+        f = self.figures.get(name)
+        if f is None:
+            return None
+        node = f["samples"]
+        for d in f["dims"]:
+            label = str(where.get(d))
+            if label not in f["labels"][d]:
+                return None
+            node = node[f["labels"][d].index(label)]
+        arr = np.array([np.nan if x is None else x for x in node], dtype=float)
+        return arr[np.isfinite(arr)]
+
+
 def load(path, flag="--baseline"):
-    """The baseline saved at `path`; ConfigError (naming `flag` and the
-    file) when it is missing, not JSON, or of another schema."""
+    """The `Baseline` in `path`; ConfigError naming `flag` and the file if it is not one."""
     try:
         with open(path) as f:
-            doc = json.load(f)
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror}", flag) from None
-    except ValueError:
-        raise ConfigError(f"{path} is not a baseline file (not JSON)", flag) from None
-    if not isinstance(doc, dict) or doc.get("schema") != BASELINE_SCHEMA:
-        got = doc.get("schema") if isinstance(doc, dict) else None
-        raise ConfigError(f"{path} is not a baseline of schema {BASELINE_SCHEMA} (it says "
-                          f"{got!r}); save one with --save-baseline", flag)
-    if not isinstance(doc.get("figures"), dict) or not isinstance(doc.get("hosts"), list):
-        raise ConfigError(f"{path}: a baseline needs \"hosts\" and \"figures\"", flag)
-    doc["path"] = str(path)
-    return doc
+            data = json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such baseline file", flag) from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError(f"{path}: not a baseline file (not readable JSON: {e})", flag) from e
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if schema != SCHEMA:
+        raise ConfigError(f"{path}: not a ccbench baseline of schema {SCHEMA} (it says "
+                          f"{schema!r}); save one with --save-baseline", flag)
+    figs, ident = data.get("figures"), data.get("identity")
+    if not isinstance(figs, dict) or not isinstance(ident, dict) \
+            or not isinstance(ident.get("nodes"), list):
+        raise ConfigError(f"{path}: a {SCHEMA} file needs 'identity' (with 'nodes') and "
+                          "'figures'", flag)
+    for name, f in figs.items():
+        if not (isinstance(f, dict) and isinstance(f.get("dims"), list)
+                and isinstance(f.get("labels"), dict) and f.get("better") in ("higher", "lower")
+                and isinstance(f.get("samples"), list)):
+            raise ConfigError(f"{path}: figure {name!r} is not dims/labels/better/samples", flag)
+    return Baseline(str(path), ident, figs, str(data.get("created", "")))
 
 
-def check_matches(baseline, hosts, backend, flag="--baseline"):
-    """ConfigError when `baseline` was saved on other nodes or through
-    another backend than this run's: its figures would not compare."""
-    if sorted(baseline["hosts"]) != sorted(hosts):
-        raise ConfigError(f"{baseline['path']} was saved on {', '.join(baseline['hosts'])}, "
-                          f"not on the nodes checked now ({', '.join(hosts)})", flag)
-    if baseline.get("backend") and baseline["backend"] != backend:
-        raise ConfigError(f"{baseline['path']} was measured through --backend "
-                          f"{baseline['backend']}, this check through --backend {backend}", flag)
+def check_matches(baseline, ds, flag="--baseline"):
+    """Refuse a baseline of other nodes or other GPU models (ConfigError naming the file)."""
+    nodes = [str(n) for n in ds["node"].values]
+    theirs = [str(n) for n in baseline.identity.get("nodes", [])]
+    if not set(nodes) & set(theirs):
+        raise ConfigError(f"{baseline.path}: recorded on {', '.join(theirs) or 'no node'}, "
+                          f"this run checks {', '.join(nodes)}: a baseline of another "
+                          "cluster", flag)
+    models = baseline.identity.get("models") or {}
+    if "gpu_name" in ds.coords:
+        for key, now in _identity(ds).get("models", {}).items():
+            if key in models and models[key] != now:
+                raise ConfigError(f"{baseline.path}: {key} was a {models[key]} when the "
+                                  f"baseline was saved, it is a {now} now: a baseline of "
+                                  "another GPU model", flag)
 
 
-def reference_us(baseline, algorithm, size):
-    """The baseline's median time (µs) of one figure, NaN if it has none."""
-    fig = baseline["figures"].get(str(algorithm), {}).get(str(int(size)))
-    return float(fig["median_us"]) if fig else float("nan")
+@dataclass
+class Score:
+    """One figure at one place, against the baseline."""
+
+    figure: str
+    where: dict      # {dim: label}, e.g. {"node": "n1", "gpu": 0}
+    now: float       # median of the run's samples
+    base: float      # median of the baseline's samples
+    ratio: float
+    ci: tuple        # bootstrap 90 % interval of the ratio
+    z: float         # robust z (MAD of the baseline)
+    better: str
+    flagged: bool
 
 
-def score(baseline, ds):
-    """`ds` against `baseline`: a Dataset with ``ratio`` (the baseline's
-    time over today's, a rate ratio: 0.5 is half as fast) and ``z`` (today's
-    time minus the baseline's, in robust sigmas of the baseline), over
-    (algorithm, size[, repeat])."""
-    lat = _slowest_rank_us(ds)
-    if "repeat" in ds.coords:
-        lat = lat.assign_coords(repeat=("iteration", ds["repeat"].values))
-        today = lat.groupby("repeat").median("iteration")
+def _score_one(now, base, better, threshold, rng):
+    m_now, m_base = float(np.median(now)), float(np.median(base))
+    ratio = m_now / m_base if m_base else math.nan
+    b_now = np.median(rng.choice(now, (BOOT, now.size)), axis=1)
+    b_base = np.median(rng.choice(base, (BOOT, base.size)), axis=1)
+    with np.errstate(all="ignore"):
+        boot = b_now / b_base
+    ci = (float(np.quantile(boot, 0.05)), float(np.quantile(boot, 0.95)))
+    mad = 1.4826 * float(np.median(np.abs(base - m_base)))
+    z = (m_now - m_base) / mad if mad > 0 else math.copysign(math.inf, m_now - m_base) \
+        if m_now != m_base else 0.0
+    if better == "higher":
+        flagged = ratio <= threshold and ci[1] < 1
     else:
-        today = lat.median("iteration")
-    algs, sizes = lat["algorithm"].values, lat["size"].values
-    ref = np.array([[reference_us(baseline, a, s) for s in sizes] for a in algs])
-    mad = np.array([[baseline["figures"].get(str(a), {}).get(str(int(s)), {}).get("mad_us",
-                                                                                 np.nan)
-                     for s in sizes] for a in algs], dtype=float)
-    dims = ("algorithm", "size")
-    ref_da = xr.DataArray(ref, dims=dims, coords={"algorithm": algs, "size": sizes})
-    mad_da = xr.DataArray(mad, dims=dims, coords={"algorithm": algs, "size": sizes})
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = ref_da / today
-        z = (today - ref_da) / (MAD_TO_SIGMA * mad_da)
-    return xr.Dataset({"ratio": ratio, "z": z},
-                      attrs={"baseline": baseline.get("path", ""),
-                             "baseline_created": baseline.get("created", "")})
+        flagged = ratio >= 1 / threshold and ci[0] > 1
+    return m_now, m_base, ratio, ci, z, flagged
+
+
+def score(ds, baseline, threshold=THRESHOLD, seed=0):
+    """[`Score`] of every figure of `ds` the baseline also has, place by place."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for name in figures(ds):
+        if name not in baseline.figures:
+            continue
+        v = ds[name]
+        dims = [d for d in v.dims if d != SAMPLES]
+        for idx in np.ndindex(*[v.sizes[d] for d in dims]):
+            where = {d: v[d].values[i].item() for d, i in zip(dims, idx)}
+            now = np.asarray(v.isel(dict(zip(dims, idx))).values, dtype=float)
+            now = now[np.isfinite(now)]
+            base = baseline.samples(name, where)
+            if base is None or not base.size or not now.size:
+                continue
+            m_now, m_base, ratio, ci, z, flagged = _score_one(now, base, v.attrs["better"],
+                                                              threshold, rng)
+            out.append(Score(name, where, m_now, m_base, ratio, ci, z, v.attrs["better"],
+                             flagged))
+    return out

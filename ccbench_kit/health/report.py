@@ -92,15 +92,15 @@ def plot_nodes(ds, ax=None):
     """Per-node bars: each statistic's ratio to the other nodes' median."""
     import matplotlib.pyplot as plt
     v = verdict_of(ds)
-    scores = v.get("scores", {})
+    scores = {m: s for m, s in v.get("scores", {}).items() if m != "uplink"}  # not a node's
     nodes = list(json.loads(ds.attrs["doctor_nodes"]))
     ax = ax or plt.subplots(figsize=(7, 3.2))[1]
     width = 0.8 / max(len(scores), 1)
     flagged = {f["node"] for f in v.get("findings", [])}
     for k, (metric, per_node) in enumerate(scores.items()):
         vals = [per_node.get(n) or np.nan for n in nodes]
-        # bandwidth: show slowness (1/ratio) so that taller is worse everywhere
-        vals = [1 / x if metric == "bandwidth" and x else x for x in vals]
+        # rates: show slowness (1/ratio) so that taller is worse everywhere
+        vals = [1 / x if metric in ("bandwidth", "baseline") and x else x for x in vals]
         ax.bar(np.arange(len(nodes)) + k * width, vals, width, label=metric)
     ax.axhline(1, color="k", lw=0.8)
     ax.set_xticks(np.arange(len(nodes)) + 0.4 - width / 2,
@@ -130,8 +130,8 @@ def show_nodes(ds):
     _show(plot_nodes(ds).figure, plt)
 
 
-def html(results, output, title="ccbench doctor", timeout=600):
-    """Execute notebooks/doctor.ipynb for `results` and write `output` (.html)."""
+def html(results, output, title="ccbench doctor", timeout=600, notebook="doctor.ipynb"):
+    """Execute notebooks/`notebook` for `results` and write `output` (.html)."""
     from pathlib import Path
 
     from ..errors import ConfigError
@@ -139,7 +139,7 @@ def html(results, output, title="ccbench doctor", timeout=600):
     output = Path(output)
     if output.suffix != ".html":
         raise ConfigError(f"{output}: the report is HTML; name it NAME.html", "--report")
-    execute("doctor.ipynb", output, {"results": str(Path(results).resolve()), "title": title},
+    execute(notebook, output, {"results": str(Path(results).resolve()), "title": title},
             timeout=timeout)
     write_html(output.with_suffix(".ipynb"), output, title=title)
     return str(output)

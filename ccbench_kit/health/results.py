@@ -159,6 +159,25 @@ def to_datasets(raw, attrs):
     return {"pairs": ds_pairs, "local": ds_local}
 
 
+def pair_figure(backend):
+    """The baseline figure of the pairs' rates measured through `backend`
+    (one per transport: rates through different ones do not compare)."""
+    return f"pair_busbw_{backend}"
+
+
+def figures(raw):
+    """The pairs' rates as a baseline's figures (`baseline.save`): B/s
+    each way, (node, peer, repeat), both orders of every pair filled."""
+    import xarray as xr
+    bw = np.moveaxis(raw.pair_matrix("bw"), 0, -1)
+    name = pair_figure(raw.plan.get("backend", "tcp"))
+    return xr.Dataset({name: (("node", "peer", "repeat"), bw,
+                              {"better": "higher", "units": "B/s",
+                               "long_name": "pair rate each way (busbw of the sendrecv)"})},
+                      coords={"node": raw.nodes, "peer": raw.nodes,
+                              "repeat": np.arange(bw.shape[-1])})
+
+
 def plan_reps(raw):
     return int(raw.plan["repeats"])
 

@@ -145,7 +145,8 @@ def _summary(ratios, slow_high, threshold, rng):
 
 def judge(raw, thresholds=None, seed=0, baseline=None):
     """The `Verdict` of a run's raw records (`results.Raw`); `baseline`
-    (`health.baseline.load`) scores each node's link against it too."""
+    (a `health.baseline.Baseline` holding this backend's pair rates,
+    `results.figures`) scores each node's link against it too."""
     th = {**THRESHOLDS, **(thresholds or {})}
     rng = np.random.default_rng(seed)
     nodes = raw.nodes
@@ -263,13 +264,14 @@ def _against_baseline(raw, bw, baseline, threshold, rng, scores):
     every pair's rate over the baseline's, and the node's best pair's ratio
     per repeat (`_best_pair`): two slow nodes of four slow five of the six
     pairs, but each healthy node still has a full-rate pair."""
-    from .baseline import reference_us
-    n, nb = len(raw.nodes), raw.plan["bw_bytes"]
+    from .results import pair_figure
+    n, fig = len(raw.nodes), pair_figure(raw.plan.get("backend", "tcp"))
     ref = np.full((n, n), np.nan)
     for a in range(n):
-        for b in range(a + 1, n):
-            us = reference_us(baseline, f"{raw.nodes[a]}-{raw.nodes[b]}", nb)
-            ref[a, b] = ref[b, a] = nb / (us / 1e6)
+        for b in range(n):
+            samples = baseline.samples(fig, {"node": raw.nodes[a], "peer": raw.nodes[b]})
+            if samples is not None and samples.size:
+                ref[a, b] = float(np.median(samples))
     ratio = bw / ref[None]
     out = {}
     scores["baseline"] = {}
@@ -283,7 +285,7 @@ def _against_baseline(raw, bw, baseline, threshold, rng, scores):
             v = float(np.nanmedian(bw[:, x, k]))
             out[x] = Finding(raw.nodes[x], "link", "baseline", med, v, float(ref[x, k]), agree,
                              ci, f"even its fastest pair ran {1 / med:.2f}x slower than in the "
-                                 f"baseline {baseline.get('path', '')} (with {raw.nodes[k]}: "
+                                 f"baseline {baseline.path} (with {raw.nodes[k]}: "
                                  f"{_fmt('bandwidth', v)} vs {_fmt('bandwidth', ref[x, k])}; "
                                  f"{agree} repeats agree; 90% CI of the ratio "
                                  f"{ci[0]:.2f}-{ci[1]:.2f})")

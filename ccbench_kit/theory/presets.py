@@ -22,6 +22,10 @@ BUILTIN = Path(__file__).with_name("presets.toml")
 ENV = "CCBENCH_PRESETS"
 _FIELDS = ("peak_gbps", "alpha_us", "scope", "description", "source", "aliases", "kind",
            "switch_reduction")
+# a GPU's own figures (the doctor's GPU checks, `gpu_figures`): datasheet
+# peaks and the typical healthy measurement, each kept in `Preset.extra`
+GPU_FIELDS = ("gpu_model", "hbm_gbps", "hbm_typical_gbps", "matmul_tflops",
+              "matmul_typical_tflops", "pcie_gbps", "pcie_typical_gbps", "gpu_source")
 
 
 @dataclass(frozen=True)
@@ -92,10 +96,11 @@ def _parse(path):
 def _make(name, entry, origin):
     if not isinstance(entry, dict):
         raise ConfigError(f"{origin}: preset {name!r} must be a table of fields", "theory")
-    unknown = set(entry) - set(_FIELDS)
+    unknown = set(entry) - set(_FIELDS) - set(GPU_FIELDS)
     if unknown:
         raise ConfigError(f"{origin}: preset {name!r} has unknown field(s) "
-                          f"{', '.join(sorted(unknown))}; fields are {', '.join(_FIELDS)}", "theory")
+                          f"{', '.join(sorted(unknown))}; fields are "
+                          f"{', '.join(_FIELDS + GPU_FIELDS)}", "theory")
     kind = str(entry.get("kind", "fixed"))
     if kind not in ("fixed", "memcpy"):
         raise ConfigError(f"{origin}: preset {name!r}: kind must be fixed or memcpy", "theory")
@@ -106,7 +111,16 @@ def _make(name, entry, origin):
     alpha = entry.get("alpha_us", 0.0)
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or alpha < 0:
         raise ConfigError(f"{origin}: preset {name!r}: alpha_us must be a number ≥ 0 (µs)", "theory")
+    gpu = {k: entry[k] for k in GPU_FIELDS if k in entry}
+    for k, v in gpu.items():
+        ok = isinstance(v, str) if k in ("gpu_model", "gpu_source") else \
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+        if not ok:
+            raise ConfigError(f"{origin}: preset {name!r}: {k} must be "
+                              f"{'text' if k in ('gpu_model', 'gpu_source') else 'a number > 0'}",
+                              "theory")
     return Preset(name=str(name), peak_gbps=float(peak or 0.0), alpha_us=float(alpha),
+                  extra=gpu,
                   scope=str(entry.get("scope", "")), description=str(entry.get("description", "")),
                   source=str(entry.get("source", "")),
                   aliases=tuple(str(a) for a in entry.get("aliases", ())), kind=kind,
@@ -213,6 +227,14 @@ def _with_memcpy(preset, ds):
     rate = measure_memcpy_gbps()
     return replace(preset, peak_gbps=rate,
                    measured=f"memcpy measured now on {socket.gethostname()} (no run given)")
+
+
+def gpu_preset(device_name, paths=()):
+    """The preset whose `gpu_model` is in `device_name` (NVML's name, e.g.
+    'NVIDIA H100 80GB HBM3'; the longest match wins), or None."""
+    hits = [p for p in available(paths).values()
+            if p.extra.get("gpu_model") and p.extra["gpu_model"].lower() in device_name.lower()]
+    return max(hits, key=lambda p: len(p.extra["gpu_model"])) if hits else None
 
 
 def measure_memcpy_gbps(nbytes=None, repeats=None):

@@ -1,0 +1,108 @@
+"""The GPU check for people: one table a node (every GPU's figures and
+their ratios to peers, preset and baseline), the NVML state, and bars."""
+import json
+
+import numpy as np
+
+from . import nvml as _nvml
+from .check import FIGURES
+from .judge import SHORT, fmt
+
+
+def _ratio(r):
+    return "-" if r is None else f"{r:.2f}x"
+
+
+def text(ds, verdict):
+    """The per-GPU table, the state lines and the findings (no verdict line)."""
+    lines = [f"{'gpu':<22}{'figure':<13}{'value':>14}{'peers':>9}{'preset':>9}{'baseline':>10}"]
+    for n in ds["node"].values:
+        for g in ds["gpu"].values:
+            label = f"{n}/gpu{int(g)}"
+            for figure in FIGURES:
+                row = verdict.scores.get(figure, {}).get(label, {})
+                lines.append(f"{label:<22}{SHORT[figure]:<13}"
+                             f"{fmt(figure, row.get('value', np.nan)):>14}"
+                             f"{_ratio(row.get('peers')):>9}{_ratio(row.get('preset')):>9}"
+                             f"{_ratio(row.get('baseline')):>10}")
+            lines.append(f"{'':<22}{state_line(ds, n, g)}")
+    lines.append("(ratios: the GPU's median over the reference; < 1 is slower. peers: the "
+                 "other GPUs of this run; preset: its typical healthy figure; baseline: "
+                 "--baseline FILE)")
+    for f in verdict.findings:
+        lines.append(f.sentence())
+    return "\n".join(lines)
+
+
+def state_line(ds, n, g):
+    """The NVML state of one GPU in one line."""
+    get = lambda k: float(ds[k].sel(node=n, gpu=g).values)  # noqa: E731
+    num = lambda k, f="{:.0f}": "?" if not np.isfinite(get(k)) else f.format(get(k))  # noqa: E731
+    reasons = _nvml.reasons_text(get("clock_event_reasons"))
+    missing = json.loads(ds.attrs.get("nvml_missing", "{}")).get(f"gpu{int(g)}", {})
+    return (f"{ds['gpu_name'].sel(node=n, gpu=g).values}: {num('temperature_c')} C, "
+            f"{num('power_w')}/{num('power_limit_w')} W, SM {num('sm_clock_mhz')}/"
+            f"{num('sm_clock_max_mhz')} MHz, mem {num('mem_clock_mhz')}/"
+            f"{num('mem_clock_max_mhz')} MHz, clock reasons: {reasons}; PCIe gen "
+            f"{num('pcie_gen')}/{num('pcie_gen_max')} x{num('pcie_width')}/"
+            f"x{num('pcie_width_max')}; ECC uncorrected volatile {num('ecc_volatile_uncorrected')}"
+            f" aggregate {num('ecc_aggregate_uncorrected')}, corrected volatile "
+            f"{num('ecc_volatile_corrected')}; remapped rows {num('remapped_rows_correctable')}+"
+            f"{num('remapped_rows_uncorrectable')} (pending {num('remap_pending')}, failed "
+            f"{num('remap_failure')}); NVLink {num('nvlink_up')}/{num('nvlink_links')} up; "
+            f"XIDs {num('xid_count')}"
+            + (f"; NVML could not give: {', '.join(sorted(missing))}" if missing else ""))
+
+
+def plot(ds, ax=None):
+    """Per-GPU bars: each figure's ratio to the preset and to the baseline
+    (from the verdict stored with the results); 1 is healthy."""
+    import matplotlib.pyplot as plt
+    verdict = json.loads(ds.attrs.get("doctor_verdict") or "{}")
+    scores = verdict.get("scores", {})
+    labels = [f"{n}/gpu{int(g)}" for n in ds["node"].values for g in ds["gpu"].values]
+    flagged = {f"{f['node']}/gpu{f['gpu']}" for f in verdict.get("findings", [])}
+    ax = ax or plt.subplots(figsize=(8, 3.4))[1]
+    bars = [(fig, ref) for fig in FIGURES for ref in ("preset", "baseline")]
+    width = 0.8 / len(bars)
+    colors = dict(zip(FIGURES, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
+    for k, (fig, ref) in enumerate(bars):
+        vals = [(scores.get(fig, {}).get(lab, {}) or {}).get(ref) for lab in labels]
+        ax.bar(np.arange(len(labels)) + k * width, [np.nan if v is None else v for v in vals],
+               width, label=f"{SHORT[fig]} / {ref}", color=colors[fig],
+               hatch="//" if ref == "baseline" else None, edgecolor="w")
+    ax.axhline(1, color="k", lw=0.8)
+    ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2,
+                  [f"{lab} *" if lab in flagged else lab for lab in labels])
+    ax.set_ylabel("figure / reference")
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("per GPU against preset and baseline (* named in the verdict)")
+    return ax
+
+
+
+def html(results, output, title="ccbench doctor --local", timeout=600):
+    """Execute notebooks/doctor_gpu.ipynb for `results` and write `output` (.html)."""
+    from ..report import html as _html
+    return _html(results, output, title, timeout, notebook="doctor_gpu.ipynb")
+
+
+def compare_lines(base_ds, run_ds, base_label, run_label, min_ratio=None):
+    """``ccbench compare`` of two GPU check files: every GPU's figures, run
+    over baseline, with the bootstrap interval (`health.baseline.score`).
+    Returns (lines, [(place, figure, ratio)] below `min_ratio`)."""
+    from .. import baseline as _baseline
+    base = _baseline.from_dataset(base_ds, base_label)
+    lines = [f"## {run_label} vs {base_label} (GPU checks)",
+             f"{'gpu':<22}{'figure':<13}{'baseline':>14}{'run':>14}{'ratio':>8}"
+             f"{'90% CI':>13}  verdict"]
+    below = []
+    for s in _baseline.score(run_ds, base):
+        place = f"{s.where['node']}/gpu{s.where['gpu']}"
+        ci = f"{s.ci[0]:.2f}-{s.ci[1]:.2f}"
+        word = "slower" if s.ci[1] < 1 else "faster" if s.ci[0] > 1 else "same"
+        lines.append(f"{place:<22}{SHORT[s.figure]:<13}{fmt(s.figure, s.base):>14}"
+                     f"{fmt(s.figure, s.now):>14}{s.ratio:>7.2f}x{ci:>13}  {word}")
+        if min_ratio is not None and s.ratio < min_ratio:
+            below.append((place, s.figure, s.ratio))
+    return lines, below
