@@ -102,10 +102,12 @@ demo: setup
 
 # the health check on the testbed: FAULT=KIND:NODE (slow-link, congested-link,
 # cpu-contended, stopped, lossy-link; e.g. FAULT=slow-link:node3) or empty for
-# a clean fabric; the last line printed is the verdict
+# a clean fabric; the last line printed is the verdict. DOCTOR_ARGS: more
+# arguments for ccbench doctor, e.g. DOCTOR_ARGS="--backend tcp --repeats 3"
 FAULT ?=
+DOCTOR_ARGS ?=
 cluster-doctor: setup
-	@$(PY) bench/cluster_doctor.py --fault "$(FAULT)"
+	@$(PY) bench/cluster_doctor.py --fault "$(FAULT)" --doctor-args="$(DOCTOR_ARGS)"
 
 # a 4-node Slurm cluster on this machine (testbed/, needs root): a suite of
 # sbatch jobs, the topology comparison and a report; torn down at the end

@@ -10,12 +10,23 @@ N clean runs); a run hits when the verdict names that node (or its link)
 and no other, or, clean, names nobody.  Results go to --json (default
 bench/cluster_doctor.json) and a table on stdout.  The testbed stays up
 between runs (a fault is applied before and cleared after each).
+
+--backends tcp,mpi runs every fault once through each of the doctor's
+transports, back to back (order turning), so they meet the same fault on the
+same node.  Two kinds the peer ratios cannot see (the "invisible" kinds):
+
+- spine-40: the spine between the leaves shaped to 40 % (the verdict
+  must name the uplink; the doctor gets --topology);
+- two-slow: 2 of the 4 nodes with slow links, checked without a baseline
+  (the verdict must say it cannot tell) and with the baseline each backend
+  saved on the clean fabric at the start (both nodes named).
 """
 import argparse
 import json
 import os
 import random
 import re
+import shlex
 import sys
 import time
 
@@ -26,6 +37,8 @@ sys.path.insert(0, ROOT)
 from testbed import Cluster, Config, FaultUnavailable  # noqa: E402
 
 KINDS = ("slow-link", "congested-link", "cpu-contended", "stopped", "lossy-link")
+INVISIBLE = ("spine-40", "two-slow")
+SPINE_FRACTION = 0.4
 CCBENCH = os.path.join(os.path.dirname(sys.executable), "ccbench")
 
 
@@ -71,6 +84,35 @@ def named(line):
     return set(re.findall(r"node\d+", body))
 
 
+def shape_spine(cluster, fraction):
+    """The spine link (both directions) shaped to `fraction` of its rate."""
+    from testbed import fabric
+    rate = max(1, int(cluster.config.spine_rate_mbit * fraction))
+    for end in ("sp1", "sp2"):
+        fabric.tbf(cluster.config.netns("fab"), end, rate)
+
+
+def judge_run(kind, node, line, with_baseline=False):
+    """(hit, exact) of one verdict line: `node` is the faulted node (two
+    nodes, "a,b", for two-slow; None clean or spine-40)."""
+    printed = "(none printed)" not in line and "unknown" not in line
+    body = line.split(":", 1)[1].strip()
+    if kind == "spine-40":
+        hit = printed and body.startswith("uplink ") and not named(line)
+        return hit, hit and "," not in body
+    if kind == "two-slow":
+        want = set(node.split(","))
+        if with_baseline:
+            hit = printed and named(line) == want
+            return hit, hit and body == ", ".join(f"{n} link" for n in sorted(want))
+        hit = body == "cannot tell"
+        return hit, hit
+    got = named(line)
+    hit = printed and got == ({node} if node else set())
+    exact = hit and (node is None or body == (f"{node} link" if kind.endswith("link") else node))
+    return hit, exact
+
+
 def one(fault, name, out, nodes=4, extra=()):
     with Cluster(Config(name=name, nodes=nodes)) as c:
         if fault:
@@ -83,57 +125,95 @@ def one(fault, name, out, nodes=4, extra=()):
     return 0 if line.startswith("verdict:") and "(none printed)" not in line else 3
 
 
-def bench(n, kinds, name, path, seed):
+def bench(n, kinds, name, path, seed, backends=("tcp",), extra=()):
     rng = random.Random(seed)
     rows = []
     skipped = set()
+    baselines = {}
+
+    def check(kind, node, i, backend, more=(), with_baseline=False):
+        tag = f"{kind}-{backend}{'-baseline' if with_baseline else ''}-{i}"
+        out = f"/tmp/{name}-doctor-{tag}.nc"
+        line, text, took, rc = doctor(c, out, extra=("--backend", backend, *extra, *more))
+        left = left_jobs(c)
+        hit, exact = judge_run(kind, node, line, with_baseline)
+        load = os.getloadavg()
+        rows.append({"kind": kind, "backend": backend, "baseline": with_baseline, "node": node,
+                     "verdict": line, "hit": hit, "exact": exact, "seconds": round(took, 1),
+                     "exit": rc, "load1": round(load[0], 1), "load5": round(load[1], 1),
+                     "jobs_left": left, "scores": scores(out),
+                     **({} if hit else {"output": text[-4000:]})})
+        print(f"{kind:15s} {backend:4s} {'B' if with_baseline else ' '} {node or '-':12s} "
+              f"{line:40s} hit={hit} exact={exact} {took:5.0f} s load {load[0]:.1f}", flush=True)
+        with open(path, "w") as f:
+            json.dump(rows, f, indent=1)
+
     with Cluster(Config(name=name, nodes=4)) as c:
+        if "two-slow" in kinds:  # the healthy fabric's figures, one baseline per backend
+            for backend in backends:
+                baselines[backend] = f"/tmp/{name}-baseline-{backend}.json"
+                line, text, took, rc = doctor(c, f"/tmp/{name}-doctor-baseline-{backend}.nc",
+                                              extra=("--backend", backend, *extra,
+                                                     "--save-baseline", baselines[backend]))
+                print(f"baseline {backend}: {line} ({took:.0f} s)", flush=True)
+                if not os.path.exists(baselines[backend]):
+                    print(text, file=sys.stderr)
+                    return 3
         # kinds interleaved (every kind once, then again): a bench cut short
         # still covers every kind, and the machine's load falls on all alike
         for i in range(n):
+            order = list(backends) if i % 2 == 0 else list(reversed(backends))
             for kind in ["clean", *kinds]:
                 if kind in skipped:
                     continue
-                node = rng.choice(c.config.node_names) if kind != "clean" else None
-                key = None
-                out = f"/tmp/{name}-doctor-{kind}-{i}.nc"
+                keys = []
+                node = None
                 try:
-                    if node:
-                        key = c.fault(kind, node)
+                    if kind == "spine-40":
+                        shape_spine(c, SPINE_FRACTION)
+                    elif kind == "two-slow":
+                        two = sorted(rng.sample(c.config.node_names, 2))
+                        keys = [c.fault("slow-link", m) for m in two]
+                        node = ",".join(two)
+                    elif kind != "clean":
+                        node = rng.choice(c.config.node_names)
+                        keys = [c.fault(kind, node)]
                 except FaultUnavailable as e:
                     rows.append({"kind": kind, "skipped": str(e)})
                     print(f"{kind}: skipped: {e}", flush=True)
                     skipped.add(kind)
                     continue
                 try:
-                    line, text, took, rc = doctor(c, out)
+                    for backend in order:
+                        check(kind, node, i, backend)
+                        if kind == "two-slow":
+                            check(kind, node, i, backend, ("--baseline", baselines[backend]),
+                                  with_baseline=True)
                 finally:
-                    if key:
+                    for key in keys:
                         c.clear(key)
-                left = left_jobs(c)
-                got = named(line)
-                printed = "(none printed)" not in line and "unknown" not in line
-                hit = printed and got == ({node} if node else set())
-                exact = hit and (node is None or line.split(":", 1)[1].strip() ==
-                                 (f"{node} link" if kind.endswith("link") else node))
-                load = os.getloadavg()[0]
-                rows.append({"kind": kind, "node": node, "verdict": line, "hit": hit,
-                             "exact": exact, "seconds": round(took, 1), "exit": rc,
-                             "load1": round(load, 1), "jobs_left": left,
-                             "scores": scores(out),
-                             **({} if hit else {"output": text[-4000:]})})
-                print(f"{kind:15s} {node or '-':6s} {line:30s} hit={hit} exact={exact} "
-                      f"{took:5.0f} s load {load:.1f}", flush=True)
-                with open(path, "w") as f:
-                    json.dump(rows, f, indent=1)
-    print("\nkind             hits  exact  runs  median s")
-    for kind in ["clean", *kinds]:
-        rs = [r for r in rows if r["kind"] == kind and "hit" in r]
-        if rs:
-            secs = sorted(r["seconds"] for r in rs)
-            print(f"{kind:15s} {sum(r['hit'] for r in rs):5d} {sum(r['exact'] for r in rs):6d} "
-                  f"{len(rs):5d} {secs[len(secs) // 2]:9.0f}")
+                    if kind == "spine-40":
+                        shape_spine(c, 1.0)
+    summarize(rows)
     return 0
+
+
+def summarize(rows):
+    """The hit table of a bench's rows (also of a bench cut short: --summary)."""
+    print("\nkind             backend baseline hits  exact  runs  median s  load1")
+    runs = [r for r in rows if "hit" in r]
+    for kind in dict.fromkeys(r["kind"] for r in runs):
+        for backend in dict.fromkeys(r.get("backend", "tcp") for r in runs):
+            for with_baseline in (False, True):
+                rs = [r for r in runs if r["kind"] == kind and r.get("backend", "tcp") == backend
+                      and r.get("baseline", False) == with_baseline]
+                if rs:
+                    secs = sorted(r["seconds"] for r in rs)
+                    loads = sorted(r["load1"] for r in rs)
+                    print(f"{kind:15s} {backend:7s} {'yes' if with_baseline else 'no':8s} "
+                          f"{sum(r['hit'] for r in rs):5d} {sum(r['exact'] for r in rs):6d} "
+                          f"{len(rs):5d} {secs[len(secs) // 2]:9.0f} "
+                          f"{loads[0]:.1f}-{loads[-1]:.1f}")
 
 
 def main():
@@ -146,11 +226,28 @@ def main():
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--nodes", type=int, default=4, help="testbed nodes (default 4)")
     p.add_argument("--doctor-args", default="", metavar="ARGS",
-                   help="more arguments for ccbench doctor, e.g. '--bisect --ranks-per-node 1'")
+                   help="more arguments for ccbench doctor, e.g. '--bisect --ranks-per-node 1' "
+                        "(make cluster-doctor DOCTOR_ARGS=...)")
+    p.add_argument("--backends", default="tcp", metavar="LIST",
+                   help="--bench: the doctor's transports, each run on every fault "
+                        "(e.g. tcp,mpi)")
+    p.add_argument("--summary", default="", metavar="JSON",
+                   help="print the hit table of a bench's JSON (one cut short too) and exit")
     a = p.parse_args()
+    if a.summary:
+        with open(a.summary) as f:
+            summarize(json.load(f))
+        return 0
+    extra = shlex.split(a.doctor_args)
     if a.bench:
         kinds = KINDS if a.kinds == "all" else tuple(a.kinds.split(","))
-        return bench(a.bench, kinds, a.name, a.json, a.seed)
+        unknown = [k for k in kinds if k not in KINDS + INVISIBLE]
+        if unknown:
+            print(f"--kinds: unknown kind {unknown[0]!r}; one of "
+                  f"{', '.join(KINDS + INVISIBLE)}", file=sys.stderr)
+            return 2
+        return bench(a.bench, kinds, a.name, a.json, a.seed, tuple(a.backends.split(",")),
+                     extra)
     fault = a.fault.strip()
     if fault:
         kind, _, node = fault.partition(":")
@@ -158,7 +255,7 @@ def main():
             print(f"FAULT={fault!r}: expected KIND:NODE with KIND one of {', '.join(KINDS)} "
                   "and NODE like node3", file=sys.stderr)
             return 2
-    return one(fault, a.name, f"/tmp/{a.name}-doctor.nc", a.nodes, a.doctor_args.split())
+    return one(fault, a.name, f"/tmp/{a.name}-doctor.nc", a.nodes, extra)
 
 
 if __name__ == "__main__":

@@ -175,8 +175,8 @@ def test_cli_no_gpu_and_bad_files(tmp_path):
     assert rc == 2 and err == ("ccbench: error: --baseline: other.json: not a ccbench baseline "
                                "of schema ccbench-baseline/1 (it says 'something/2'); save one "
                                "with --save-baseline"), err
-    rc, out, err = _cli(tmp_path, "--hosts", "a", "b", "--save-baseline", "x.json")
-    assert rc == 2 and err == "ccbench: error: --save-baseline: applies to the GPU checks: add --local"
+    rc, out, err = _cli(tmp_path, "--hosts", "a", "b", "--gpus", "0")
+    assert rc == 2 and err == "ccbench: error: --gpus: applies to the GPU checks: add --local"
     rc, out, err = _cli(tmp_path, "--local", "--hosts", "a", "b")
     assert rc == 2 and "--hosts does not apply" in err
     assert sorted(os.listdir(tmp_path)) == ["other.json"]  # nothing written

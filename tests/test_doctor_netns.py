@@ -109,6 +109,10 @@ def test_doctor_on_dask_workers_across_hosts(net, tmp_path):
     (["--hosts", "a", "b", "--repeats", "0"], "--repeats: must be an integer >= 1, got 0"),
     (["--hosts", "a", "b", "c", "-N", "1"],
      "-N/--nnodes: a health check compares nodes: it needs at least 2, got 1 (a)"),
+    (["--hosts", "a", "b", "--backend", "gloo"],
+     "--backend: unknown backend 'gloo'; choose one of tcp, mpi, nccl"),
+    (["--hosts", "a", "b", "--baseline", "/nonexistent/base.json"],
+     "--baseline: /nonexistent/base.json: no such baseline file"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
     r = subprocess.run([str(BIN / "ccbench"), "doctor", *args, "--out", str(tmp_path / "x.nc")],
@@ -130,3 +134,68 @@ def test_a_host_that_does_not_answer_is_one_line(tmp_path):
                         r"answer; no rank was started\n", r.stderr), r.stderr
     assert r.stdout.splitlines()[-1] == "verdict: unknown"
     assert not (tmp_path / "x.nc").exists()
+
+
+def test_nccl_on_a_host_without_a_gpu_is_one_line_naming_backend(tmp_path):
+    from ccbench_kit.backends.nccl import visible_gpus
+    if visible_gpus()[0]:
+        pytest.skip("this host has a GPU")
+    r = subprocess.run([str(BIN / "ccbench"), "doctor", "--hosts", "a", "b", "--backend", "nccl",
+                        "--out", str(tmp_path / "x.nc")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and r.stdout == ""
+    assert re.fullmatch(r"ccbench: error: --backend: nccl needs a GPU on every node but this "
+                        r"host has none \([^\n]+\); use --backend mpi on CPU nodes\n",
+                        r.stderr), r.stderr
+    assert not (tmp_path / "x.nc").exists()
+
+
+def _shape(ns, rate_mbit):
+    """`ns`'s egress to the switch shaped with tbf (None: unshaped)."""
+    if rate_mbit is None:
+        subprocess.run(["tc", "-n", ns, "qdisc", "del", "dev", "veth0", "root"], check=False,
+                       capture_output=True)
+        return
+    subprocess.run(["tc", "-n", ns, "qdisc", "replace", "dev", "veth0", "root", "tbf", "rate",
+                    f"{rate_mbit}mbit", "burst", "16k", "latency", "50ms"], check=True)
+
+
+@pytest.mark.slow
+def test_a_pairs_busbw_is_ccbench_run_sendrecv_between_the_same_nodes(net, tmp_path):
+    """--backend mpi runs the pair test through the kit's own backend: the
+    pair's rate in the doctor is the busbw `ccbench run sendrecv` reports
+    between the same two hosts, with the same Open MPI settings (both on a
+    link shaped to 100 Mbit/s each way, so both measure the link)."""
+    from ccbench_kit.health.api import eager_env
+    h0, h1 = net.names[:2]
+    env = {**net.env, **eager_env(1 << 20)}
+    on_h0 = lambda argv: subprocess.run(  # noqa: E731
+        ["ip", "netns", "exec", h0, "unshare", "--uts", "sh", "-c",
+         'hostname "$1"; shift; exec "$@"', "sh", h0, *map(str, argv)],
+        capture_output=True, text=True, timeout=300, env=env)
+    for ns in (h0, h1):
+        _shape(ns, 100)
+    try:
+        d = on_h0([BIN / "ccbench", "doctor", "--hosts", h0, h1, "--backend", "mpi",
+                   "--ranks-per-node", "1", "--repeats", "2", "--lat-iters", "5", "--bw-size",
+                   "1M", "--bw-iters", "4", "--out", tmp_path / "d.nc"])
+        r = on_h0([BIN / "ccbench", "run", "sendrecv", "--hosts", h0, h1, "-r", "2",
+                   "--ranks-per-node", "1", "-b", "1M", "-e", "1M", "-w", "1", "-n", "4",
+                   "--out", tmp_path / "r.nc"])
+    finally:
+        for ns in (h0, h1):
+            _shape(ns, None)
+    assert d.returncode in (0, 1), d.stdout + d.stderr
+    assert "note: measured through --backend mpi (asked for)" in d.stdout
+    assert r.returncode == 0, r.stdout + r.stderr
+    pairs, run = xr.open_dataset(tmp_path / "d.nc"), xr.open_dataset(tmp_path / "r.nc")
+    assert pairs.attrs["backend"] == run.attrs["backend"] == "mpi"
+    doctor_bw = float(pairs.ccb.busbw("median").sel(size=1 << 20, placement="out_of_place")
+                      .isel(algorithm=0))
+    run_bw = float(run.ccb.busbw("median").sel(size=1 << 20, placement="out_of_place")
+                   .isel(algorithm=0))
+    link = 100e6 / 8 / 1e9  # GB/s
+    assert 0.8 * link < run_bw < 1.02 * link, (run_bw, link)
+    print(f"pair busbw: doctor {doctor_bw * 8e3:.1f} Mbit/s, ccbench run sendrecv "
+          f"{run_bw * 8e3:.1f} Mbit/s (link 100)")
+    assert doctor_bw == pytest.approx(run_bw, rel=0.1), (doctor_bw, run_bw)

@@ -37,11 +37,18 @@ def test_waves_never_put_two_pairs_across_the_same_spine():
     assert plan.schedule(4) == plan.tournament(4)
 
 
-def fake_raw(n=4, reps=5, rate=25e6, slow_link=None, cpu=None, noise=0.05, seed=1):
-    """Records as the probe writes them, for a fabric of `rate` B/s a node link."""
+def fake_raw(n=4, reps=5, rate=25e6, slow_link=None, cpu=None, noise=0.05, seed=1, slow=(),
+             leaf=None, spine=1.0):
+    """Records as the probe writes them, for a fabric of `rate` B/s a node link.
+
+    `slow`: nodes whose links run at half rate; `leaf`: each node's leaf
+    (the plan of ``--topology``); `spine`: the rate of a pair across two
+    leaves, a fraction of `rate`."""
     rng = np.random.default_rng(seed)
-    p = make_plan(n, repeats=reps, lat_iters=10, bw_iters=3)
+    p = make_plan(n, repeats=reps, lat_iters=10, bw_iters=3,
+                  leaf_of=leaf.__getitem__ if leaf else None)
     p["hosts"] = [f"node{k + 1}" for k in range(n)]
+    slow = set(slow) | ({slow_link} if slow_link is not None else set())
     raw = results.Raw(p["hosts"], list(range(2 * n)), [k // 2 for k in range(2 * n)], p)
     raw.peaks = [10.0] * (2 * n)
     jitter = lambda k: rng.lognormal(0, noise, k)  # noqa: E731
@@ -53,7 +60,9 @@ def fake_raw(n=4, reps=5, rate=25e6, slow_link=None, cpu=None, noise=0.05, seed=
                                    "bw_bytes": p["local_bytes"]})
         for wave in p["waves"]:
             for a, b in wave:
-                r = rate * (0.5 if slow_link in (a, b) else 1)
+                r = rate * (0.5 if slow & {a, b} else 1)
+                if leaf and leaf[a] != leaf[b]:
+                    r = min(r, rate * spine)
                 raw.add("pair", rep, {"a": a, "b": b, "lat_s": list(30e-6 * jitter(10)),
                                       "bw_s": list(p["bw_bytes"] / r * jitter(3)),
                                       "bw_bytes": p["bw_bytes"]})
@@ -133,3 +142,95 @@ def test_lossy_link_is_named_from_retransmission_timeouts():
     raw = fake_raw(n=4)
     raw.pair[0]["lat_s"][0] = 0.2
     assert verdict.judge(raw).line() == "verdict: none"
+
+
+def test_slow_spine_is_named_as_the_uplink_with_the_topology():
+    """The spine at 40 %: every node has a fast pair inside its leaf and
+    slow ones across, so every peer ratio stays near 1; the pairs across
+    the leaves against those inside one name the uplink, not a node."""
+    leaf = ["A", "A", "B", "B"]
+    v = verdict.judge(fake_raw(leaf=leaf, spine=0.4))
+    assert v.line() == "verdict: uplink A<->B"
+    f, = v.findings
+    assert (f.kind, f.metric, f.agree) == ("uplink", "uplink", "5/5")
+    assert 0.36 < f.ratio < 0.44 and f.ci[1] < 1
+    assert "the 4 pairs across it ran 2.46x slower than the 2 pairs inside a leaf" in f.sentence()
+    assert all(0.8 < r < 1.25 for r in v.scores["bandwidth"].values())
+    # a slow node link with the topology is the node's, not the uplink's
+    assert verdict.judge(fake_raw(leaf=leaf, slow_link=2)).line() == "verdict: node3 link"
+    # without the topology every node still has a fast pair: nothing to name
+    raw = fake_raw(leaf=leaf, spine=0.4)
+    raw.plan["leaf"] = None
+    assert verdict.judge(raw).line() == "verdict: none"
+
+
+def test_two_slow_nodes_cannot_be_told_without_a_baseline_and_are_named_with_one(tmp_path):
+    """2 of 4 links at half rate: 5 of the 6 pairs are slow, and every
+    node's peer ratio is 1.  Without a baseline the verdict says it cannot
+    tell (not none); with the clean fabric's baseline both are named."""
+    from ccbench_kit.health import baseline
+    v = verdict.judge(fake_raw(slow=(0, 2)))
+    assert v.line() == "verdict: cannot tell"
+    assert "the links of node1, node3 look slower (their fastest pair at 0.5" in v.undecided
+    assert "--baseline FILE" in v.undecided
+    assert not v.healthy
+    base = baseline.load(baseline.save(results.figures(fake_raw(seed=7)), tmp_path / "b.json"))
+    v = verdict.judge(fake_raw(slow=(0, 2)), baseline=base)
+    assert v.line() == "verdict: node1 link, node3 link"
+    assert [f.metric for f in v.findings] == ["baseline", "baseline"]
+    assert 0.45 < v.findings[0].ratio < 0.55
+    assert f"even its fastest pair ran {1 / v.findings[0].ratio:.2f}x slower than in the " \
+        f"baseline {base.path} (with node3: 101 Mbit/s" in v.findings[0].sentence()
+    assert v.scores["baseline"]["node2"] > 0.9 and v.scores["baseline"]["node4"] > 0.9
+    # the clean fabric against its own baseline: nobody
+    assert verdict.judge(fake_raw(seed=3), baseline=base).line() == "verdict: none"
+
+
+def test_pair_baseline_is_per_backend_and_of_these_nodes(tmp_path):
+    from ccbench_kit.errors import ConfigError
+    from ccbench_kit.health import baseline
+    from ccbench_kit.health.api import check_baseline
+    raw = fake_raw(seed=7)  # the plan's backend: tcp (make_plan's default)
+    figs = results.figures(raw)
+    bw = figs["pair_busbw_tcp"]
+    assert bw.dims == ("node", "peer", "repeat") and bw.attrs["better"] == "higher"
+    # both orders of a pair hold the rate of every repeat, as the raw records say
+    rec = next(r for r in raw.pair if (r["a"], r["b"]) == (0, 3) and r["rep"] == 2)
+    want = rec["bw_bytes"] / float(np.median(rec["bw_s"]))
+    assert float(bw.sel(node="node1", peer="node4", repeat=2)) == pytest.approx(want)
+    assert float(bw.sel(node="node4", peer="node1", repeat=2)) == pytest.approx(want)
+    base = baseline.load(baseline.save(figs, tmp_path / "b.json"))
+    check_baseline(base, ["node4", "node3", "node2", "node1"], "tcp")
+    with pytest.raises(ConfigError, match=r"b.json: no pair rates measured through --backend "
+                                          r"mpi \(it holds pair_busbw_tcp\)") as e:
+        check_baseline(base, ["node1", "node2", "node3", "node4"], "mpi")
+    assert e.value.flag == "--baseline"
+    with pytest.raises(ConfigError, match=r"recorded on node1, node2, node3, node4, this "
+                                          r"check measures node1, node5: a baseline of other"):
+        check_baseline(base, ["node1", "node5"], "tcp")
+
+
+def test_backend_choice_and_its_bad_input():
+    from ccbench_kit.backends.nccl import visible_gpus
+    from ccbench_kit.errors import ConfigError
+    from ccbench_kit.health.api import choose_backend
+    assert choose_backend("tcp") == ("tcp", "asked for")
+    assert choose_backend("mpi") == ("mpi", "asked for")
+    with pytest.raises(ConfigError, match=r"unknown backend 'gloo'; choose one of tcp, mpi, "
+                                          r"nccl") as e:
+        choose_backend("gloo")
+    assert e.value.flag == "--backend"
+    # the bisection's ring is an algorithm each backend has (nccl's table needs no GPU)
+    from ccbench_kit.backends import backend_algorithms
+    from ccbench_kit.health.collective import ring_algorithm
+    for b in ("mpi", "nccl"):
+        assert ring_algorithm(b) in backend_algorithms(b, "all_reduce")
+    if visible_gpus()[0]:
+        pytest.skip("this host has a GPU: the CPU-only choices are not reachable")
+    name, why = choose_backend(None)
+    assert name == "mpi" and why.startswith("the default: no GPU on this host (")
+    with pytest.raises(ConfigError, match=r"nccl needs a GPU on every node but this host has "
+                                          r"none \(.+\); use --backend mpi on CPU nodes"):
+        choose_backend("nccl")
+    # under Slurm the ranks run on the nodes, which may have the GPUs this host lacks
+    assert choose_backend("nccl", remote=True) == ("nccl", "asked for")

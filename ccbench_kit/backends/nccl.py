@@ -429,6 +429,17 @@ class NCCLBackend(Backend):
 
 
 
+def visible_gpus():
+    """(GPUs this process sees, why none): 0 and the reason when libnccl,
+    the CUDA runtime or a usable GPU is missing (nothing is raised: a
+    CPU-only host answers 0)."""
+    try:
+        cudart, nccl = nccl_lib.locate()
+        return _nccl.Library(cudart, nccl).device_count(), ""
+    except Exception as e:  # not found, not loadable, no driver: no GPU here
+        return 0, str(e).removeprefix("--backend nccl: ")
+
+
 def _local_rank(comm):
     """(rank, size) among the ranks on this host: an MPI shared-memory split,
     so it holds under mpirun, srun and Dask-MPI alike."""

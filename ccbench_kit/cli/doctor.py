@@ -23,8 +23,9 @@ def add_parser(sub):
                                       "rank that hangs",
                        description="Measure every node's own all_reduce and every pair of "
                                    "nodes (bandwidth and latency, O(N) rounds of disjoint "
-                                   "pairs); name the node or link that stands out. Exit 0 "
-                                   "healthy, 1 outlier, 2 bad input, 3 run failed.")
+                                   "pairs) through --backend nccl, mpi or tcp; name the node, "
+                                   "link or uplink that stands out. Exit 0 healthy, 1 outlier "
+                                   "(or cannot tell), 2 bad input, 3 run failed.")
     add_launch_arguments(p)
     p.add_argument("--scheduler-file", default=None,
                    help="check the hosts of a Dask-MPI cluster (ccbench cluster start)")
@@ -32,14 +33,25 @@ def add_parser(sub):
     g.add_argument("--repeats", type=int, default=5, help="repeats of every test (default 5)")
     g.add_argument("--bw-size", default="2M", help="pair bandwidth message (default 2M)")
     g.add_argument("--local-size", default="1M", help="local all_reduce size (default 1M)")
-    g.add_argument("--lat-iters", type=int, default=50, help="ping-pongs per test (default 50)")
+    g.add_argument("--lat-iters", type=int, default=50, help="8 B ping-pongs (sendrecvs through a backend) per test (default 50)")
     g.add_argument("--bw-iters", type=int, default=3, help="exchanges per test (default 3)")
     g.add_argument("--topology", default=None, metavar="FILE",
                    help="DescribeInstanceTopology JSON: pairs sharing a leaf uplink don't "
-                        "run at once")
+                        "run at once, and the verdict judges the uplinks between leaves")
     g.add_argument("--bisect", action=argparse.BooleanOptionalAction, default=None,
                    help="bisection of a slow all_reduce (O(log N) rounds) instead of the pair "
                         f"matrix; default: from {health.api.BISECT_FROM} nodes on")
+    g.add_argument("--backend", default=None, metavar="{tcp,mpi,nccl}",
+                   help="what the pair tests, the local all_reduce and the bisection run "
+                        "through: nccl (one rank per GPU), mpi (the kit's MPI engine) or tcp "
+                        "(sockets, the management network); default nccl where this host has "
+                        "GPUs, else mpi")
+    g.add_argument("--save-baseline", default=None, metavar="FILE",
+                   help="save this run's figures as the healthy baseline of these nodes (the "
+                        "pairs' rates; with --local, the GPUs' figures)")
+    g.add_argument("--baseline", default=None, metavar="FILE",
+                   help="also score against a saved baseline (sees a fault that hits several "
+                        "nodes or GPUs alike)")
     g.add_argument("--timeout", type=float, default=None,
                    help="seconds without progress before the hang is attributed")
     g.add_argument("--out", default=None, help="results file (default results/doctor-STAMP.nc)")
@@ -56,10 +68,6 @@ def add_gpu_arguments(p):
                         "state) against each other, the preset and --baseline; no MPI")
     g.add_argument("--gpus", default=None, metavar="LIST",
                    help="with --local: CUDA indices to check, e.g. 0,2 (default: all)")
-    g.add_argument("--baseline", default=None, metavar="FILE",
-                   help="with --local: a baseline saved from a healthy run (--save-baseline)")
-    g.add_argument("--save-baseline", default=None, metavar="FILE",
-                   help="with --local: keep this run's figures as a baseline")
 
 
 def main_local(args):
@@ -67,7 +75,8 @@ def main_local(args):
     given = [flag for flag, v in (("--hosts", args.hosts), ("--hosts-file", args.hosts_file),
                                   ("-S/--slurm-mode", args.slurm_mode),
                                   ("--scheduler-file", args.scheduler_file),
-                                  ("--topology", args.topology)) if v]
+                                  ("--topology", args.topology),
+                                  ("--backend", args.backend)) if v]
     if given:
         raise ConfigError(f"--local checks this node's GPUs with no launcher; {given[0]} "
                           "does not apply", given[0])
@@ -92,10 +101,8 @@ def main_local(args):
 def main(args):
     if args.local:
         return main_local(args)
-    for flag, v in (("--gpus", args.gpus), ("--baseline", args.baseline),
-                    ("--save-baseline", args.save_baseline)):
-        if v is not None:
-            raise ConfigError("applies to the GPU checks: add --local", flag)
+    if args.gpus is not None:
+        raise ConfigError("applies to the GPU checks: add --local", "--gpus")
     launch = launch_options(args)
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
     client = None
@@ -108,7 +115,8 @@ def main(args):
             ranks_per_node=launch["ranks_per_node"], repeats=args.repeats,
             bw_bytes=args.bw_size, local_bytes=args.local_size, lat_iters=args.lat_iters,
             bw_iters=args.bw_iters, topology=args.topology, bisect=args.bisect,
-            timeout=args.timeout, command=shlex.join(argv) if argv else "")
+            timeout=args.timeout, backend=args.backend, baseline=args.baseline,
+            save_baseline=args.save_baseline, command=shlex.join(argv) if argv else "")
     finally:
         if client is not None:
             client.close()

@@ -14,7 +14,10 @@ from dataclasses import dataclass, field
 import subprocess
 
 from ..errors import ConfigError, RunError
+from ..output_path import check_output
 from ..units import parse_size
+from ..backends.nccl import visible_gpus
+from . import baseline as _baseline
 from . import plan as _plan
 from . import results, verdict as _verdict
 from .._files import atomic_write_text
@@ -25,6 +28,7 @@ from ..launch.hosts import load_topology
 from ..launch.mpirun import run_ranks
 from ..launch.watchdog import describe_stall
 from ..progress_board import ALG, PLACEMENT
+from .collective import BACKENDS
 
 # Exit codes, for CI and Slurm prologs (docs/doctor.md)
 HEALTHY, OUTLIER, BAD_INPUT, RUN_FAILED = 0, 1, 2, 3
@@ -72,15 +76,16 @@ BISECT_FROM = 16
 
 
 def make_plan(nnodes, *, ranks_per_node=2, repeats=5, bw_bytes="2M", local_bytes="1M",
-              lat_iters=50, bw_iters=3, leaf_of=None, bisect=None):
+              lat_iters=50, bw_iters=3, leaf_of=None, bisect=None, backend="tcp"):
     """The measurement plan the ranks follow (a JSON-able dict).
 
     `bisect`: True runs the bisection (`health.bisect`) instead of the pair
-    matrix, False the matrix, None the bisection from `BISECT_FROM` nodes."""
+    matrix, False the matrix, None the bisection from `BISECT_FROM` nodes.
+    `backend`: "tcp" (sockets), "mpi" or "nccl" (the kit's backends)."""
     plan = {"ranks_per_node": ranks_per_node, "repeats": repeats,
             "bw_bytes": parse_size(bw_bytes, "--bw-size"),
             "local_bytes": parse_size(local_bytes, "--local-size"),
-            "lat_iters": lat_iters, "bw_iters": bw_iters}
+            "lat_iters": lat_iters, "bw_iters": bw_iters, "backend": backend}
     for key, flag, lo in (("ranks_per_node", "--ranks-per-node", 1), ("repeats", "--repeats", 1),
                           ("lat_iters", "--lat-iters", 1), ("bw_iters", "--bw-iters", 1)):
         if not isinstance(plan[key], int) or plan[key] < lo:
@@ -94,11 +99,13 @@ def make_plan(nnodes, *, ranks_per_node=2, repeats=5, bw_bytes="2M", local_bytes
         raise ConfigError(f"bisection splits the nodes in halves of at least 2: it needs at "
                           f"least 4 nodes, got {nnodes}", "--bisect")
     plan["waves"] = [] if bisect else _plan.schedule(nnodes, leaf_of)
+    # each node's leaf switch: the verdict judges the uplinks between leaves
+    plan["leaf"] = [leaf_of(k) for k in range(nnodes)] if leaf_of else None
     if bisect:
         # lazy: import cycle: health.bisect imports health.api
         from .bisect import THRESHOLD, leaf_order
         plan["bisect"] = {"order": leaf_order(nnodes, leaf_of), "threshold": THRESHOLD,
-                          "leaf": [leaf_of(k) for k in range(nnodes)] if leaf_of else None}
+                          "leaf": plan["leaf"]}
     return plan
 
 
@@ -113,6 +120,29 @@ def leaves(names, topology):
         raise ConfigError(f"host {unknown[0]!r} is not in the topology file", "--topology")
     leaf = [topo[n][-1] for n in names]
     return lambda k: leaf[k]
+
+
+def choose_backend(name, remote=False):
+    """(backend, why): the doctor's transport (`collective.BACKENDS`).
+
+    None picks nccl where this host has GPUs, else mpi.  ``--backend nccl``
+    on a host without a GPU is bad input, unless the ranks run elsewhere
+    (`remote`: under Slurm, launched from a login node)."""
+    if name is not None and name not in BACKENDS:
+        raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}",
+                          "--backend")
+    if name in ("tcp", "mpi"):
+        return name, "asked for"
+    gpus, why = (0, "") if remote and name == "nccl" else visible_gpus()
+    why = why.split(";")[0]
+    if name == "nccl":
+        if not remote and not gpus:
+            raise ConfigError(f"nccl needs a GPU on every node but this host has none "
+                              f"({why}); use --backend mpi on CPU nodes", "--backend")
+        return name, "asked for"
+    if gpus:
+        return "nccl", f"the default: {gpus} GPU(s) on this host"
+    return "mpi", f"the default: no GPU on this host ({why})"
 
 
 def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
@@ -164,7 +194,7 @@ def allocation_nodes(slurm):
 def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None, out=None,
            ranks_per_node=None, repeats=5, bw_bytes="2M", local_bytes="1M", lat_iters=50,
            bw_iters=3, topology=None, bisect=None, timeout=None, env=None, thresholds=None,
-           command=""):
+           backend=None, baseline=None, save_baseline=None, command=""):
     """Check the nodes; return a `Diagnosis`.
 
     Parameters
@@ -199,19 +229,44 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         names the node it waits for (default 30 s plus 1 s per 50 MB).
     thresholds : dict, optional
         ``{"local": 2.0, "bandwidth": 0.75, "latency": 2.0}`` (`verdict`).
+    backend : {None, "tcp", "mpi", "nccl"}
+        What the pair tests, the local all_reduce and the bisection run
+        through (`choose_backend`; None: nccl where this host has GPUs,
+        else mpi).  nccl runs one rank per GPU.
+    baseline : str, optional
+        A baseline file saved by an earlier check of these nodes
+        (`save_baseline`) through the same backend: every node's link is
+        also scored against it (`verdict`), which sees a fault that hits
+        many nodes alike.
+    save_baseline : str, optional
+        Save this run's figures as the healthy baseline of these nodes.
     """
     if timeout is not None and not timeout > 0:
         raise ConfigError(f"must be a positive number of seconds, got {timeout}", "--timeout")
+    backend, why = choose_backend(backend, remote=bool(slurm) or client is not None)
+    reference = _baseline.load(baseline, "--baseline") if baseline else None
+    if save_baseline:
+        check_output(save_baseline, "--save-baseline")
+    judged = dict(thresholds=thresholds, baseline=reference, save_baseline=save_baseline,
+                  backend_note=f"measured through --backend {backend} ({why})")
     if client is not None:
         return _doctor_cluster(client, hosts or hosts_file or slurm, nnodes, out, ranks_per_node,
-                               timeout, thresholds, command, dict(
+                               timeout, judged, command, dict(
                                    repeats=repeats, bw_bytes=bw_bytes, local_bytes=local_bytes,
-                                   lat_iters=lat_iters, bw_iters=bw_iters, bisect=bisect))
-    ranks_per_node = 2 if ranks_per_node is None else ranks_per_node
+                                   lat_iters=lat_iters, bw_iters=bw_iters, bisect=bisect,
+                                   backend=backend))
+    if ranks_per_node is None:  # nccl: one rank per GPU
+        if backend == "nccl" and slurm:
+            raise ConfigError("give the GPUs per node: the nccl backend runs one rank per "
+                              "GPU and the nodes are not this host", "--ranks-per-node")
+        ranks_per_node = visible_gpus()[0] if backend == "nccl" else 2
     names = resolve_nodes(hosts, hosts_file, nnodes, slurm)
     plan = make_plan(len(names), ranks_per_node=ranks_per_node, repeats=repeats,
                      bw_bytes=bw_bytes, local_bytes=local_bytes, lat_iters=lat_iters,
-                     bw_iters=bw_iters, leaf_of=leaves(names, topology), bisect=bisect)
+                     bw_iters=bw_iters, leaf_of=leaves(names, topology), bisect=bisect,
+                     backend=backend)
+    if reference is not None:
+        check_baseline(reference, names, backend)
     plan["hosts"] = names
     out = os.path.abspath(out or default_out())
     plan["out"] = raw_path = out + ".raw.json"
@@ -220,7 +275,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     # other work too: a rank that polls without yielding holds the core its
     # node-mate needs for its whole time slice
     env = {"OMPI_MCA_mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle", "1"),
-           **(env or {})}
+           **(eager_env(plan["bw_bytes"]) if backend == "mpi" else {}), **(env or {})}
     cmd = launcher(nranks, hosts=names, slurm=slurm, nnodes=len(names),
                    ranks_per_node=ranks_per_node, env=env)
     stalls = []
@@ -244,10 +299,38 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         earlier.append(f"attempt 1 stopped before its first measurement and was started "
                        f"again: {failure.splitlines()[0]}")
         stalls.clear()
-    diagnosis = _finish(raw_path, out, names, plan, failure, stalls, thresholds, command,
+    diagnosis = _finish(raw_path, out, names, plan, failure, stalls, judged, command,
                         launched)
     diagnosis.verdict.notes[:0] = earlier
     return diagnosis
+
+
+def eager_env(nbytes):
+    """Open MPI settings that send a pair's `nbytes` eagerly over TCP.
+
+    Above its eager limit (64 KiB) Open MPI's TCP transport sends by
+    rendezvous, and in a sendrecv the two ends' go-aheads queue behind their
+    own data: the directions then take turns and a healthy pair runs at half
+    its link's rate, in some repeats and not others (docs/theory.md).  Sent
+    eagerly, the sendrecv measures the link.  Settings the user made win."""
+    limit = str(nbytes + (64 << 10))
+    return {k: os.environ.get(k, limit) for k in ("OMPI_MCA_btl_tcp_eager_limit",
+                                                  "OMPI_MCA_btl_tcp_max_send_size")}
+
+
+def check_baseline(baseline, names, backend):
+    """ConfigError (naming --baseline and the file) when `baseline` has no
+    pair rates through `backend` or was saved on other nodes."""
+    fig = results.pair_figure(backend)
+    if fig not in baseline.figures:
+        raise ConfigError(f"{baseline.path}: no pair rates measured through --backend "
+                          f"{backend} (it holds {', '.join(baseline.figures) or 'nothing'}); "
+                          f"save one with --backend {backend} --save-baseline", "--baseline")
+    theirs = [str(n) for n in baseline.identity.get("nodes", [])]
+    if sorted(theirs) != sorted(names):
+        raise ConfigError(f"{baseline.path}: recorded on {', '.join(theirs)}, this check "
+                          f"measures {', '.join(names)}: a baseline of other nodes",
+                          "--baseline")
 
 
 def _stuck_starting(failure, stalls, raw_path):
@@ -261,7 +344,7 @@ def _stuck_starting(failure, stalls, raw_path):
     return not (raw.local or raw.pair)
 
 
-def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, thresholds,
+def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, judged,
                     command, measure):
     """`doctor` on the workers of a Dask-MPI cluster (`health.cluster`)."""
     from . import cluster as _cluster  # lazy: import cycle: health.cluster imports health.api
@@ -279,7 +362,9 @@ def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, t
     text, failure = _cluster.run_on_workers(client, workers, plan, timeout)
     if text is not None:
         atomic_write_text(raw_path, text)  # rank 0's host may not share our disk
-    return _finish(raw_path, out, names, plan, failure, [], thresholds, command, launched)
+    if judged["baseline"] is not None:
+        check_baseline(judged["baseline"], names, plan["backend"])
+    return _finish(raw_path, out, names, plan, failure, [], judged, command, launched)
 
 
 def step_name(row):
@@ -291,7 +376,7 @@ def step_name(row):
     return f"doctor {step} ({unit} {int(row[ALG])})"
 
 
-def _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, launched):
+def _finish(raw_path, out, names, plan, failure, stalls, judged, command, launched):
     raw = None
     if os.path.exists(raw_path):
         raw = results.Raw.read(raw_path)
@@ -306,8 +391,9 @@ def _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, la
             raise RunError(f"the health check finished but its records ({raw_path}) are missing: "
                            "rank 0 wrote them on its own host; give --out a path on a shared "
                            "file system")
-        verdict = _verdict.judge(raw, thresholds)
-        code = OUTLIER if verdict.findings else HEALTHY
+        verdict = _verdict.judge(raw, judged["thresholds"], baseline=judged["baseline"])
+        code = OUTLIER if verdict.findings or verdict.undecided else HEALTHY
+    verdict.notes.insert(0, judged["backend_note"])
     if raw is not None and (raw.local or raw.pair):
         parts = results.to_datasets(raw, {
             "command": command, "doctor_verdict": verdict.to_dict(),
@@ -321,6 +407,9 @@ def _finish(raw_path, out, names, plan, failure, stalls, thresholds, command, la
                 ds.attrs["incomplete_reason"] = failure.splitlines()[0]
         save(parts, out)
         results.remove(raw_path)
+        if judged["save_baseline"] and failure is None:
+            _baseline.save(results.figures(raw), judged["save_baseline"])
+            verdict.notes.append(f"baseline saved: {judged['save_baseline']}")
     else:
         out = ""
         results.remove(raw_path)
@@ -347,4 +436,5 @@ def reproduce(names, plan):
     """A command line that runs this check again."""
     return shlex.join(["ccbench", "doctor", "--hosts", *names, "--repeats", str(plan["repeats"]),
                        "--ranks-per-node", str(plan["ranks_per_node"]),
+                       "--backend", plan.get("backend", "tcp"),
                        "--bisect" if plan.get("bisect") else "--no-bisect"])

@@ -6,13 +6,17 @@ One MPI job measures everything, so the cost is one job start:
    an 8 B and a large all_reduce on their own communicator; each rank's
    memory copy rate is the node's own peak.
 2. the pair matrix, wave by wave (`plan.schedule`): the first rank of each
-   node of a pair ping-pongs 8 B (latency) and exchanges large messages both
-   ways at once (bandwidth, each direction at its own link's rate) over a
-   TCP connection of the pair (`connect_pair` says why not MPI's); the
-   pairs of a wave run at the same time.
+   node of a pair measures 8 B (latency) and large messages both ways at
+   once (bandwidth, each direction at its own link's rate); the pairs of a
+   wave run at the same time.
 3. or, instead of the matrix (``plan["bisect"]``), the bisection: rank 0's
-   `bisect.Descent` names the groups, whose ring all_reduce (`ring_allreduce`,
-   over TCP like the pairs) run all at the same time, step by step.
+   `bisect.Descent` names the groups, whose ring all_reduce run all at the
+   same time, step by step.
+
+``plan["backend"]`` says what carries them: "mpi" or "nccl", a kit backend
+driven as ``ccbench run`` drives it (`collective.Timer`: sendrecv for the
+pairs, all_reduce for the local check and the rings); "tcp", plain sockets
+(`connect_pair` says why they suit a shared host; `ring_allreduce`).
 
 Repeats interleave (every node, every wave, then again), so a burst of
 load on the machine hits one repeat, not one node.  Ranks not measuring
@@ -37,6 +41,7 @@ import numpy as np
 
 from ..collectives import get as get_collective
 from . import results
+from .collective import Timer, ring_algorithm
 from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
 from ..launch import events
 from ..launch.worker import RankWatch
@@ -79,6 +84,11 @@ class Progress:
 
     def phase(self, name):
         self.row[PHASE] = PHASES.index(name)
+
+    @property
+    def counters(self):
+        """The two counters a backend's timed loop updates (entered, left)."""
+        return self.row[ENTERED:LEFT + 1]
 
 
 def _timed(fn, iters, warmup, progress):
@@ -130,7 +140,9 @@ def run(comm, plan, progress, out):
     local = comm.Split(color=node_of[me], key=me)
     raw = results.Raw(nodes, list(range(comm.Get_size())), node_of, plan)
     waves = [[tuple(p) for p in w] for w in plan["waves"]]
-    links = pair_links(comm, waves, leaders)
+    backend = plan.get("backend", "tcp")
+    links = pair_links(comm, waves, leaders, backend)
+    local_timer = None if backend == "tcp" else Timer(backend, local, comm)
     peaks = comm.gather(memcpy_bandwidth(plan["local_bytes"] * 4), root=0)
     if me == 0:
         raw.peaks = peaks
@@ -147,12 +159,14 @@ def run(comm, plan, progress, out):
             k = (rep + j) % len(nodes)
             quiet_wait(comm)
             if node_of[me] == k:
-                rec = _local_check(local, plan, progress, k)
+                rec = _local_check(local, plan, progress, k, local_timer)
         _collect(comm, raw, "local", rec, rep, out)
         for w, link in enumerate(links):
             rec = _pair_check(link, plan, progress, w) if link else None
             _collect(comm, raw, "pair", rec, rep, out)
     close_links(links)
+    if local_timer:
+        local_timer.close()
     local.Free()
     if plan.get("bisect"):
         _bisection(comm, raw, plan, progress, leaders, out)
@@ -160,15 +174,23 @@ def run(comm, plan, progress, out):
     return raw
 
 
-def pair_links(comm, waves, leaders):
+def pair_links(comm, waves, leaders, backend="tcp"):
     """One connection per pair of each wave (pairs of a wave are disjoint),
-    made once: [None or (pair communicator, socket, pair)] a wave."""
+    made once: [None or (pair communicator, socket or `collective.Timer`,
+    pair)] a wave.  `backend` "tcp": a socket (`connect_pair`); else the
+    kit backend of that name on the pair's communicator."""
     from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     me, links = comm.Get_rank(), []
     for pairs in waves:
         mine = next((k for k, (a, b) in enumerate(pairs) if me in (leaders[a], leaders[b])), None)
         pc = comm.Split(color=MPI.UNDEFINED if mine is None else mine, key=me)
-        links.append(None if pc == MPI.COMM_NULL else (pc, connect_pair(pc), tuple(pairs[mine])))
+        if pc == MPI.COMM_NULL:
+            links.append(None)
+            continue
+        # the pair's own communicator is its backend's world: the two ends
+        # are the first ranks of their nodes (GPU 0 on a GPU node)
+        end = connect_pair(pc) if backend == "tcp" else Timer(backend, pc, pc)
+        links.append((pc, end, tuple(pairs[mine])))
     return links
 
 
@@ -202,7 +224,7 @@ def _bisection(comm, raw, plan, progress, leaders, out):
 def _pairs_step(comm, step, plan, progress, leaders, index):
     """Rates (B/s each way, one list a repeat, one value a pair) of the
     suspects' pairs with good nodes, wave by wave."""
-    links = pair_links(comm, step["waves"], leaders)
+    links = pair_links(comm, step["waves"], leaders, plan.get("backend", "tcp"))
     where = {tuple(p): k for k, p in enumerate(step["groups"])}
     per_rep = []
     for _ in range(plan["repeats"]):
@@ -228,21 +250,25 @@ def _ring_step(comm, step, plan, progress, leaders, index):
     # ring order = the group's order (topology order: fewest uplinks crossed)
     gc = comm.Split(color=MPI.UNDEFINED if mine is None else mine,
                     key=0 if mine is None else groups[mine].index(node))
-    ring = None if gc == MPI.COMM_NULL else ring_links(gc)
+    backend = plan.get("backend", "tcp")
+    ring = timer = None
+    if gc != MPI.COMM_NULL:
+        if backend == "tcp":
+            ring = ring_links(gc)
+        else:
+            timer = Timer(backend, gc, gc)
     per_rep = []
     for _ in range(plan["repeats"]):
         quiet_wait(comm)
         rec = None
-        if ring:
+        if ring or timer:
             n = gc.Get_size()
-            x, tmp = np.empty(nb // 8), np.empty(nb // 8)
             progress.enter("bisect all_reduce", nb, index)
-            t = _timed(lambda: ring_allreduce(ring, x, tmp, gc.Get_rank(), n), plan["bw_iters"],
-                       1, progress)
-            if not x[0] == x[-1] == n * (n + 1) / 2:  # each rank put in its rank + 1
-                raise RuntimeError(f"the ring all_reduce of {n} nodes summed to {x[0]}, "
-                                   f"{x[-1]}, not {n * (n + 1) / 2}")
-            gc.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)  # it ends when the last rank has it
+            if timer:
+                t = timer.times("all_reduce", nb, plan["bw_iters"], 1, progress.counters,
+                                algorithm=ring_algorithm(backend), check=True)
+            else:
+                t = _tcp_ring_times(ring, gc, nb, plan, progress)
             if gc.Get_rank() == 0:
                 rec = (mine, ALL_REDUCE.bus_factor(n) * nb / float(np.median(t)))
         recs = comm.gather(rec, root=0)
@@ -254,8 +280,26 @@ def _ring_step(comm, step, plan, progress, leaders, index):
     if ring:
         for s in ring:
             s.close()
+    if timer:
+        timer.close()
+    if ring or timer:
         gc.Free()
     return per_rep
+
+
+def _tcp_ring_times(ring, gc, nb, plan, progress):
+    """Seconds of each ring all_reduce over the group's sockets (the slowest
+    rank's: it ends when the last rank has it)."""
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+    n = gc.Get_size()
+    x, tmp = np.empty(nb // 8), np.empty(nb // 8)
+    t = _timed(lambda: ring_allreduce(ring, x, tmp, gc.Get_rank(), n), plan["bw_iters"],
+               1, progress)
+    if not x[0] == x[-1] == n * (n + 1) / 2:  # each rank put in its rank + 1
+        raise RuntimeError(f"the ring all_reduce of {n} nodes summed to {x[0]}, "
+                           f"{x[-1]}, not {n * (n + 1) / 2}")
+    gc.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)
+    return t
 
 
 def ring_links(gc, timeout=30.0):
@@ -364,19 +408,27 @@ def _collect(comm, raw, kind, rec, rep, out):
         out(raw)
 
 
-def _local_check(local, plan, progress, node):
-    """The node's all_reduce among its own ranks: 8 B and `local_bytes`."""
+def _local_check(local, plan, progress, node, timer=None):
+    """The node's all_reduce among its own ranks: 8 B and `local_bytes`
+    (through the backend's `timer`; tcp: mpi4py's Allreduce)."""
     from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
-    small, s_out = np.zeros(1), np.empty(1)
-    progress.enter("local latency", 8, node)
-    lat = _timed(lambda: local.Allreduce(small, s_out, op=MPI.SUM), plan["lat_iters"], 5, progress)
     nb = plan["local_bytes"]
     x, y = np.ones(nb // 8), np.empty(nb // 8)
-    progress.enter("local bandwidth", nb, node)
-    bw_t = _timed(lambda: local.Allreduce(x, y, op=MPI.SUM), plan["bw_iters"], 1, progress)
+    progress.enter("local latency", 8, node)
+    if timer:
+        lat = timer.times("all_reduce", 8, plan["lat_iters"], 5, progress.counters)
+        progress.enter("local bandwidth", nb, node)
+        bw_t = timer.times("all_reduce", nb, plan["bw_iters"], 1, progress.counters, check=True)
+    else:
+        small, s_out = np.zeros(1), np.empty(1)
+        lat = _timed(lambda: local.Allreduce(small, s_out, op=MPI.SUM), plan["lat_iters"], 5,
+                     progress)
+        progress.enter("local bandwidth", nb, node)
+        bw_t = _timed(lambda: local.Allreduce(x, y, op=MPI.SUM), plan["bw_iters"], 1, progress)
     progress.enter("local compute", nb, node)
     cpu = _timed(lambda: _compute(x, y), plan["lat_iters"] // 2, 1, progress)
-    for t in (lat, bw_t, cpu):  # the slowest rank of the node sets the time
+    # the slowest rank of the node sets the time (the timer's are already)
+    for t in (cpu,) if timer else (lat, bw_t, cpu):
         local.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)
     if local.Get_rank() != 0:
         return None
@@ -393,10 +445,13 @@ def _compute(x, y, rounds=4):
 
 
 def _pair_check(link, plan, progress, wave):
-    """Ping-pong 8 B, then exchange `bw_bytes` both ways at once."""
+    """Ping-pong 8 B, then exchange `bw_bytes` both ways at once (through a
+    backend: its sendrecv of 8 B and of `bw_bytes`, as ``ccbench run``)."""
 
     from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     pc, conn, pair = link
+    if isinstance(conn, Timer):
+        return _pair_check_backend(link, plan, progress, wave)
     first = pc.Get_rank() == 0
     msg, buf = bytes(8), memoryview(bytearray(8))
 
@@ -425,6 +480,24 @@ def _pair_check(link, plan, progress, wave):
     if not first:
         return None
     return {"a": pair[0], "b": pair[1], "lat_s": (rtt / 2).tolist(), "bw_s": t.tolist(),
+            "bw_bytes": nb}
+
+
+def _pair_check_backend(link, plan, progress, wave):
+    """The pair's sendrecv through its backend: 8 B (latency: both ends send
+    at once, so a call is one one-way trip) and `bw_bytes` (each
+    direction's rate, the busbw of ``ccbench run sendrecv``)."""
+    pc, timer, pair = link
+    quiet_wait(pc)
+    progress.enter("pair latency", 8, wave)
+    lat = timer.times("sendrecv", 8, plan["lat_iters"], 5, progress.counters)
+    nb = plan["bw_bytes"]
+    quiet_wait(pc)
+    progress.enter("pair bandwidth", nb, wave)
+    t = timer.times("sendrecv", nb, plan["bw_iters"], 1, progress.counters)
+    if pc.Get_rank() != 0:
+        return None
+    return {"a": pair[0], "b": pair[1], "lat_s": lat.tolist(), "bw_s": t.tolist(),
             "bw_bytes": nb}
 
 

@@ -14,8 +14,8 @@ def text(diag):
     """Per-node ratios to their peers, one line a node, and the findings."""
     v = diag.verdict
     lines = []
-    if v.scores:
-        metrics = list(v.scores)
+    metrics = [m for m in v.scores if m != "uplink"]  # uplinks are not a node's
+    if metrics:
         lines.append(f"{'node':<14}" + "".join(f"{m:>12}" for m in metrics))
         for node in diag.nodes:
             cells = []
@@ -25,8 +25,12 @@ def text(diag):
             lines.append(f"{node:<14}" + "".join(cells))
         lines.append("(ratio to the other nodes' median: local and latency > 1 is slower, "
                      "bandwidth < 1 is slower)")
+    for link, ratio in v.scores.get("uplink", {}).items():
+        lines.append(f"uplink {link}: pairs across it at {ratio:.2f}x the pairs inside a leaf")
     for f in v.findings:
         lines.append(f.sentence())
+    if v.undecided:
+        lines.append(f"cannot tell: {v.undecided}")
     if diag.out:
         lines.append(f"results: {diag.out}")
     lines.append(f"reproduce: {diag.command}")
@@ -93,15 +97,15 @@ def plot_nodes(ds, ax=None):
     """Per-node bars: each statistic's ratio to the other nodes' median."""
     import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
     v = verdict_of(ds)
-    scores = v.get("scores", {})
+    scores = {m: s for m, s in v.get("scores", {}).items() if m != "uplink"}  # not a node's
     nodes = list(json.loads(ds.attrs["doctor_nodes"]))
     ax = ax or plt.subplots(figsize=(7, 3.2))[1]
     width = 0.8 / max(len(scores), 1)
     flagged = {f["node"] for f in v.get("findings", [])}
     for k, (metric, per_node) in enumerate(scores.items()):
         vals = [per_node.get(n) or np.nan for n in nodes]
-        # bandwidth: show slowness (1/ratio) so that taller is worse everywhere
-        vals = [1 / x if metric == "bandwidth" and x else x for x in vals]
+        # rates: show slowness (1/ratio) so that taller is worse everywhere
+        vals = [1 / x if metric in ("bandwidth", "baseline") and x else x for x in vals]
         ax.bar(np.arange(len(nodes)) + k * width, vals, width, label=metric)
     ax.axhline(1, color="k", lw=0.8)
     ax.set_xticks(np.arange(len(nodes)) + 0.4 - width / 2,

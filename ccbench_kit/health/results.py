@@ -22,6 +22,7 @@ import os
 import zlib
 
 import numpy as np
+import xarray as xr
 
 from .._version import __version__
 from .._files import atomic_write_text
@@ -117,7 +118,8 @@ def to_datasets(raw, attrs):
             v = np.asarray(rec[key]) * 1e6
             lat[k, 0, si, :, rec["rep"] * it: rec["rep"] * it + len(v)] = v
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    common = {"dtype": "uint8", "op": "none", "backend": "mpi", "library": "mpi",
+    backend = plan.get("backend", "tcp")
+    common = {"dtype": "uint8", "op": "none", "backend": backend, "library": backend,
               "timing": "host", "kit_version": __version__, "created": stamp,
               "hosts": raw.nodes, "complete": "true" if raw.complete else "false", **attrs}
     repeat = ("iteration", np.repeat(np.arange(reps), it))
@@ -147,7 +149,8 @@ def to_datasets(raw, attrs):
         algorithms=raw.nodes, placements=["out_of_place"], sizes=lsizes,
         counts=[s // 8 for s in lsizes], in_bytes=lsizes, out_bytes=lsizes, latency=llat,
         wrong=np.full((n, 1, 2), -1), ranks=[0], hosts=["slowest rank of the node"],
-        devices=["cpu"], attrs={**common, "collective": "all_reduce", "dtype": "fp64",
+        devices=["cpu"], attrs={**common, "collective": "all_reduce",
+                                "dtype": "fp64" if backend == "tcp" else "fp32",
                                 "op": "sum", "nranks": rpn, "iters": lit},
         extra_coords={"peak_GBps": ("algorithm", peaks),
                       "repeat": ("iteration", np.repeat(np.arange(reps), lit))})
@@ -155,6 +158,24 @@ def to_datasets(raw, attrs):
                            {"units": "us", "long_name": "a fixed piece of work on the node's "
                                                        "ranks (the slowest rank's time)"})
     return {"pairs": ds_pairs, "local": ds_local}
+
+
+def pair_figure(backend):
+    """The baseline figure of the pairs' rates measured through `backend`
+    (one per transport: rates through different ones do not compare)."""
+    return f"pair_busbw_{backend}"
+
+
+def figures(raw):
+    """The pairs' rates as a baseline's figures (`baseline.save`): B/s
+    each way, (node, peer, repeat), both orders of every pair filled."""
+    bw = np.moveaxis(raw.pair_matrix("bw"), 0, -1)
+    name = pair_figure(raw.plan.get("backend", "tcp"))
+    return xr.Dataset({name: (("node", "peer", "repeat"), bw,
+                              {"better": "higher", "units": "B/s",
+                               "long_name": "pair rate each way (busbw of the sendrecv)"})},
+                      coords={"node": raw.nodes, "peer": raw.nodes,
+                              "repeat": np.arange(bw.shape[-1])})
 
 
 def plan_reps(raw):

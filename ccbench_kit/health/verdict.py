@@ -39,6 +39,7 @@ import numpy as np
 
 from ..dataset.stats import SEED, bootstrap, interval
 from . import bisect as _bisect
+from .results import pair_figure
 
 THRESHOLDS = {"local": 5.0, "bandwidth": 0.75, "latency": 2.0, "bisect": _bisect.THRESHOLD}
 AGREE = 0.6
@@ -62,10 +63,11 @@ class Finding:
 
     @property
     def label(self):
-        return f"{self.node} link" if self.kind == "link" else self.node
+        return {"link": f"{self.node} link", "uplink": f"uplink {self.node}"}.get(self.kind,
+                                                                                  self.node)
 
     def sentence(self):
-        if self.metric in ("hang", "loss", "bisection"):
+        if self.metric in ("hang", "loss", "bisection", "uplink", "baseline"):
             return f"{self.label}: {self.detail}"
         what = {"local": "intra-node 8 B all_reduce time", "bandwidth": "bandwidth of its pairs",
                 "latency": "latency of its pairs"}[self.metric]
@@ -88,21 +90,28 @@ class Verdict:
     scores: dict = field(default_factory=dict)  # metric -> {node: median ratio}
     notes: list = field(default_factory=list)
     failed: bool = False  # the run failed and named nobody: nothing is known
+    # pairs differ but no node stands out against its peers (and no baseline
+    # says which): why the verdict cannot tell, else ""
+    undecided: str = ""
 
     @property
     def healthy(self):
-        return not self.findings and not self.failed
+        return not self.findings and not self.failed and not self.undecided
 
     def line(self):
-        """``verdict: node3``, ``verdict: node3 link``, ``verdict: none``
-        (``verdict: unknown`` when the run failed without naming a node)."""
+        """``verdict: node3``, ``verdict: node3 link``, ``verdict: uplink
+        LEAF1<->LEAF2``, ``verdict: none``; ``verdict: unknown`` when the run
+        failed without naming a node, ``verdict: cannot tell`` when pairs
+        differ and nothing explains it (`undecided`)."""
         if not self.findings:
-            return "verdict: unknown" if self.failed else "verdict: none"
+            if self.failed:
+                return "verdict: unknown"
+            return "verdict: cannot tell" if self.undecided else "verdict: none"
         return "verdict: " + ", ".join(dict.fromkeys(f.label for f in self.findings))
 
     def to_dict(self):
         return {"line": self.line(), "failed": self.failed, "findings": [asdict(f) for f in self.findings],
-                "scores": self.scores, "notes": self.notes}
+                "scores": self.scores, "notes": self.notes, "undecided": self.undecided}
 
 
 def node_ratios(matrix, x):
@@ -136,8 +145,10 @@ def _summary(ratios, slow_high, threshold, rng):
     return med, votes, int(r.size), interval(boot, 0.90)
 
 
-def judge(raw, thresholds=None, seed=SEED):
-    """The `Verdict` of a run's raw records (`results.Raw`)."""
+def judge(raw, thresholds=None, seed=SEED, baseline=None):
+    """The `Verdict` of a run's raw records (`results.Raw`); `baseline`
+    (a `health.baseline.Baseline` holding this backend's pair rates,
+    `results.figures`) scores each node's link against it too."""
     th = {**THRESHOLDS, **(thresholds or {})}
     rng = np.random.default_rng(seed)
     nodes = raw.nodes
@@ -178,6 +189,11 @@ def judge(raw, thresholds=None, seed=SEED):
             flagged.setdefault(x, {})["loss"] = finding
     for x, finding in _bisection(raw, th["bisect"]).items():
         flagged.setdefault(x, {})["bisection"] = finding
+    bw = raw.pair_matrix("bw") if raw.plan["waves"] else None
+    if bw is not None and baseline is not None:
+        for x, finding in _against_baseline(raw, bw, baseline, th["bandwidth"], rng,
+                                            verdict.scores).items():
+            flagged.setdefault(x, {})["baseline"] = finding
     if raw.bisect_note:
         verdict.notes.append(raw.bisect_note)
     if n == 2 and raw.plan["waves"]:
@@ -186,9 +202,116 @@ def judge(raw, thresholds=None, seed=SEED):
     for x in sorted(flagged):
         found = flagged[x]
         pick = found.get("local") or found.get("bandwidth") or found.get("loss") \
-            or found.get("bisection") or found.get("latency")
+            or found.get("bisection") or found.get("latency") or found.get("baseline")
         verdict.findings.append(pick)
+    if bw is not None and raw.plan.get("leaf"):
+        verdict.findings += _uplinks(bw, raw.plan["leaf"], th["bandwidth"], rng, verdict.scores)
+    if bw is not None and not verdict.findings and n > 2:
+        verdict.undecided = _unexplained_spread(bw, raw.nodes, th["bandwidth"],
+                                                baseline is not None)
     return verdict
+
+
+def _votes_apart(ratios, threshold, rng):
+    """(median, "votes/total", ci, slow): `ratios` (one a repeat, below 1
+    slower) pass the threshold as the peer statistics must (`judge`)."""
+    med, votes, total, ci = _summary(ratios, False, threshold, rng)
+    slow = bool(total and med <= threshold and ci[1] < 1 and votes >= AGREE * total)
+    return med, f"{votes}/{total}", ci, slow
+
+
+def _uplinks(bw, leaf, threshold, rng, scores):
+    """Findings for the uplinks between leaves: the pairs across two leaves
+    over the pairs inside a leaf, per repeat.  A slow spine slows every
+    pair across it alike, so every node's peer ratio stays near 1; only
+    this comparison sees it."""
+    n = len(leaf)
+    inside = [(i, j) for i in range(n) for j in range(i + 1, n) if leaf[i] == leaf[j]]
+    if not inside:
+        return []
+    ref = np.nanmedian(np.stack([bw[:, i, j] for i, j in inside], axis=1), axis=1)
+    out = []
+    names = sorted(set(leaf))
+    for ai, a in enumerate(names):
+        for b in names[ai + 1:]:
+            across = [(i, j) for i in range(n) for j in range(i + 1, n)
+                      if {leaf[i], leaf[j]} == {a, b}]
+            if not across:
+                continue
+            own = np.nanmedian(np.stack([bw[:, i, j] for i, j in across], axis=1), axis=1)
+            med, agree, ci, slow = _votes_apart(own / ref, threshold, rng)
+            scores.setdefault("uplink", {})[f"{a}<->{b}"] = None if np.isnan(med) else round(med, 4)
+            if slow:
+                v, r = float(np.nanmedian(own)), float(np.nanmedian(ref))
+                out.append(Finding(
+                    f"{a}<->{b}", "uplink", "uplink", med, v, r, agree, ci,
+                    f"the {len(across)} pairs across it ran {1 / med:.2f}x slower than the "
+                    f"{len(inside)} pairs inside a leaf ({_fmt('bandwidth', v)} vs "
+                    f"{_fmt('bandwidth', r)}; {agree} repeats agree; 90% CI of the ratio "
+                    f"{ci[0]:.2f}-{ci[1]:.2f})"))
+    return out
+
+
+def _best_pair(bw, x):
+    """Per repeat: the rate of node x's fastest pair.  A pair runs at its
+    slower end's rate, so a node with one fast pair has a fast link: this
+    is the node's own link, seen from its best partner."""
+    others = [k for k in range(bw.shape[1]) if k != x]
+    return np.nanmax(bw[:, x, others], axis=1)
+
+
+def _against_baseline(raw, bw, baseline, threshold, rng, scores):
+    """{node: Finding} of nodes whose link is slow against the baseline:
+    every pair's rate over the baseline's, and the node's best pair's ratio
+    per repeat (`_best_pair`): two slow nodes of four slow five of the six
+    pairs, but each healthy node still has a full-rate pair."""
+    n, fig = len(raw.nodes), pair_figure(raw.plan.get("backend", "tcp"))
+    ref = np.full((n, n), np.nan)
+    for a in range(n):
+        for b in range(n):
+            samples = baseline.samples(fig, {"node": raw.nodes[a], "peer": raw.nodes[b]})
+            if samples is not None and samples.size:
+                ref[a, b] = float(np.median(samples))
+    ratio = bw / ref[None]
+    out = {}
+    scores["baseline"] = {}
+    for x in range(n):
+        best = _best_pair(ratio, x)
+        med, agree, ci, slow = _votes_apart(best, threshold, rng)
+        scores["baseline"][raw.nodes[x]] = None if np.isnan(med) else round(med, 4)
+        if slow:
+            others = [j for j in range(n) if j != x]
+            k = others[int(np.nanargmax(np.nanmedian(ratio[:, x, others], axis=0)))]
+            v = float(np.nanmedian(bw[:, x, k]))
+            out[x] = Finding(raw.nodes[x], "link", "baseline", med, v, float(ref[x, k]), agree,
+                             ci, f"even its fastest pair ran {1 / med:.2f}x slower than in the "
+                                 f"baseline {baseline.path} (with {raw.nodes[k]}: "
+                                 f"{_fmt('bandwidth', v)} vs {_fmt('bandwidth', ref[x, k])}; "
+                                 f"{agree} repeats agree; 90% CI of the ratio "
+                                 f"{ci[0]:.2f}-{ci[1]:.2f})")
+    return out
+
+
+def _unexplained_spread(bw, nodes, threshold, have_baseline):
+    """Why the verdict cannot tell ("" when it can): some nodes' links
+    (`_best_pair`, median over repeats) run below `threshold` of the
+    fastest node's, yet no node, link or uplink stands out against its
+    peers.  Half the nodes slow alike look like this: without a baseline
+    the kit cannot say which half is the normal one."""
+    best = np.nanmedian(np.stack([_best_pair(bw, x) for x in range(len(nodes))], axis=1), axis=0)
+    if not np.isfinite(best).any():
+        return ""
+    top = np.nanmax(best)
+    slower = [x for x in range(len(nodes)) if best[x] <= threshold * top]
+    if not slower:
+        return ""
+    hint = "" if have_baseline else ("; a baseline saved on the healthy cluster "
+                                     "(--save-baseline, then --baseline FILE) would tell")
+    return (f"the links of {', '.join(nodes[x] for x in slower)} look slower (their fastest "
+            f"pair at {max(best[x] for x in slower) / top:.2f}x the fastest node's, "
+            f"{_fmt('bandwidth', max(best[x] for x in slower))} vs {_fmt('bandwidth', top)}) "
+            f"but no node stands out against its peers: as many nodes are slow as fast"
+            f"{hint}")
 
 
 def _bisection(raw, threshold):
