@@ -56,3 +56,107 @@ def _umask():
     m = os.umask(0)
     os.umask(m)
     return m
+
+
+# -- suite specs: every value that reaches a batch script --------------------
+
+HOSTILE = ["x\ntouch {m}", "x; touch {m}", "$(touch {m})", "`touch {m}`", "x\r\nid",
+           "'\"; touch {m}; \"'"]
+
+
+def _suite_yaml(tmp_path, slurm=None, env=None, top=None):
+    import yaml
+    spec = {"name": "s", "launcher": "slurm",
+            "run": {"minbytes": 8, "maxbytes": 8, "iters": 1},
+            "matrix": {"collectives": ["all_reduce"], "nranks": [3],
+                       "env": {"e": env or {"A": "1"}}},
+            "slurm": slurm or {}, **(top or {})}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _dry_run(spec):
+    """`ccbench suite SPEC --dry-run` in process: (exit code, error line)."""
+    from ccbench_kit.errors import ConfigError
+    from ccbench_kit.suite import load_suite, run_suite
+    try:
+        result = run_suite(load_suite(spec), dry_run=True)
+    except ConfigError as e:
+        return 2, str(e)
+    return (3, result.failed) if result.failed else (0, "")
+
+
+def _script_lines_are_data(script, marker):
+    """A written batch script: directives on lines of their own, then
+    commands with no shell operator outside quotes (values are single
+    quoted words); bash parses it.  Returns the words after the directives."""
+    import shlex
+    import subprocess
+    text = script.read_bytes().decode()   # as bash reads it: a \r stays a \r
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    lines = text.split("\n")
+    head = [ln for ln in lines if ln.startswith("#")]
+    assert lines[:len(head)] == head and str(marker) not in "".join(head)
+    lexer = shlex.shlex("\n".join(lines[len(head):]), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words = list(lexer)
+    assert not [w for w in words if w and set(w) <= set("();<>|&")], words
+    assert words[:2] == ["set", "-euo"] and "srun" in words
+    return words
+
+
+@pytest.mark.parametrize("field", ["partition", "time_limit", "account", "mpi", "srun_args"])
+@pytest.mark.parametrize("value", HOSTILE[:4])
+def test_suite_slurm_values_never_become_script_lines(tmp_path, field, value):
+    marker = tmp_path / "pwned"
+    spec = _suite_yaml(tmp_path, slurm={field: value.format(m=marker)})
+    rc, err = _dry_run(spec)
+    scripts = list((tmp_path / "results" / "s.suite" / "jobs").glob("*.sbatch"))
+    if field == "srun_args":
+        # a string of srun options is split as a shell would, then quoted back
+        assert rc == 0, err
+        _script_lines_are_data(scripts[0], marker)
+        import shlex
+        srun = [ln for ln in scripts[0].read_text().splitlines() if ln.startswith("srun")][0]
+        assert shlex.split(value.format(m=marker)) == \
+            shlex.split(srun)[len(shlex.split(srun)) - 4 - len(shlex.split(value.format(m=marker))):
+                              len(shlex.split(srun)) - 4]
+    else:
+        assert rc == 2 and f"slurm.{field}" in err and "\n" not in err.split(": ", 1)[0], err
+    assert not marker.exists()
+
+
+def test_suite_srun_args_string_is_not_split_into_characters():
+    from ccbench_kit.launch import slurm
+    text = slurm.sbatch_script(["prog"], {"srun_args": "--exclusive --mem=0"}, 3, 1)
+    assert text.splitlines()[-1].endswith("--kill-on-bad-exit=1 --exclusive --mem=0 prog")
+    cmd = slurm.srun_command(3, ["prog"], {"srun_args": "--exclusive", "job_id": "7"})
+    assert cmd[-2:] == ["--exclusive", "prog"]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_suite_env_values_and_paths_stay_data(tmp_path, value):
+    marker = tmp_path / "pwned"
+    spec = _suite_yaml(tmp_path, env={"A": value.format(m=marker)})
+    assert _dry_run(spec) == (0, "")
+    script = next((tmp_path / "results" / "s.suite" / "jobs").glob("*.sbatch"))
+    words = _script_lines_are_data(script, marker)
+    assert words[words.index("export") + 1] == "A=" + value.format(m=marker)
+    if "\n" in value or "\r" in value:
+        for key in ("workdir", "out", "hosts_file", "report"):
+            bad = _suite_yaml(tmp_path, top={key: value.format(m=marker)})
+            rc, err = _dry_run(bad)
+            assert rc == 2 and f"{key}:" in err, err
+
+
+def test_suite_cli_refuses_a_hostile_slurm_value_in_one_line(tmp_path):
+    marker = tmp_path / "pwned"
+    spec = _suite_yaml(tmp_path, slurm={"partition": f"gpu\ntouch {marker}"})
+    proc = run_cli("suite", spec, "--dry-run", timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"ccbench: error: {spec}: --slurm-partition / slurm.partition: "
+                                  "'gpu\\ntouch "), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and not marker.exists()
+    assert not (tmp_path / "results").exists()
+    assert not marker.exists()
