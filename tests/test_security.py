@@ -160,3 +160,77 @@ def test_suite_cli_refuses_a_hostile_slurm_value_in_one_line(tmp_path):
     assert len(proc.stderr.splitlines()) == 1 and not marker.exists()
     assert not (tmp_path / "results").exists()
     assert not marker.exists()
+
+
+# -- reports: every value a results file holds is shown as text ---------------
+
+EVIL = "ccbPWN"
+EVIL_VALUES = [f"<script>alert('{EVIL}')</script>", f"<img src=x onerror=alert('{EVIL}')>",
+               f"[{EVIL}](javascript:alert(1))", f"![{EVIL}](http://example.invalid/x.png)",
+               f"x\n\n<b onmouseover=alert('{EVIL}')>y</b>", f"</code></pre><script>{EVIL}</script>"]
+
+
+class _Tags:
+    """Every element and attribute of an HTML page (the parser a browser
+    would use, from the standard library)."""
+
+    def __init__(self, text):
+        from html.parser import HTMLParser
+        self.found, self.scripts = [], []
+        outer = self
+
+        class P(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                outer.found.append((tag, dict(attrs)))
+
+            def handle_data(self, data):
+                if self.lasttag == "script":
+                    outer.scripts.append(data)
+        P().feed(text)
+
+    def live(self, marker):
+        """Elements, attributes or scripts the marker made."""
+        bad = [s for s in self.scripts if marker in s]
+        for tag, attrs in self.found:
+            for k, v in attrs.items():
+                v = v or ""
+                if k == "href" and v.startswith("#"):
+                    continue    # a link to a heading of the page itself
+                if k.startswith("on") or (k in ("href", "src", "action", "formaction", "style")
+                                          and (marker in v or "javascript:" in v)) \
+                        or (tag == "img" and k == "src" and not v.startswith("data:")):
+                    bad.append((tag, k, v))
+        return bad
+
+
+def hostile_dataset():
+    lat = np.full((2, 1, 2, 2, 3), 10.0)
+    lat[1] *= 2
+    return make_dataset(algorithms=[EVIL_VALUES[0], EVIL_VALUES[2]], placements=["out_of_place"],
+                        sizes=[64, 128], counts=[16, 32], in_bytes=[64, 128],
+                        out_bytes=[64, 128], latency=lat, wrong=np.zeros((2, 1, 2), int),
+                        ranks=[0, 1], hosts=[EVIL_VALUES[1], EVIL_VALUES[4]],
+                        devices=["cpu", "cpu"],
+                        attrs={"collective": "all_reduce", "nranks": 2, "dtype": EVIL_VALUES[3],
+                               "backend": EVIL_VALUES[5], "timing": EVIL_VALUES[1],
+                               "created": EVIL_VALUES[0], "op": EVIL_VALUES[2],
+                               "check": EVIL_VALUES[4], "command": EVIL_VALUES[0]})
+
+
+def test_report_shows_hostile_attrs_coords_and_title_as_text(tmp_path):
+    results = tmp_path / "r.nc"
+    io.save(hostile_dataset(), results)
+    out = tmp_path / "r.html"
+    proc = run_cli("report", results, "-o", out, "--title", EVIL_VALUES[0] + EVIL_VALUES[2],
+                   "--baseline", results, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert _Tags(page).live(EVIL) == []
+    # shown, as text
+    assert html.escape(f"alert('{EVIL}')", quote=False) in page.replace("&#x27;", "'")
+
+
+def test_markup_boundary_keeps_the_kits_markdown():
+    from ccbench_kit import markup
+    text = markup.markdown("> a note\n- **bold** `code` <b>x</b> [l](javascript:y)")
+    assert text == "> a note\n- **bold** `code` &lt;b&gt;x&lt;/b&gt; &#91;l&#93;(javascript:y)"
