@@ -234,3 +234,38 @@ def test_markup_boundary_keeps_the_kits_markdown():
     from ccbench_kit import markup
     text = markup.markdown("> a note\n- **bold** `code` <b>x</b> [l](javascript:y)")
     assert text == "> a note\n- **bold** `code` &lt;b&gt;x&lt;/b&gt; &#91;l&#93;(javascript:y)"
+
+
+# -- derived paths stay inside the named folder --------------------------------
+
+@pytest.mark.parametrize("attr,value", [("collective", "../../evil"),
+                                        ("collective", "/tmp/evil"),
+                                        ("env", '{"NCCL_TESTS_SPLIT": "../../../evil"}')])
+def test_export_aws_naming_never_writes_outside_its_folder(tmp_path, attr, value):
+    from ccbench_kit.errors import ConfigError
+    from ccbench_kit.formats.csv.write import write_aws
+    ds = tiny_dataset()
+    ds.attrs[attr] = value
+    target = tmp_path / "a" / "b"
+    target.mkdir(parents=True)
+    before = sorted(p for p in tmp_path.rglob("*"))
+    with pytest.raises(ConfigError, match=r"^--aws-naming: .* is not a plain file name"):
+        write_aws({"x": ds}, target)
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+
+
+def test_export_aws_naming_refuses_a_link_and_a_bad_pattern(tmp_path):
+    results = tmp_path / "r.nc"
+    ds = tiny_dataset()
+    ds.attrs["created"] = "2026-01-02T03:04:05"
+    io.save(ds, results)
+    folder = tmp_path / "csv"
+    folder.mkdir()
+    elsewhere = tmp_path / "elsewhere.csv"
+    (folder / "nccl_1_ami_allreduce_0x0_20260102_030405_results.csv").symlink_to(elsewhere)
+    proc = run_cli("export", results, "--aws-naming", folder)
+    assert proc.returncode == 2 and "is a symbolic link" in proc.stderr, proc.stderr
+    assert not elsewhere.exists()
+    proc = run_cli("export", results, "--aws-naming", folder, "--pattern", "../x")
+    assert proc.returncode == 2 and proc.stderr.startswith("ccbench: error: --pattern: '../x'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["csv", "r.nc"]
