@@ -144,8 +144,11 @@ def read(path, *, collective=None, nranks=None, partial=False):
 
 
 def is_netcdf(path):
+    """Whether `path` starts as HDF5 does; a FIFO or device is not opened
+    here (it would block): `Source.from_file` refuses it in one line."""
+    from ..output_path import open_regular
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return f.read(8) == _HDF5
     except OSError:
         return False

@@ -65,9 +65,19 @@ def read_manifest(suite):
     except FileNotFoundError:
         raise ConfigError(f"the suite has not been run: {path} is missing; run "
                           f"`ccbench suite {suite.path}` first", suite.path) from None
-    except ValueError as e:
-        raise ConfigError(f"{path} is not a suite manifest ({e})", suite.path) from e
-    return data.get("mode", "mpirun"), [Entry(**e) for e in data["combinations"]]
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path} is not a suite manifest ({e})", suite.path) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}", suite.path) from None
+    fields = set(Entry.__dataclass_fields__)
+    combos = data.get("combinations") if isinstance(data, dict) else None
+    if not isinstance(combos, list) or not all(
+            isinstance(e, dict) and {"key", "axes", "part"} <= set(e) <= fields
+            and all(isinstance(e[k], str) for k in set(e) - {"axes"}) for e in combos):
+        raise ConfigError(f"{path} is not a suite manifest (expected {{\"combinations\": "
+                          "[{key, axes, part, state...}]}); run the suite again to rewrite it",
+                          suite.path)
+    return data.get("mode", "mpirun"), [Entry(**e) for e in combos]
 
 
 def one_line(error):
