@@ -10,6 +10,7 @@ import shlex
 import sys
 
 from .. import health
+from . import argtypes as T
 from .cluster import add_launch_arguments, launch_options
 
 
@@ -35,14 +36,32 @@ def add_parser(sub):
     g.add_argument("--bisect", action=argparse.BooleanOptionalAction, default=None,
                    help="bisection of a slow all_reduce (O(log N) rounds) instead of the pair "
                         f"matrix; default: from {health.api.BISECT_FROM} nodes on")
-    g.add_argument("--timeout", type=float, default=None,
+    g.add_argument("--timeout", type=T.float_in(0, 7 * 24 * 3600, low_open=True), default=None,
                    help="seconds without progress before the hang is attributed")
     g.add_argument("--out", default=None, help="results file (default results/doctor-STAMP.nc)")
     g.add_argument("--report", default=None, metavar="HTML", help="also write the report page")
     p.set_defaults(func=main)
 
 
+def _check_outputs(args):
+    """The results file and the report can be written: checked before the
+    check runs, so that a bad path costs nothing measured."""
+    from pathlib import Path
+
+    from ..errors import ConfigError
+    from ..output_path import check_output
+    if args.out is not None:
+        check_output(args.out, "--out")
+    if args.report is not None:
+        report = Path(args.report)
+        if report.suffix != ".html":
+            raise ConfigError(f"{report}: the report is HTML; name it NAME.html", "--report")
+        check_output(report, "--report")
+        check_output(report.with_suffix(".ipynb"), "--report")
+
+
 def main(args):
+    _check_outputs(args)
     launch = launch_options(args)
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
     client = None

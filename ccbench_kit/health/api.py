@@ -12,7 +12,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError, RunError
+from ..errors import EXIT_SIGINT, EXIT_SIGTERM, ConfigError, RunError
 from ..units import parse_size
 from . import plan as _plan
 from . import results, verdict as _verdict
@@ -230,9 +230,9 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         results.remove(raw_path)
         launched = time.time()
         with tempfile.TemporaryDirectory(prefix="ccbench-doctor-") as run_dir:
-            failure, _, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)],
-                                      nranks, run_dir, describe=describe, call_timeout=timeout,
-                                      command=cmd, env=env)
+            failure, exit_code, _ = run_ranks(
+                "ccbench_kit.health.probe", [results.encode(plan)], nranks, run_dir,
+                describe=describe, call_timeout=timeout, command=cmd, env=env)
         if attempt == 2 or not _stuck_starting(failure, stalls, raw_path):
             break
         # every rank alive, none ahead of the others, nothing measured: MPI's
@@ -244,6 +244,8 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     diagnosis = _finish(raw_path, out, names, plan, failure, stalls, thresholds, command,
                         launched)
     diagnosis.verdict.notes[:0] = earlier
+    if failure is not None and exit_code in (EXIT_SIGINT, EXIT_SIGTERM):
+        diagnosis.exit_code = exit_code   # stopped by the user: 130/143, partial results kept
     return diagnosis
 
 
