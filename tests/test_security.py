@@ -269,3 +269,19 @@ def test_export_aws_naming_refuses_a_link_and_a_bad_pattern(tmp_path):
     proc = run_cli("export", results, "--aws-naming", folder, "--pattern", "../x")
     assert proc.returncode == 2 and proc.stderr.startswith("ccbench: error: --pattern: '../x'")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["csv", "r.nc"]
+
+
+# -- scale of input: host names ----------------------------------------------------
+
+def test_host_names_resolve_concurrently_within_a_bound():
+    import time
+    from ccbench_kit.errors import ConfigError
+    from ccbench_kit.launch.hosts import check_resolvable, unresolvable
+    names = ["localhost", "127.0.0.1"] + [f"n{k}.invalid" for k in range(200)]
+    t0 = time.monotonic()
+    bad = unresolvable(names, timeout=3)
+    assert time.monotonic() - t0 < 4.5
+    assert bad == names[2:]          # in order; the reserved TLD never resolves
+    with pytest.raises(ConfigError, match=r"^--hosts: 1 of 2 host names do not resolve .*: "
+                                          r"x\.invalid$"):
+        check_resolvable(["localhost", "x.invalid"], timeout=3)

@@ -63,6 +63,9 @@ def _check_outputs(args):
 def main(args):
     _check_outputs(args)
     launch = launch_options(args)
+    if launch["hosts"] and len(launch["hosts"]) > 16:
+        print(f"ccbench: resolving {len(launch['hosts'])} host names ...", file=sys.stderr,
+              flush=True)
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
     client = None
     if args.scheduler_file:

@@ -132,6 +132,8 @@ def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
         raise ConfigError(f"a health check compares nodes: it needs at least 2, got "
                           f"{len(names)} ({', '.join(names)})",
                           "-N/--nnodes" if nnodes is not None else "--hosts")
+    if hosts or hosts_file:   # before any launch: a name that does not resolve stops it
+        _hosts.check_resolvable(names, "--hosts-file" if hosts_file else "--hosts")
     return names
 
 
