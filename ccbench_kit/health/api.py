@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, ConfigError, RunError
+from ..launch.leftovers import DOCTOR_PREFIX, run_prefix
 from ..units import parse_size
 from . import plan as _plan
 from . import results, verdict as _verdict
@@ -231,7 +232,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     for attempt in (1, 2):
         results.remove(raw_path)
         launched = time.time()
-        with tempfile.TemporaryDirectory(prefix="ccbench-doctor-") as run_dir:
+        with tempfile.TemporaryDirectory(prefix=run_prefix(DOCTOR_PREFIX)) as run_dir:
             failure, exit_code, _ = run_ranks(
                 "ccbench_kit.health.probe", [results.encode(plan)], nranks, run_dir,
                 describe=describe, call_timeout=timeout, command=cmd, env=env)

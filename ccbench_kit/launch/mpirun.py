@@ -11,7 +11,7 @@ import uuid
 
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError
 from ..progress_board import Board
-from . import events, lifeline, worker
+from . import events, leftovers, lifeline, worker
 from .heartbeat import Beats
 from .watchdog import (Monitor, dead_ranks, kill_tree, unanswered_hosts,
                        unanswered_message)
@@ -133,7 +133,8 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
 
 def _launch(cfg, on_event, timeout, hosts, command, env, run_id):
     earlier = _stamp(cfg.output.out)  # a file from an earlier run is not this run's result
-    with tempfile.TemporaryDirectory(prefix="ccbench-run-") as run_dir:
+    leftovers.sweep()                 # what runs killed by SIGKILL left in TMPDIR
+    with tempfile.TemporaryDirectory(prefix=leftovers.run_prefix()) as run_dir:
         cfg_path = os.path.join(run_dir, "config.json")
         with open(cfg_path, "w") as f:
             f.write(cfg.to_json())
