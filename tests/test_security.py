@@ -285,3 +285,21 @@ def test_host_names_resolve_concurrently_within_a_bound():
     with pytest.raises(ConfigError, match=r"^--hosts: 1 of 2 host names do not resolve .*: "
                                           r"x\.invalid$"):
         check_resolvable(["localhost", "x.invalid"], timeout=3)
+
+
+def test_a_scheduler_that_accepts_and_never_answers_is_one_line(tmp_path):
+    import json
+    import socket
+    import time
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(5)
+    sched = tmp_path / "scheduler.json"
+    sched.write_text(json.dumps({"address": f"tcp://127.0.0.1:{silent.getsockname()[1]}"}))
+    t0 = time.monotonic()
+    proc = run_cli("doctor", "--scheduler-file", sched, timeout=60)
+    silent.close()
+    assert time.monotonic() - t0 < 30
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        "ccbench: error: --scheduler-file: no scheduler answers at tcp://127.0.0.1:"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
