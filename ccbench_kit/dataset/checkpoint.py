@@ -230,6 +230,9 @@ def merge_pending(path, into=None, run_id=None):
         return 0  # several collectives are merged by run_many, one whole file each
     ds = next(iter(parts.values())).load()
     ds.close()
+    if not ds.sizes.get("size"):
+        raise CCBenchError(f"{base} holds no size, so there is no shape to fold the sidecars "
+                           "beside it into; they are left as they are")
     first = ds.isel(size=[-1])  # the shape of one size
     if base == template:
         ds = ds.isel(size=slice(0, 0))  # its one size is a placeholder
