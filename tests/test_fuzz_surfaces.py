@@ -83,7 +83,11 @@ def test_show_and_compare_check_every_number(place, capsys, data):
     rc, err = call(["show", str(path)], capsys)
     assert (rc == 2) == bad, err
     ratio = data.draw(st.sampled_from(["0.9", "1", "1e-9"]))
-    rc, err = call(["compare", str(path), str(path), "--min-ratio", ratio], capsys)
+    from ccbench_kit.cli import main
+    rc = main(["compare", str(path), str(path), "--min-ratio", ratio])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and rc in (0, 1, 2)
+    assert rc != 1 or out.splitlines()[-1].startswith("FAILED"), out   # the gate says why
     if bad:
         assert rc == 2 and "latency" in err
     else:   # the same file against itself: at 1.0, or nothing comparable (a gate fails)

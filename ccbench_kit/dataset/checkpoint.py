@@ -240,7 +240,7 @@ def merge_pending(path, into=None, run_id=None):
     for f in files:
         try:
             block = _block(f, first, have)
-        except (KeyError, ValueError, TypeError, OSError, zipfile.BadZipFile) as e:
+        except (KeyError, IndexError, ValueError, TypeError, OSError, zipfile.BadZipFile) as e:
             raise CCBenchError(f"{f}: not a sidecar of {path}'s shape ({type(e).__name__}: "
                                f"{str(e).splitlines()[0] if str(e) else 'unreadable'}); "
                                "move it away and recover the others") from None
