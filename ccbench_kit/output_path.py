@@ -167,6 +167,24 @@ def check_output_folder(folder, flag):
     return folder
 
 
+def derived_file(folder, name, flag):
+    """The path of a file whose name the kit made from data (a results
+    file's attrs, a ``--pattern``) inside `folder`: one plain name, never a
+    way out of the folder (``../``, a leading ``/``) nor through a
+    symbolic link in it; then `check_output`."""
+    name = str(name)
+    if (not name or name in (".", "..") or "/" in name or "\\" in name
+            or any(ord(c) < 32 or ord(c) == 127 for c in name)):
+        raise OutputError(f"{name!r} (made from the data) is not a plain file name; nothing "
+                          f"is written outside {folder}", flag)
+    path = os.path.join(os.fspath(folder), name)
+    if os.path.islink(path):
+        raise OutputError(f"{path} is a symbolic link; a file the kit names is not written "
+                          "through one", flag)
+    check_output(path, flag)
+    return path
+
+
 # -- when the final write fails -------------------------------------------------
 
 #: errno values that mean "this place cannot take the file", not "a bug"

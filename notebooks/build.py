@@ -131,6 +131,7 @@ title = "ccbench doctor"  # report title
 import json
 import xarray as xr
 from IPython.display import Markdown, display
+from ccbench_kit import markup
 from ccbench_kit.health import report
 
 pairs = xr.open_dataset(results)
@@ -147,13 +148,13 @@ lines += ["", f"Nodes: {', '.join(json.loads(pairs.attrs['doctor_nodes']))}; " +
            if plan["waves"] else f"bisection, {plan['repeats']} repeats a step; ") +
           f"timing: {pairs.attrs.get('doctor_timing', '{}')}",
           "", "Reproduce:", "", f"    {pairs.attrs.get('command') or 'ccbench doctor --hosts ...'}"]
-display(Markdown("\\n".join(lines)))
+display(Markdown(markup.markdown("\\n".join(lines))))
 """),
     code("""
 if json.loads(pairs.attrs["doctor_plan"])["waves"]:
     report.show_matrices(pairs)
 else:  # bisection instead of the pair matrix
-    display(Markdown(report.bisection_markdown(pairs)))
+    display(Markdown(markup.markdown(report.bisection_markdown(pairs))))
 """),
     code("""
 report.show_nodes(pairs)

@@ -7,7 +7,10 @@
     python -m testbed down [--name tb]
 """
 import argparse
+import contextlib
 import json
+import signal
+import subprocess
 import sys
 
 from .cluster import Cluster, Config, TestbedError, parse_fault
@@ -82,8 +85,26 @@ def _dispatch(args):
         argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
         if not argv:
             raise TestbedError("run: give a command, e.g. python -m testbed run -- sinfo")
-        return c.login(argv, capture_output=False).returncode
+        return _forwarding_signals(c.login_command(argv), c.env)
     return 0
+
+
+def _forwarding_signals(cmd, env):
+    """Run `cmd` and wait for it; SIGINT and SIGTERM given to this wrapper
+    go to the command (a `ccbench` run or doctor then stops, keeps its
+    partial results and exits 130/143), and its exit code is returned."""
+    proc = subprocess.Popen(cmd, env=env)
+
+    def forward(sig, _frame):
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        rc = proc.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    return 128 - rc if rc < 0 else rc
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ so a crashed run is cleaned by ``python -m testbed down --name NAME``.
 import atexit
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -123,6 +124,12 @@ class Config:
     def netns(self, role):
         return f"{self.prefix}-{role}"
 
+    def owns_netns(self, ns):
+        """Whether namespace `ns` is one of this instance's: its roles exactly
+        (head, fab, nodeK), so that `down` of ``p2`` never touches ``p2-x``."""
+        return re.fullmatch(re.escape(self.prefix) + rf"-(?:{HEAD}|{FABRIC}|node\d+|sink\d+)", ns) \
+            is not None
+
 
 HEAD = "head"
 FABRIC = "fab"
@@ -195,7 +202,15 @@ class Cluster:
         except FileNotFoundError:
             raise TestbedError(f"no testbed {name!r}: {statedir}/state.json is missing; "
                                f"start one with `python -m testbed up --name {name}`") from None
-        self = cls(Config(**data["config"]))
+        except (OSError, ValueError) as e:
+            raise TestbedError(f"{statedir}/state.json cannot be read ({e}); remove the "
+                               f"instance's namespaces by hand (ip netns del {PREFIX}-{name}-...)"
+                               ) from None
+        try:
+            self = cls(Config(**data["config"]))
+        except (KeyError, TypeError) as e:
+            raise TestbedError(f"{statedir}/state.json is not a testbed state (no usable "
+                               f"'config': {e})") from None
         self.faults = data.get("faults", {})
         return self
 
@@ -442,7 +457,7 @@ class Cluster:
         """Remove everything of this instance; safe to call twice, and on a
         half-built or crashed instance."""
         c = self.config
-        names = [ns for ns in fabric.netns_list() if ns.startswith(c.prefix + "-")]
+        names = [ns for ns in fabric.netns_list() if c.owns_netns(ns)]
         # slurmctld first and gently, so it does not mark nodes down in its
         # state save (the state dir goes anyway); then everything by pid
         for ns in names:

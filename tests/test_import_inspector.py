@@ -126,3 +126,60 @@ def test_cli_import_writes_every_communicator(tmp_path, cli):
         or "not imported: {\"All2All records\": 3, \"p2p_perf records\": 2}" in proc.stdout
     back = importers.open_any(tmp_path / "prod.nc")
     assert sorted(back) == sorted(importers.open_any(DATA))
+
+
+# -- records that disagree: refused, named -------------------------------------
+
+COMM = {"id": "0xabc", "name": "g", "n": 2, "nnodes": 1}
+
+
+def _dump(tmp_path, lines, name="h-pid1.log"):
+    path = tmp_path / name
+    path.write_text("".join(lines))
+    return path
+
+
+def _rec(rank, perf):
+    return sample.record(COMM, rank, "h", 1 + rank, 0, "coll_perf", perf)
+
+
+def test_zero_microsecond_record_is_refused_naming_its_line(tmp_path):
+    path = _dump(tmp_path, [_rec(0, sample.coll("AllReduce", 1, 8192, 5, 2)),
+                            _rec(0, sample.coll("AllReduce", 2, 8192, 0, 2))])
+    with pytest.raises(ImporterError, match=r"h-pid1.log:2: .*positive coll_exec_time_us.*0"):
+        importers.open_any(path)
+
+
+def test_ranks_giving_one_call_different_sizes_are_refused(tmp_path):
+    path = _dump(tmp_path, [_rec(0, sample.coll("AllReduce", 1, 8192, 5, 2)),
+                            _rec(1, sample.coll("AllReduce", 1, 16384, 5, 2))])
+    with pytest.raises(ImporterError, match=r":2: .*one size for coll_sn 1 .*rank 0 gives "
+                                            r"8192 B at .*h-pid1.log:1.*rank 1: 16384 B"):
+        importers.open_any(path)
+
+
+def test_a_duplicated_record_counts_once_and_a_differing_one_is_refused(tmp_path):
+    same = _rec(0, sample.coll("AllReduce", 1, 8192, 5, 2))
+    ds = importers.open_any(_dump(tmp_path, [same, same, _rec(1, sample.coll(
+        "AllReduce", 1, 8192, 6, 2))]))
+    ds = next(iter(ds.values())) if isinstance(ds, dict) else ds
+    assert ds.sizes["iteration"] == 1 and ds["latency"].values.ravel().tolist() == [5.0, 6.0]
+    other = _rec(0, sample.coll("AllReduce", 1, 8192, 7, 2))
+    with pytest.raises(ImporterError, match=r"x.log:2: .*rank 0 coll_sn 1 is also at .*x.log:1"):
+        importers.open_any(_dump(tmp_path, [same, other], "x.log"))
+
+
+def test_nan_bandwidths_do_not_pass_the_reported_check(tmp_path):
+    perf = sample.coll("AllReduce", 1, 8192, 5, 2)
+    perf = perf.split('"coll_algobw_gbs"')[0] + '"coll_algobw_gbs":"nan","coll_busbw_gbs":"nan"}'
+    with pytest.warns(Warning):
+        ds = importers.open_any(_dump(tmp_path, [_rec(0, perf)]))
+    ds = next(iter(ds.values())) if isinstance(ds, dict) else ds
+    assert ds.attrs["reported_check"].startswith("MISMATCH: 1 of 1 records")
+
+
+def test_unknown_collective_is_one_line(tmp_path):
+    path = _dump(tmp_path, [_rec(0, sample.coll("AllReduce", 1, 8192, 5, 2)
+                                 .replace("AllReduce", "Frobnicate"))])
+    with pytest.raises(ImporterError, match="Frobnicate"):
+        importers.open_any(path)

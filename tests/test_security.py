@@ -56,3 +56,250 @@ def _umask():
     m = os.umask(0)
     os.umask(m)
     return m
+
+
+# -- suite specs: every value that reaches a batch script --------------------
+
+HOSTILE = ["x\ntouch {m}", "x; touch {m}", "$(touch {m})", "`touch {m}`", "x\r\nid",
+           "'\"; touch {m}; \"'"]
+
+
+def _suite_yaml(tmp_path, slurm=None, env=None, top=None):
+    import yaml
+    spec = {"name": "s", "launcher": "slurm",
+            "run": {"minbytes": 8, "maxbytes": 8, "iters": 1},
+            "matrix": {"collectives": ["all_reduce"], "nranks": [3],
+                       "env": {"e": env or {"A": "1"}}},
+            "slurm": slurm or {}, **(top or {})}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _dry_run(spec):
+    """`ccbench suite SPEC --dry-run` in process: (exit code, error line)."""
+    from ccbench_kit.errors import ConfigError
+    from ccbench_kit.suite import load_suite, run_suite
+    try:
+        result = run_suite(load_suite(spec), dry_run=True)
+    except ConfigError as e:
+        return 2, str(e)
+    return (3, result.failed) if result.failed else (0, "")
+
+
+def _script_lines_are_data(script, marker):
+    """A written batch script: directives on lines of their own, then
+    commands with no shell operator outside quotes (values are single
+    quoted words); bash parses it.  Returns the words after the directives."""
+    import shlex
+    import subprocess
+    text = script.read_bytes().decode()   # as bash reads it: a \r stays a \r
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    lines = text.split("\n")
+    head = [ln for ln in lines if ln.startswith("#")]
+    assert lines[:len(head)] == head and str(marker) not in "".join(head)
+    lexer = shlex.shlex("\n".join(lines[len(head):]), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    words = list(lexer)
+    assert not [w for w in words if w and set(w) <= set("();<>|&")], words
+    assert words[:2] == ["set", "-euo"] and "srun" in words
+    return words
+
+
+@pytest.mark.parametrize("field", ["partition", "time_limit", "account", "mpi", "srun_args"])
+@pytest.mark.parametrize("value", HOSTILE[:4])
+def test_suite_slurm_values_never_become_script_lines(tmp_path, field, value):
+    marker = tmp_path / "pwned"
+    spec = _suite_yaml(tmp_path, slurm={field: value.format(m=marker)})
+    rc, err = _dry_run(spec)
+    scripts = list((tmp_path / "results" / "s.suite" / "jobs").glob("*.sbatch"))
+    if field == "srun_args":
+        # a string of srun options is split as a shell would, then quoted back
+        assert rc == 0, err
+        _script_lines_are_data(scripts[0], marker)
+        import shlex
+        srun = [ln for ln in scripts[0].read_text().splitlines() if ln.startswith("srun")][0]
+        assert shlex.split(value.format(m=marker)) == \
+            shlex.split(srun)[len(shlex.split(srun)) - 4 - len(shlex.split(value.format(m=marker))):
+                              len(shlex.split(srun)) - 4]
+    else:
+        assert rc == 2 and f"slurm.{field}" in err and "\n" not in err.split(": ", 1)[0], err
+    assert not marker.exists()
+
+
+def test_suite_srun_args_string_is_not_split_into_characters():
+    from ccbench_kit.launch import slurm
+    text = slurm.sbatch_script(["prog"], {"srun_args": "--exclusive --mem=0"}, 3, 1)
+    assert text.splitlines()[-1].endswith("--kill-on-bad-exit=1 --exclusive --mem=0 prog")
+    cmd = slurm.srun_command(3, ["prog"], {"srun_args": "--exclusive", "job_id": "7"})
+    assert cmd[-2:] == ["--exclusive", "prog"]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_suite_env_values_and_paths_stay_data(tmp_path, value):
+    marker = tmp_path / "pwned"
+    spec = _suite_yaml(tmp_path, env={"A": value.format(m=marker)})
+    assert _dry_run(spec) == (0, "")
+    script = next((tmp_path / "results" / "s.suite" / "jobs").glob("*.sbatch"))
+    words = _script_lines_are_data(script, marker)
+    assert words[words.index("export") + 1] == "A=" + value.format(m=marker)
+    if "\n" in value or "\r" in value:
+        for key in ("workdir", "out", "hosts_file", "report"):
+            bad = _suite_yaml(tmp_path, top={key: value.format(m=marker)})
+            rc, err = _dry_run(bad)
+            assert rc == 2 and f"{key}:" in err, err
+
+
+def test_suite_cli_refuses_a_hostile_slurm_value_in_one_line(tmp_path):
+    marker = tmp_path / "pwned"
+    spec = _suite_yaml(tmp_path, slurm={"partition": f"gpu\ntouch {marker}"})
+    proc = run_cli("suite", spec, "--dry-run", timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"ccbench: error: {spec}: --slurm-partition / slurm.partition: "
+                                  "'gpu\\ntouch "), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and not marker.exists()
+    assert not (tmp_path / "results").exists()
+    assert not marker.exists()
+
+
+# -- reports: every value a results file holds is shown as text ---------------
+
+EVIL = "ccbPWN"
+EVIL_VALUES = [f"<script>alert('{EVIL}')</script>", f"<img src=x onerror=alert('{EVIL}')>",
+               f"[{EVIL}](javascript:alert(1))", f"![{EVIL}](http://example.invalid/x.png)",
+               f"x\n\n<b onmouseover=alert('{EVIL}')>y</b>", f"</code></pre><script>{EVIL}</script>"]
+
+
+class _Tags:
+    """Every element and attribute of an HTML page (the parser a browser
+    would use, from the standard library)."""
+
+    def __init__(self, text):
+        from html.parser import HTMLParser
+        self.found, self.scripts = [], []
+        outer = self
+
+        class P(HTMLParser):
+            def handle_starttag(self, tag, attrs):
+                outer.found.append((tag, dict(attrs)))
+
+            def handle_data(self, data):
+                if self.lasttag == "script":
+                    outer.scripts.append(data)
+        P().feed(text)
+
+    def live(self, marker):
+        """Elements, attributes or scripts the marker made."""
+        bad = [s for s in self.scripts if marker in s]
+        for tag, attrs in self.found:
+            for k, v in attrs.items():
+                v = v or ""
+                if k == "href" and v.startswith("#"):
+                    continue    # a link to a heading of the page itself
+                if k.startswith("on") or (k in ("href", "src", "action", "formaction", "style")
+                                          and (marker in v or "javascript:" in v)) \
+                        or (tag == "img" and k == "src" and not v.startswith("data:")):
+                    bad.append((tag, k, v))
+        return bad
+
+
+def hostile_dataset():
+    lat = np.full((2, 1, 2, 2, 3), 10.0)
+    lat[1] *= 2
+    return make_dataset(algorithms=[EVIL_VALUES[0], EVIL_VALUES[2]], placements=["out_of_place"],
+                        sizes=[64, 128], counts=[16, 32], in_bytes=[64, 128],
+                        out_bytes=[64, 128], latency=lat, wrong=np.zeros((2, 1, 2), int),
+                        ranks=[0, 1], hosts=[EVIL_VALUES[1], EVIL_VALUES[4]],
+                        devices=["cpu", "cpu"],
+                        attrs={"collective": "all_reduce", "nranks": 2, "dtype": EVIL_VALUES[3],
+                               "backend": EVIL_VALUES[5], "timing": EVIL_VALUES[1],
+                               "created": EVIL_VALUES[0], "op": EVIL_VALUES[2],
+                               "check": EVIL_VALUES[4], "command": EVIL_VALUES[0]})
+
+
+def test_report_shows_hostile_attrs_coords_and_title_as_text(tmp_path):
+    results = tmp_path / "r.nc"
+    io.save(hostile_dataset(), results)
+    out = tmp_path / "r.html"
+    proc = run_cli("report", results, "-o", out, "--title", EVIL_VALUES[0] + EVIL_VALUES[2],
+                   "--baseline", results, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert _Tags(page).live(EVIL) == []
+    # shown, as text
+    assert html.escape(f"alert('{EVIL}')", quote=False) in page.replace("&#x27;", "'")
+
+
+def test_markup_boundary_keeps_the_kits_markdown():
+    from ccbench_kit import markup
+    text = markup.markdown("> a note\n- **bold** `code` <b>x</b> [l](javascript:y)")
+    assert text == "> a note\n- **bold** `code` &lt;b&gt;x&lt;/b&gt; &#91;l&#93;(javascript:y)"
+
+
+# -- derived paths stay inside the named folder --------------------------------
+
+@pytest.mark.parametrize("attr,value", [("collective", "../../evil"),
+                                        ("collective", "/tmp/evil"),
+                                        ("env", '{"NCCL_TESTS_SPLIT": "../../../evil"}')])
+def test_export_aws_naming_never_writes_outside_its_folder(tmp_path, attr, value):
+    from ccbench_kit.errors import ConfigError
+    from ccbench_kit.formats.csv.write import write_aws
+    ds = tiny_dataset()
+    ds.attrs[attr] = value
+    target = tmp_path / "a" / "b"
+    target.mkdir(parents=True)
+    before = sorted(p for p in tmp_path.rglob("*"))
+    with pytest.raises(ConfigError, match=r"^--aws-naming: .* is not a plain file name"):
+        write_aws({"x": ds}, target)
+    assert sorted(p for p in tmp_path.rglob("*")) == before
+
+
+def test_export_aws_naming_refuses_a_link_and_a_bad_pattern(tmp_path):
+    results = tmp_path / "r.nc"
+    ds = tiny_dataset()
+    ds.attrs["created"] = "2026-01-02T03:04:05"
+    io.save(ds, results)
+    folder = tmp_path / "csv"
+    folder.mkdir()
+    elsewhere = tmp_path / "elsewhere.csv"
+    (folder / "nccl_1_ami_allreduce_0x0_20260102_030405_results.csv").symlink_to(elsewhere)
+    proc = run_cli("export", results, "--aws-naming", folder)
+    assert proc.returncode == 2 and "is a symbolic link" in proc.stderr, proc.stderr
+    assert not elsewhere.exists()
+    proc = run_cli("export", results, "--aws-naming", folder, "--pattern", "../x")
+    assert proc.returncode == 2 and proc.stderr.startswith("ccbench: error: --pattern: '../x'")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["csv", "r.nc"]
+
+
+# -- scale of input: host names ----------------------------------------------------
+
+def test_host_names_resolve_concurrently_within_a_bound():
+    import time
+    from ccbench_kit.errors import ConfigError
+    from ccbench_kit.launch.hosts import check_resolvable, unresolvable
+    names = ["localhost", "127.0.0.1"] + [f"n{k}.invalid" for k in range(200)]
+    t0 = time.monotonic()
+    bad = unresolvable(names, timeout=3)
+    assert time.monotonic() - t0 < 4.5
+    assert bad == names[2:]          # in order; the reserved TLD never resolves
+    with pytest.raises(ConfigError, match=r"^--hosts: 1 of 2 host names do not resolve .*: "
+                                          r"x\.invalid$"):
+        check_resolvable(["localhost", "x.invalid"], timeout=3)
+
+
+def test_a_scheduler_that_accepts_and_never_answers_is_one_line(tmp_path):
+    import json
+    import socket
+    import time
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(5)
+    sched = tmp_path / "scheduler.json"
+    sched.write_text(json.dumps({"address": f"tcp://127.0.0.1:{silent.getsockname()[1]}"}))
+    t0 = time.monotonic()
+    proc = run_cli("doctor", "--scheduler-file", sched, timeout=60)
+    silent.close()
+    assert time.monotonic() - t0 < 30
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        "ccbench: error: --scheduler-file: no scheduler answers at tcp://127.0.0.1:"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1

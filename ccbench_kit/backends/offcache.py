@@ -12,6 +12,7 @@ iteration's send, receive and scratch buffers.  ``--off-cache`` without a
 size reads the last-level cache of this machine from sysfs.
 """
 import glob
+import math
 import os
 
 from ..errors import ConfigError
@@ -36,6 +37,9 @@ def last_level_cache_bytes():
     return best
 
 
+MAX_CACHE_MB = 1 << 20     # 1 TiB: larger than any cache, yet a size buffers can have
+
+
 def off_cache_bytes(spec):
     """Cache bytes from ``auto``/``-1`` (this machine's last-level cache) or
     IMB's ``cache_size[,cache_line_size]`` in MB (the line size is accepted
@@ -53,8 +57,9 @@ def off_cache_bytes(spec):
     except ValueError:
         raise ConfigError(f"expected the last-level cache size in MB (IMB's "
                           f"cache_size[,cache_line_size]) or auto; found {spec!r}", FLAG) from None
-    if not value > 0:
-        raise ConfigError(f"the cache size must be > 0 MB, got {mb}", FLAG)
+    if not value > 0 or not math.isfinite(value) or value > MAX_CACHE_MB:
+        raise ConfigError(f"the cache size must be > 0 MB and at most {MAX_CACHE_MB} MB (a "
+                          f"last-level cache), got {mb}", FLAG)
     return int(value * (1 << 20))
 
 

@@ -7,6 +7,7 @@ exit; anything else is a bug and keeps its traceback.
 import argparse
 import importlib
 import os
+import re
 import signal
 import sys
 
@@ -21,6 +22,8 @@ SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export"
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, naming the problem, exit 2
+        # a value typed with a newline or carriage return is shown escaped
+        message = re.sub(r"[\x00-\x1f\x7f]", lambda m: repr(m.group())[1:-1], message)
         self.exit(EXIT_BAD_INPUT, f"ccbench: error: {message}\n")
 
 

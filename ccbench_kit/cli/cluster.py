@@ -6,7 +6,6 @@ Also the launch flags ``ccbench run`` and ``ccbench suite`` share
 """
 import os
 import sys
-import os
 
 from ..errors import ConfigError
 from . import argtypes as T

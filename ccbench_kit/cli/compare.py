@@ -9,6 +9,7 @@ import sys
 import warnings
 
 import pandas as pd
+import numpy as np
 
 from ..compare import (CompareWarning, below, compare_parts, format_comparison, plot_comparison,
                        to_frame)
@@ -126,6 +127,7 @@ def main(args):
             print(f"# note: {path} [{name}] has no counterpart in {args.baseline}; not compared")
     failing = []
     frames = []
+    compared = 0      # sizes with a finite ratio: a gate over none passes nothing
     for path, rname, bname, res in results:
         print(f"## {path} [{rname}] vs {args.baseline} [{bname}]")
         for line in format_comparison(res):
@@ -133,6 +135,7 @@ def main(args):
         print()
         if args.min_ratio is not None:
             failing += [(path, *hit) for hit in below(res, args.min_ratio)]
+            compared += int(np.isfinite(res["ratio"].values).sum())
         if args.csv:
             frames.append(to_frame(res, path, args.baseline))
     if args.csv:
@@ -144,6 +147,11 @@ def main(args):
             plot_comparison(res, min_ratio=args.min_ratio).savefig(out)
             print(f"# wrote {out}")
     if args.min_ratio is not None:
+        if not compared:
+            print(f"FAILED: nothing comparable: no size has a busbw ratio (the times are "
+                  f"missing on one side or the other), so nothing is at or above "
+                  f"{args.min_ratio:g}")
+            return EXIT_BELOW
         if failing:
             print(f"FAILED: {len(failing)} size(s) below the minimum busbw ratio "
                   f"{args.min_ratio:g}:")

@@ -8,12 +8,15 @@ printed is the verdict: ``verdict: node3``, ``verdict: node3 link`` or
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
 from .. import health
 from ..errors import ConfigError
 from ..health import gpu
 from ..health.gpu import check, report
 from ..launch.cluster import connect
+from ..output_path import check_output
+from . import argtypes as T
 from .cluster import add_launch_arguments, launch_options
 from .history import add_history_flag, file_results
 
@@ -52,7 +55,7 @@ def add_parser(sub):
     g.add_argument("--baseline", default=None, metavar="FILE",
                    help="also score against a saved baseline (sees a fault that hits several "
                         "nodes or GPUs alike)")
-    g.add_argument("--timeout", type=float, default=None,
+    g.add_argument("--timeout", type=T.float_in(0, 7 * 24 * 3600, low_open=True), default=None,
                    help="seconds without progress before the hang is attributed")
     g.add_argument("--out", default=None, help="results file (default results/doctor-STAMP.nc)")
     add_history_flag(g)
@@ -98,12 +101,29 @@ def main_local(args):
     return diag.exit_code
 
 
+def _check_outputs(args):
+    """The results file and the report can be written: checked before the
+    check runs, so that a bad path costs nothing measured."""
+    if args.out is not None:
+        check_output(args.out, "--out")
+    if args.report is not None:
+        page = Path(args.report)
+        if page.suffix != ".html":
+            raise ConfigError(f"{page}: the report is HTML; name it NAME.html", "--report")
+        check_output(page, "--report")
+        check_output(page.with_suffix(".ipynb"), "--report")
+
+
 def main(args):
+    _check_outputs(args)
     if args.local:
         return main_local(args)
     if args.gpus is not None:
         raise ConfigError("applies to the GPU checks: add --local", "--gpus")
     launch = launch_options(args)
+    if launch["hosts"] and len(launch["hosts"]) > 16:
+        print(f"ccbench: resolving {len(launch['hosts'])} host names ...", file=sys.stderr,
+              flush=True)
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
     client = None
     if args.scheduler_file:

@@ -61,6 +61,9 @@ def main(args):
     for path in args.files:
         datasets.extend(open_any(path, collective=args.collective, nranks=args.nranks).values())
     parts = unique_names(datasets)
+    empty = [name for name, ds in parts.items() if not ds.sizes.get("size")]
+    if empty:
+        raise ConfigError(f"{empty[0]}: no size was measured; nothing to export", "FILE")
     if args.csv is not None:
         frame = write_csv(parts, args.csv, args.stats, args.rank_stat)
         if args.csv != "-":

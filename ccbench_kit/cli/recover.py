@@ -9,7 +9,7 @@ written.  The recovered file is marked incomplete.
 import os
 
 from . import argtypes as T
-from ..dataset.checkpoint import merge_pending, pending_files, template_path
+from ..dataset.checkpoint import merge_pending, output_lock, pending_files, pending_runs
 from ..errors import ConfigError
 from ..output_path import check_output
 
@@ -21,15 +21,20 @@ def add_parser(sub):
                    help="the run's --out (its sidecars are PATH.ccb-pending-*)")
     p.add_argument("-o", "--out", type=T.path("a results file"), default=None,
                    help="write the results here instead of PATH")
+    p.add_argument("--run", default=None, metavar="ID",
+                   help="the run whose sidecars to fold in, when several runs left some")
     p.set_defaults(func=main)
 
 
 def main(args):
 
     path = args.path
-    found = pending_files(path)
-    has_template = os.path.exists(template_path(path))
-    if not found and not has_template:
+    runs = pending_runs(path)
+    if args.run is not None and args.run not in runs:
+        raise ConfigError(f"no sidecars of run {args.run!r} beside {path} (runs: "
+                          f"{', '.join(r or '(unnamed)' for r in runs) or 'none'})", "--run")
+    found = pending_files(path, args.run)
+    if not runs:
         if os.path.exists(path):
             print(f"# nothing to recover: no sidecar files beside {path}")
             return 0
@@ -37,7 +42,8 @@ def main(args):
                           f"({os.path.basename(path)}.ccb-pending-*) beside it", "PATH")
     target = args.out or path
     check_output(target, "-o/--out" if args.out else "PATH")
-    added = merge_pending(path, into=args.out)
+    with output_lock(path, "PATH"):   # not while a run still writes it
+        added = merge_pending(path, into=args.out, run_id=args.run)
     print(f"# recovered {added} size{'s' if added != 1 else ''} from {len(found)} sidecar "
           f"file{'s' if len(found) != 1 else ''} into {target}")
     return 0

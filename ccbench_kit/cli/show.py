@@ -26,6 +26,9 @@ def main(args):
         print(f"# {name}: {a.get('nranks')} ranks, {a.get('dtype')}, backend {a.get('backend')} "
               f"({library_name(a)}), created {a.get('created')}"
               + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE"))
+        if not ds.sizes.get("size"):
+            print("# no size was measured: nothing to show")
+            continue
         for line in format_table(ds, stats=args.stats, rank_stat=rank_stat):
             print(line)
     return 0

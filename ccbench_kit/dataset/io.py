@@ -18,7 +18,7 @@ import xarray as xr
 from .._files import atomic_write_bytes, atomic_write_bytes as write_bytes, rescue
 
 from ..errors import CCBenchError
-from .schema import check_required
+from .schema import check_required, check_times
 from .versions import SchemaError, upgrade
 from ..output_path import ResultsRescued, WriteFailed, is_no_room, rescue_folders
 
@@ -132,11 +132,16 @@ def _as_parts(data):
     raise TypeError(f"cannot save {type(data).__name__}")
 
 
-def _current(ds, where):
+def _current(ds, where, check_values=True):
     """`ds` upgraded to the newest schema and checked: the one path every
-    results file is read through (load, compare, report, import, show)."""
+    results file is read through (load, compare, report, import, show).
+
+    The times are checked too (`check_times`) unless the file is opened
+    lazily in chunks: there the check would be a whole pass over a file
+    that may not fit in memory."""
     claimed = ds.attrs.get("schema")
-    return check_required(upgrade(ds, where), where, claimed)
+    ds = check_required(upgrade(ds, where), where, claimed)
+    return check_times(ds, where) if check_values else ds
 
 
 def open_parts(path, chunks=None):
@@ -151,10 +156,11 @@ def open_parts(path, chunks=None):
     except (OSError, ValueError) as e:
         raise SchemaError(f"{path}: not a readable netCDF results file ({e})") from e
     names = json.loads(root.attrs.get("collectives") or "[]") or [root.attrs.get("collective")]
-    parts = {names[0]: _current(root, path)}
+    check = chunks is None
+    parts = {names[0]: _current(root, path, check)}
     for name in names[1:]:
         parts[name] = _current(xr.open_dataset(path, engine="h5netcdf", group=name,
-                                               chunks=chunks), f"{path} (group {name})")
+                                               chunks=chunks), f"{path} (group {name})", check)
     for ds in parts.values():
         ds.attrs.pop("collectives", None)
     return parts

@@ -95,6 +95,30 @@ def check_required(ds, where, claimed=None):
     return ds
 
 
+def check_times(ds, where):
+    """SchemaError unless every time in `latency` (and `start` offsets are
+    left alone) is a positive finite number of µs or missing (NaN), as the
+    importers require: a file made elsewhere must not put a negative or
+    infinite time, hence a negative or infinite busbw, on a page or past a
+    ``--min-ratio`` gate."""
+    if "latency" not in ds.data_vars:
+        return ds
+    lat = ds["latency"]
+    if not np.issubdtype(lat.dtype, np.number):
+        raise SchemaError(f"{where}: variable 'latency' holds {lat.dtype} values, not times")
+    bad = (lat <= 0) | np.isinf(lat)
+    count = int(bad.sum())
+    if count:
+        first = {d: ds[d].values[int(i)] if d in ds.coords else int(i)
+                 for d, i in zip(lat.dims, np.argwhere(bad.values)[0])}
+        value = float(lat.values[tuple(np.argwhere(bad.values)[0])])
+        where_in = ", ".join(f"{d} {v}" for d, v in first.items() if d != "iteration")
+        raise SchemaError(f"{where}: variable 'latency' holds {count} value(s) that are not a "
+                          f"positive finite time in µs (first: {value:g} at {where_in}); "
+                          "refused rather than shown as a bandwidth")
+    return ds
+
+
 def library_name(attrs):
     """The `library` attr without build details ("Open MPI v4.1.4")."""
     return str(attrs.get("library", "")).split(",")[0].strip()

@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass, field
 import subprocess
 
-from ..errors import ConfigError, RunError
+from ..errors import EXIT_SIGINT, EXIT_SIGTERM, ConfigError, RunError
+from ..launch.leftovers import DOCTOR_PREFIX, run_prefix
 from ..output_path import check_output
 from ..units import parse_size
 from ..backends.nccl import visible_gpus
@@ -170,6 +171,8 @@ def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
         raise ConfigError(f"a health check compares nodes: it needs at least 2, got "
                           f"{len(names)} ({', '.join(names)})",
                           "-N/--nnodes" if nnodes is not None else "--hosts")
+    if hosts or hosts_file:   # before any launch: a name that does not resolve stops it
+        _hosts.check_resolvable(names, "--hosts-file" if hosts_file else "--hosts")
     return names
 
 
@@ -287,10 +290,10 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     for attempt in (1, 2):
         results.remove(raw_path)
         launched = time.time()
-        with tempfile.TemporaryDirectory(prefix="ccbench-doctor-") as run_dir:
-            failure, _, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)],
-                                      nranks, run_dir, describe=describe, call_timeout=timeout,
-                                      command=cmd, env=env)
+        with tempfile.TemporaryDirectory(prefix=run_prefix(DOCTOR_PREFIX)) as run_dir:
+            failure, exit_code, _ = run_ranks(
+                "ccbench_kit.health.probe", [results.encode(plan)], nranks, run_dir,
+                describe=describe, call_timeout=timeout, command=cmd, env=env)
         if attempt == 2 or not _stuck_starting(failure, stalls, raw_path):
             break
         # every rank alive, none ahead of the others, nothing measured: MPI's
@@ -302,6 +305,8 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     diagnosis = _finish(raw_path, out, names, plan, failure, stalls, judged, command,
                         launched)
     diagnosis.verdict.notes[:0] = earlier
+    if failure is not None and exit_code in (EXIT_SIGINT, EXIT_SIGTERM):
+        diagnosis.exit_code = exit_code   # stopped by the user: 130/143, partial results kept
     return diagnosis
 
 

@@ -19,6 +19,7 @@ import os
 from ..dataset.io import open_parts
 from ..formats.common.errors import ImporterError, ReportedMismatchWarning
 from ..formats.common.source import Hints, Source
+from ..output_path import open_regular
 from . import registry
 import xarray as xr
 from ..formats.nccl_inspector import read_json as nccl_inspector
@@ -146,8 +147,10 @@ def read(path, *, collective=None, nranks=None, partial=False):
 
 
 def is_netcdf(path):
+    """Whether `path` starts as HDF5 does; a FIFO or device is not opened
+    here (it would block): `Source.from_file` refuses it in one line."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return f.read(8) == _HDF5
     except OSError:
         return False

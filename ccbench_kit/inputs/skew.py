@@ -17,6 +17,8 @@ rank builds the same matrix.  Counts are the weights scaled to T and rounded
 down, the remainder handed out by largest fraction, so each row sums to T
 exactly.  The Dataset's size is then the largest total a rank receives.
 """
+import math
+
 import numpy as np
 
 from ..errors import ConfigError
@@ -33,6 +35,8 @@ def parse_pattern(spec, nranks=None, flag=FLAG):
         numbers = [float(a) for a in args]
     except ValueError:
         numbers = None
+    if numbers and not all(math.isfinite(n) for n in numbers):
+        raise ConfigError(f"{spec!r}: the numbers of a pattern must be finite", flag)
     if kind == "uniform" and not args:
         return ("uniform",)
     if kind == "zipf" and numbers and len(numbers) == 1 and numbers[0] > 0:

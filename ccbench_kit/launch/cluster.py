@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -192,12 +193,26 @@ def connect(scheduler_file=None, timeout=5):
         raise ConfigError(f"{path} is not a Dask scheduler file ({e})",
                           "--scheduler-file") from None
     from distributed import Client  # lazy: optional dependency (cluster extra)
-    try:
-        return Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError):
+    # Client's own timeout covers the connection, not a peer that accepts
+    # it and never speaks (a stopped scheduler, another program on the
+    # port): the whole handshake gets a deadline here
+    box = {}
+
+    def attempt():
+        try:
+            box["client"] = Client(address, timeout=timeout, set_as_default=False)
+        except BaseException as e:      # handed to the caller's thread
+            box["error"] = e
+    thread = threading.Thread(target=attempt, daemon=True, name="ccbench-connect")
+    thread.start()
+    thread.join(timeout + 5)
+    error = box.get("error")
+    if "client" not in box and (error is None or isinstance(error, (OSError, TimeoutError))):
         raise ConfigError(f"no scheduler answers at {address} (from {path}) within "
-                          f"{timeout:.0f} s: the cluster is not running", "--scheduler-file") \
-            from None
+                          f"{timeout:.0f} s: the cluster is not running", "--scheduler-file")
+    if error is not None:
+        raise error
+    return box["client"]
 
 
 def _refuse_running(path):

@@ -10,7 +10,11 @@ neighbouring ranks close together.
 """
 import ipaddress
 import os
+import queue
 import re
+import socket
+import threading
+import time
 from dataclasses import dataclass
 
 from .._files import atomic_write_text
@@ -326,3 +330,54 @@ def topology_sort_file(input_path, topology, output_path=None, instance_map=None
         by_name = {h.name: h for h in hosts}
         write_hostfile([by_name[n] for n in ordered], output_path)
     return ordered, unplaced
+
+
+# -- names that resolve ----------------------------------------------------
+
+#: seconds for looking up every host name of a check, whatever their number
+RESOLVE_TIMEOUT = 20.0
+_RESOLVERS = 64
+
+
+def unresolvable(names, timeout=RESOLVE_TIMEOUT):
+    """The names of `names` (in order) that do not resolve to an address,
+    and those whose lookup did not end within `timeout` seconds in all.
+
+    Lookups run concurrently on daemon threads (getaddrinfo blocks, and a
+    thousand names one by one took minutes); a lookup still running at the
+    deadline counts as unresolvable and is left behind, never waited for.
+    """
+    uniq = list(dict.fromkeys(names))
+    todo, result = queue.Queue(), {}
+    for n in uniq:
+        todo.put(n)
+
+    def work():
+        while True:
+            try:
+                name = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                ok = bool(_is_ip(name) or socket.getaddrinfo(name, None))
+            except (OSError, UnicodeError):
+                ok = False
+            result[name] = ok
+
+    workers = [threading.Thread(target=work, daemon=True, name="ccbench-resolve")
+               for _ in range(min(_RESOLVERS, len(uniq)))]
+    for w in workers:
+        w.start()
+    deadline = time.monotonic() + timeout
+    for w in workers:
+        w.join(max(0.0, deadline - time.monotonic()))
+    return [n for n in uniq if not result.get(n, False)]
+
+
+def check_resolvable(names, flag="--hosts", timeout=RESOLVE_TIMEOUT):
+    """ConfigError naming the first few of `names` that do not resolve."""
+    bad = unresolvable(names, timeout)
+    if bad:
+        shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise ConfigError(f"{len(bad)} of {len(set(names))} host names do not resolve to an "
+                          f"address (or not within {timeout:g} s): {shown}", flag)

@@ -12,12 +12,12 @@ import ctypes
 
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError, CCBenchError
 from ..progress_board import Board, ALG, PLACEMENT
-from . import events, lifeline, worker, mpi_impl
+from . import events, leftovers, lifeline, worker, mpi_impl
 from .heartbeat import Beats
 from .watchdog import (Monitor, dead_ranks, kill_tree, unanswered_hosts, unanswered_message,
                        describe_stall)
 from ..dataset import io
-from ..dataset.checkpoint import clear_pending, merge_pending
+from ..dataset.checkpoint import clear_pending, merge_pending, new_run_id, output_lock
 
 
 def usable_cores():
@@ -127,8 +127,14 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
     env : dict, optional
         Variables added to the launcher's environment (NCCL_*, OMPI_*...).
     """
+    with output_lock(cfg.output.out):     # one run writes a file at a time
+        return _launch(cfg, on_event, timeout, hosts, command, env, new_run_id())
+
+
+def _launch(cfg, on_event, timeout, hosts, command, env, run_id):
     earlier = _stamp(cfg.output.out)  # a file from an earlier run is not this run's result
-    with tempfile.TemporaryDirectory(prefix="ccbench-run-") as run_dir:
+    leftovers.sweep()                 # what runs killed by SIGKILL left in TMPDIR
+    with tempfile.TemporaryDirectory(prefix=leftovers.run_prefix()) as run_dir:
         cfg_path = os.path.join(run_dir, "config.json")
         with open(cfg_path, "w") as f:
             f.write(cfg.to_json())
@@ -137,20 +143,24 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
             "ccbench_kit.launch.worker", [worker.inline_config(cfg) if command else cfg_path],
             cfg.nranks, run_dir, describe=lambda stall: stall_message(stall, cfg),
             call_timeout=cfg.launch.timeout, on_event=on_event, timeout=timeout,
-            hosts=hosts, command=command, env=env)
+            hosts=hosts, command=command, env=env, run_id=run_id)
     if failure is not None:
         rescued = bool(errors) and errors[0].get("kind") == "ResultsRescued"
         if rescued:  # rank 0 put every size done elsewhere, and said where
-            clear_pending(cfg.output.out)
-        err = RunError(failure + ("" if rescued else _saved_note(cfg.output.out, failure, earlier)))
+            clear_pending(cfg.output.out, run_id)
+        err = RunError(failure + ("" if rescued else
+                                  _saved_note(cfg.output.out, failure, earlier, run_id)))
         err.exit_code = exit_code
         raise err
     return cfg.output.out
 
 
 def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_event=None,
-              timeout=None, hosts=None, command=None, env=None):
+              timeout=None, hosts=None, command=None, env=None, run_id=None):
     """Run ``python -m MODULE ARGS --board=PATH`` on `nranks` ranks and watch it.
+
+    `run_id` (CCB_RUN_ID of every process) names the run's sidecar files
+    and finds its processes; default a new one.
 
     The ranks beat (`heartbeat`) and fill the board in `run_dir`; a stall is
     turned into a message by ``describe(stall)``.  Returns ``(failure,
@@ -164,7 +174,7 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
     cmd = command(argv) if command else mpirun_command(nranks, argv, hosts=hosts)
     placement = getattr(command, "placement", None)
     placed = [placement.host_of_rank(r) for r in range(nranks)] if placement else []
-    run_id = uuid.uuid4().hex
+    run_id = run_id or uuid.uuid4().hex
     job_env = {**mpirun_env(), **(env or {}), **lifeline.launcher_env(), "CCB_RUN_ID": run_id}
     beats = Beats()
     # mpirun and the ranks die with this process, even by SIGKILL (`lifeline`)
@@ -284,12 +294,12 @@ def _stamp(path):
     return st.st_ino, st.st_mtime_ns
 
 
-def _saved_note(out, reason, earlier=None):
+def _saved_note(out, reason, earlier=None, run_id=None):
     """Fold in the sizes rank 0 kept beside the file, mark it incomplete,
     and say what it holds."""
     if out:
         try:
-            merge_pending(out)
+            merge_pending(out, run_id=run_id)
         except CCBenchError as e:  # a failed write, or the results rescued elsewhere
             return f". {e}"
         except Exception as e:

@@ -17,6 +17,14 @@ import getpass
 from ..errors import ConfigError, RunError
 
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
+# a partition, account, time limit or MPI plugin: Slurm's own names use
+# these characters; anything else (a newline above all) could end the
+# #SBATCH line and start a command in the batch script
+_SLURM_WORD = re.compile(r"^[A-Za-z0-9_.:,+@/\-]+$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_FLAGS = {"partition": "--slurm-partition / slurm.partition",
+          "time_limit": "--slurm-time / slurm.time_limit",
+          "account": "slurm.account", "mpi": "--srun-mpi / slurm.mpi"}
 
 
 @dataclass
@@ -48,12 +56,29 @@ class SlurmOptions:
     srun_args: list = field(default_factory=list)
 
     def validate(self):
+        """Check every field where it enters: nothing here may become a
+        line of a batch script or split into an unintended argument."""
+        for name, flag in _FLAGS.items():
+            value = getattr(self, name)
+            if value is None or value == "":
+                setattr(self, name, None)
+                continue
+            if isinstance(value, bool) or not isinstance(value, (str, int)) or \
+                    not _SLURM_WORD.match(str(value)):
+                raise ConfigError(f"{value!r} is not a Slurm {name.replace('_', ' ')} (letters, "
+                                  "digits and _ . : , + @ / -)", flag)
+            setattr(self, name, str(value))
+        self.srun_args = srun_arguments(self.srun_args)
         if self.job_id is not None:
             self.job_id = str(self.job_id).strip()
             if not _JOB_ID.match(self.job_id):
                 raise ConfigError(f"{self.job_id!r} is not a Slurm job id (digits, or "
                                   "ARRAYJOB_TASK)", "--slurm-job-id")
         if self.setup_script:
+            if not isinstance(self.setup_script, (str, os.PathLike)) or \
+                    _CONTROL.search(os.fspath(self.setup_script)):
+                raise ConfigError(f"{self.setup_script!r} is not a file name",
+                                  "--slurm-setup-script")
             path = os.path.abspath(self.setup_script)
             if not os.path.isfile(path):
                 raise ConfigError(f"{self.setup_script}: no such file", "--slurm-setup-script")
@@ -64,6 +89,44 @@ class SlurmOptions:
         """The job to run in: `job_id`, else this process's allocation, else None."""
         environ = os.environ if environ is None else environ
         return self.job_id or environ.get("SLURM_JOB_ID") or None
+
+
+def srun_arguments(value):
+    """More srun options as a list of arguments: a string is split as a
+    shell would (``"--exclusive --mem=0"`` is two arguments, not one per
+    character), a list is taken as it is; each argument is text without
+    control characters."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        try:
+            value = shlex.split(value)
+        except ValueError as e:
+            raise ConfigError(f"{value!r}: {e}", "slurm.srun_args") from None
+    if not isinstance(value, (list, tuple)):
+        raise ConfigError(f"expected a list of srun options, got {type(value).__name__}",
+                          "slurm.srun_args")
+    out = []
+    for arg in value:
+        if isinstance(arg, bool) or not isinstance(arg, (str, int, float)) or \
+                _CONTROL.search(str(arg)):
+            raise ConfigError(f"{arg!r} is not one srun option (text on one line)",
+                              "slurm.srun_args")
+        out.append(str(arg))
+    return out
+
+
+def _directive(flag, value):
+    """One ``#SBATCH --flag=value`` line; a value that could end the line
+    (or hide the rest of it) is refused."""
+    text = str(value)
+    if _CONTROL.search(text):
+        raise ConfigError(f"{text!r}: a control character (newline) cannot go in a batch "
+                          "script directive", flag)
+    if re.search(r"\s|[\"'\\]", text):
+        raise ConfigError(f"{text!r}: blanks and quotes cannot go in a batch script directive; "
+                          "use a path without them", flag)
+    return f"#SBATCH --{flag}={text}"
 
 
 def as_options(slurm):
@@ -188,7 +251,7 @@ def sbatch_script(argv, opts, nranks, nnodes=1, job_name="ccbench", output=None,
                         ("chdir", workdir),
                         ("nodelist", ",".join(dict.fromkeys(hosts or [])))):
         if value:
-            lines.append(f"#SBATCH --{flag}={value}")
+            lines.append(_directive(flag, value))
     lines += ["set -euo pipefail"]
     for k, v in sorted((env or {}).items()):
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):

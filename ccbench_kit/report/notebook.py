@@ -14,7 +14,8 @@ import warnings
 import numpy as np
 from dataclasses import dataclass, field
 
-from ..dataset.schema import library_name, attr_json
+from .. import markup
+from ..dataset.schema import attr_json, library_name
 from ..dataset.stats import check_stat
 from ..errors import ConfigError, CCBenchError
 from ..backends import default_preset
@@ -173,8 +174,10 @@ def prepare(results, baseline="", theory="auto", stats=("avg",), title=""):
 # -- text ----------------------------------------------------------------------
 
 def _md(text):
+    """Display the kit's Markdown; every value in it is shown as text
+    (`markup.markdown`), whatever a results file or a flag holds."""
     from IPython.display import Markdown, display  # lazy: optional dependency (report extra)
-    display(Markdown(text))
+    display(Markdown(markup.markdown(text)))
 
 
 def _html(text):
@@ -567,7 +570,8 @@ def show_tables(ctx):
     for name, ds in ctx.parts.items():
         stats = ctx.stats if analysis.per_iteration_data(ds) else ["avg"]
         _html(heading(3, name, f"tables-{slug(name)}"))
-        _md("```\n" + "\n".join(format_table(ds, stats=stats)) + "\n```")
+        _html('<pre class="ccb-table-text">' + markup.html_text(
+            "\n".join(format_table(ds, stats=stats))) + "</pre>")
 
 
 # kept for notebooks written against the first version

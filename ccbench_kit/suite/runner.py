@@ -75,9 +75,19 @@ def read_manifest(suite):
     except FileNotFoundError:
         raise ConfigError(f"the suite has not been run: {path} is missing; run "
                           f"`ccbench suite {suite.path}` first", suite.path) from None
-    except ValueError as e:
-        raise ConfigError(f"{path} is not a suite manifest ({e})", suite.path) from e
-    return data.get("mode", "mpirun"), [Entry(**e) for e in data["combinations"]]
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path} is not a suite manifest ({e})", suite.path) from None
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror}", suite.path) from None
+    fields = set(Entry.__dataclass_fields__)
+    combos = data.get("combinations") if isinstance(data, dict) else None
+    if not isinstance(combos, list) or not all(
+            isinstance(e, dict) and {"key", "axes", "part"} <= set(e) <= fields
+            and all(isinstance(e[k], str) for k in set(e) - {"axes"}) for e in combos):
+        raise ConfigError(f"{path} is not a suite manifest (expected {{\"combinations\": "
+                          "[{key, axes, part, state...}]}); run the suite again to rewrite it",
+                          suite.path)
+    return data.get("mode", "mpirun"), [Entry(**e) for e in combos]
 
 
 def one_line(error):
@@ -153,7 +163,15 @@ def _submit_all(suite, entries, dry_run, progress):
     if not dry_run:
         _slurm.require_tools("sbatch")
     paths = _paths(suite)
+    # a job of an earlier submission that Slurm still holds writes the same
+    # part file: it is kept, never doubled
+    queued = {} if dry_run else _queued_jobs(suite)
     for combo, entry in zip(suite.combinations, entries):
+        if combo.key in queued:
+            entry.job_id, entry.state = queued[combo.key], "submitted"
+            _say(progress, f"[{combo.key}] already queued as job {entry.job_id}; not submitted "
+                           "again")
+            continue
         try:
             nnodes = combo.nnodes or 1
             hosts = _slurm_hosts(suite, nnodes)
@@ -277,8 +295,38 @@ def status(suite):
         info = jobs.get(e.job_id)
         state = (info["state"] if info else f"unknown ({note})" if note else "unknown") \
             if e.job_id else e.state
+        if info and info["state"] == "PENDING" and info.get("reason"):
+            # squeue's reason: Resources, Priority, or one that never clears
+            # (PartitionNodeLimit, ReqNodeNotAvail: more nodes than exist)
+            detail = f"pending: {info['reason']}" + (
+                " (the job asks for more nodes than the partition has; it will not start)"
+                if info["reason"] in _NEVER_STARTS else "")
         rows.append((e.key, state, result, e.error or _failure(suite, e, info) or detail))
     return rows
+
+
+_NEVER_STARTS = ("PartitionNodeLimit", "ReqNodeNotAvail", "BadConstraints",
+                 "PartitionConfig", "Nodes_required_for_job_are_DOWN,_DRAINED_or_reserved")
+# states of a job that may still write its part file
+_LIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
+                "RESIZING", "SIGNALING", "STAGE_OUT")
+
+
+def _queued_jobs(suite):
+    """{combination key: job id} of this suite's jobs Slurm still runs or
+    holds, from the manifest of an earlier submission."""
+    try:
+        _, old = read_manifest(suite)
+    except ConfigError:
+        return {}
+    live = [e for e in old if e.job_id]
+    jobs, _ = _job_info(live)
+    out = {}
+    for e in live:
+        state = (jobs.get(e.job_id) or {}).get("state", "")
+        if state.split(" ")[0].rstrip("+") in _LIVE_STATES:   # "CANCELLED by 0" -> CANCELLED
+            out[e.key] = e.job_id
+    return out
 
 
 def _check_outputs(suite, report):

@@ -37,6 +37,7 @@ from ..errors import ConfigError
 from .. import collectives as _collectives
 from ..bounded import load_yaml, read_text
 from ..config import KEYWORDS
+from ..launch.slurm import as_options
 
 TOP_KEYS = ("name", "workdir", "out", "report", "launcher", "run", "matrix", "hosts",
             "hosts_file", "ranks_per_node", "slurm", "stats", "title")
@@ -44,6 +45,7 @@ MATRIX_KEYS = ("collectives", "algorithms", "nranks", "nnodes", "env", "split_ma
 LAUNCHERS = ("mpirun", "slurm")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PART = re.compile(r"[^A-Za-z0-9_.\-]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass
@@ -120,8 +122,13 @@ def parse_suite(data, path):
     _unknown(path, "top level", data, TOP_KEYS)
     here = os.path.dirname(os.path.abspath(path))
 
-    def rel(p):
-        return None if p in (None, "") else os.path.normpath(os.path.join(here, str(p)))
+    def rel(p, key):
+        if p in (None, ""):
+            return None
+        if not isinstance(p, (str, int)) or isinstance(p, bool) or _CONTROL.search(str(p)):
+            # a path reaches batch scripts and command lines: one line of text
+            raise _err(path, key, f"{p!r} is not a file name (text on one line)")
+        return os.path.normpath(os.path.join(here, str(p)))
 
     name = str(data.get("name") or os.path.splitext(os.path.basename(path))[0])
     if not re.match(r"^[A-Za-z0-9_.\-]+$", name):
@@ -131,19 +138,24 @@ def parse_suite(data, path):
         raise _err(path, "launcher", f"{launcher!r}: use one of {', '.join(LAUNCHERS)}")
     stats = data.get("stats", ["avg", "p50", "p99"])
     stats = [stats] if isinstance(stats, str) else stats
-    workdir = rel(data.get("workdir")) or os.path.join(here, "results", f"{name}.suite")
+    workdir = rel(data.get("workdir"), "workdir") or os.path.join(here, "results", f"{name}.suite")
     report = data.get("report")
     if report is True:
         report = os.path.join("reports", f"{name}.html")
     suite = Suite(path=path, name=name, workdir=workdir,
-                  out=rel(data.get("out")) or os.path.join(here, "results", f"{name}.nc"),
-                  report=rel(report) if report else None, launcher=launcher,
+                  out=rel(data.get("out"), "out") or os.path.join(here, "results", f"{name}.nc"),
+                  report=rel(report, "report") if report else None, launcher=launcher,
                   stats=list(stats), title=str(data.get("title") or f"suite {name}"),
-                  hosts=data.get("hosts"), hosts_file=rel(data.get("hosts_file")),
+                  hosts=data.get("hosts"), hosts_file=rel(data.get("hosts_file"), "hosts_file"),
                   ranks_per_node=data.get("ranks_per_node"),
                   slurm=_mapping(path, "slurm", data.get("slurm") or {}))
     if suite.slurm.get("setup_script"):
-        suite.slurm["setup_script"] = rel(suite.slurm["setup_script"])
+        suite.slurm["setup_script"] = rel(suite.slurm["setup_script"], "slurm.setup_script")
+    try:  # every batch script of the suite gets these: check them before writing any
+        # (the setup script is looked for when a job is written: it may be made later)
+        as_options({k: v for k, v in suite.slurm.items() if k != "setup_script"})
+    except ConfigError as e:
+        raise ConfigError(str(e), path) from None
     run = _mapping(path, "run", data.get("run") or {})
     _unknown(path, "run", run, _run_keys())
     if "matrix" not in data:

@@ -16,6 +16,7 @@ from ..backends import default_preset
 from ..report import plots
 from ..report.notebook import _open
 from ..theory import fit, presets
+from ..markup import html_text
 from ..units import format_size
 
 STATS = ("avg", "median", "min", "max", "p90", "p99")
@@ -219,10 +220,11 @@ class Explorer:
             self.busbw_image.value = _png(fig)
             self.detail_image.value = _png(plots.size_distribution(
                 ds, size, stat=stat, algorithms=algs, figsize=(4.8, 4.4)))
-        a = ds.attrs
-        self.title.value = (f"<b>ccbench Explorer</b> — {a.get('collective')}, {a.get('nranks')} "
-                            f"ranks, {a.get('dtype')}, backend {a.get('backend')}, "
-                            f"{a.get('iters')} iterations")
+        a = {k: html_text(ds.attrs.get(k)) for k in ("collective", "nranks", "dtype",
+                                                       "backend", "iters")}
+        self.title.value = (f"<b>ccbench Explorer</b> — {a['collective']}, {a['nranks']} "
+                            f"ranks, {a['dtype']}, backend {a['backend']}, "
+                            f"{a['iters']} iterations")
         self.numbers.value = self._numbers(ds, size, stat, algs)
 
     def _numbers(self, ds, size, stat, algs):
@@ -236,7 +238,7 @@ class Explorer:
         for a in (algs or [str(x) for x in ds["algorithm"].values]):
             f = fit.get(a)
             model = f"{float(f.busbw([size])[0]):.3g}" if f is not None else "—"
-            rows.append(f"<tr><td style='padding:3px 14px 3px 0'>{a}</td>"
+            rows.append(f"<tr><td style='padding:3px 14px 3px 0'>{html_text(a)}</td>"
                         f"<td {td}>{float(t.sel(algorithm=a)):.4g}</td>"
                         f"<td {td}>{float(bw.sel(algorithm=a)):.4g}</td><td {td}>{model}</td></tr>")
         th = "style='padding:3px 14px;text-align:right;border-bottom:1px solid #d0d7de'"

@@ -165,7 +165,11 @@ class PrintedFloat(float):
 
     def __new__(cls, text):
         self = super().__new__(cls, text)
-        self.half = float(half_ulp(np.array([text]))[0])
+        if "e" in text or "E" in text:
+            self.half = float(half_ulp(np.array([text]))[0])
+        else:   # plain decimals (every Inspector number): no numpy call per number
+            dot = text.find(".")
+            self.half = 0.5 if dot < 0 else 0.5 * 10.0 ** (dot + 1 - len(text))
         return self
 
 

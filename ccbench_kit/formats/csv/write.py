@@ -5,15 +5,17 @@ AWS nccl-tests recipe's tooling (its file naming,
 """
 import datetime
 import os
+import re
 import sys
 
 import numpy as np
+import pandas as pd
 
 from ..._files import atomic_write_text
 from ...dataset.schema import attr_json
 from ...dataset.stats import check_stat
 from ...errors import ConfigError
-import pandas as pd
+from ...output_path import derived_file
 
 DEFAULT_STATS = ("avg", "min", "max", "p50", "p99", "std")
 
@@ -119,6 +121,9 @@ def aws_filename(ds, mode="ami", pattern=None, topo=False, nodes=None):
     """
     if mode not in ("ami", "container"):
         raise ConfigError(f"mode must be ami or container, got {mode!r}", "--mode")
+    if pattern is not None and not re.fullmatch(r"[A-Za-z0-9.\-]+", str(pattern)):
+        raise ConfigError(f"{pattern!r}: a pattern is letters, digits, . and - (it becomes "
+                          "part of a file name)", "--pattern")
     op = str(ds.attrs.get("collective", "unknown")).replace("_", "")
     parts = ["nccl", str(nodes if nodes is not None else _nodes(ds)), mode, op,
              pattern or _pattern(ds)]
@@ -135,10 +140,10 @@ def write_aws(parts, folder, mode="ami", pattern=None, topo=False, nodes=None,
     written = []
     for name, ds in parts.items():
         fname = aws_filename(ds, mode, pattern, topo, nodes)
-        path = os.path.join(folder, fname)
+        path = derived_file(folder, fname, "--aws-naming")
         if path in written:
             stem = fname[:-len("_results.csv")]
-            path = os.path.join(folder, f"{stem}_{name}_results.csv")
+            path = derived_file(folder, f"{stem}_{name}_results.csv", "--aws-naming")
         atomic_write_text(path, summary_frame(ds, stats, rank_stat, name).to_csv(index=False))
         written.append(path)
     return written

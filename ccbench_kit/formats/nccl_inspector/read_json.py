@@ -71,28 +71,35 @@ def sniff(src, head):
 
 
 def _records(src):
-    """[(line, record)] of the JSON objects in `src`, one per line or indented."""
+    """(line, record) of the JSON objects in `src`, one per line or indented.
+
+    Line numbers are counted as the text is walked (once), not from the
+    start of the file for every record: that made a dump's import time grow
+    with the square of its size."""
     dec = json.JSONDecoder(parse_float=PrintedFloat)
-    text, pos, out = src.text, 0, []
+    text, pos, line, counted = src.text, 0, 1, 0
+    end = len(text)
     while True:
-        while pos < len(text) and text[pos] in " \t\r\n":
+        while pos < end and text[pos] in " \t\r\n":
             pos += 1
-        if pos >= len(text):
-            return out
-        line = src.line_of(pos)
+        if pos >= end:
+            return
+        line += text.count("\n", counted, pos)
+        counted = pos
         try:
             rec, pos = dec.raw_decode(text, pos)
         except json.JSONDecodeError as e:
             if e.pos >= len(text.rstrip()):     # name the record, not the end of the file
                 raise src.error(line, "the rest of the record (the file ends early: truncated?)",
                                 text[pos:pos + 40]) from None
-            raise src.error(src.line_of(e.pos), f"an Inspector JSON record ({e.msg})",
+            raise src.error(line + text.count("\n", counted, e.pos),
+                            f"an Inspector JSON record ({e.msg})",
                             text[e.pos:e.pos + 40]) from None
         if not isinstance(rec, dict) or not isinstance(rec.get("header"), dict) \
                 or not isinstance(rec.get("metadata"), dict):
             raise src.error(line, "an Inspector record with 'header' and 'metadata' objects",
                             text[src.text.rfind("\n", 0, pos) + 1:][:40])
-        out.append((line, rec))
+        yield line, rec
 
 
 def _int(src, line, obj, key, where):
@@ -117,8 +124,32 @@ class _Comm:
     def __init__(self, comm_id, coll, size_times_ranks):
         self.id, self.coll, self.scale = comm_id, coll, size_times_ranks
         self.calls = {}                 # (rank, sn) -> (msg, time, alg, bus, halves, source)
+        self.sizes = {}                 # sn -> (msg, rank, path, line) of its first record
         self.hosts, self.names, self.nranks, self.nnodes = {}, set(), set(), set()
         self.sources, self.meta = set(), set()
+
+
+def _add_call(src, line, comm, rank, sn, call):
+    """Record one rank's call; a record dumped twice counts once, two that
+    disagree about one call, or ranks that give one call different sizes,
+    are refused naming both places."""
+    old = comm.calls.get((rank, sn))
+    if old is not None:
+        if old[:4] != call[:4] and not (old[:2] == call[:2] and _same_nan(old[2:4], call[2:4])):
+            raise src.error(line, f"one record per rank and coll_sn (rank {rank} coll_sn {sn} "
+                                  f"is also at {old[6]}:{old[7]} with other values)",
+                            f"size {call[0]} time {call[1]} µs")
+        return
+    first = comm.sizes.setdefault(sn, (call[0], rank, call[6], call[7]))
+    if first[0] != call[0]:
+        raise src.error(line, f"one size for coll_sn {sn} of communicator {comm.id} on every "
+                              f"rank (rank {first[1]} gives {first[0]} B at {first[2]}:{first[3]})",
+                        f"rank {rank}: {call[0]} B")
+    comm.calls[(rank, sn)] = call
+
+
+def _same_nan(a, b):
+    return all(x == y or (x != x and y != y) for x, y in zip(a, b))
 
 
 def parse_many(srcs, hints=None):
@@ -166,9 +197,12 @@ def parse_many(srcs, hints=None):
             bus = _number(src, line, perf, "coll_busbw_gbs", "coll_perf")
             if n < 1 or rank >= n:
                 raise src.error(line, f"header.rank below header.n_ranks ({n})", rank)
-            c.calls[(rank, sn)] = (msg, t, alg, bus,
-                                   (half_of(perf["coll_algobw_gbs"]), half_of(perf["coll_busbw_gbs"])),
-                                   str(perf.get("coll_timing_source", "unknown")), src.path, line)
+            if t <= 0:   # a time of 0 µs would become an infinite bandwidth
+                raise src.error(line, "a positive coll_exec_time_us (whole µs)", t)
+            call = (msg, t, alg, bus,
+                    (half_of(perf["coll_algobw_gbs"]), half_of(perf["coll_busbw_gbs"])),
+                    str(perf.get("coll_timing_source", "unknown")), src.path, line)
+            _add_call(src, line, c, rank, sn, call)
             c.hosts[rank] = str(meta.get("hostname", ""))
             c.names.add(str(head.get("comm_name", "")))
             c.nranks.add(n)
@@ -194,8 +228,10 @@ def _dataset(c, skipped, src0):
     coll = get_collective(c.coll)
     factor = float(coll.bus_factor(p))
     ranks = sorted({r for r, _ in c.calls})
-    msgs = sorted({v[0] for v in c.calls.values()})
-    sns = {m: sorted({sn for (_, sn), v in c.calls.items() if v[0] == m}) for m in msgs}
+    msgs = sorted({v[0] for v in c.sizes.values()})
+    sns = {m: [] for m in msgs}             # grouped in one pass (not one per size)
+    for sn, v in sorted(c.sizes.items()):
+        sns[v[0]].append(sn)
     iters = max(len(s) for s in sns.values())
     S, R = len(msgs), len(ranks)
     lat = np.full((1, 1, S, R, iters), np.nan)
@@ -215,8 +251,10 @@ def _dataset(c, skipped, src0):
         sources[how] += 1
         # the Inspector divides the same traffic by the same whole µs: its
         # %lf rounding is all the difference allowed
-        want_a = sizes[si] / 1e3 / t if t else 0.0
-        if abs(a - want_a) > ah + _REL * want_a or abs(b - want_a * factor) > bh + _REL * want_a:
+        want_a = sizes[si] / 1e3 / t
+        # a nan (jsonDouble's "nan") is not a bandwidth that agrees
+        if not (abs(a - want_a) <= ah + _REL * want_a
+                and abs(b - want_a * factor) <= bh + _REL * want_a):
             bad.append(f"{path}:{line}: size {sizes[si]} rank {rank} coll_sn {sn}: printed "
                        f"algbw {a:g} busbw {b:g}, size/time gives {want_a:.6f} and "
                        f"{want_a * factor:.6f}")

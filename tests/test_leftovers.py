@@ -1,0 +1,39 @@
+"""What a run killed with SIGKILL leaves in TMPDIR is removed by the next
+run (issue 28): a real launcher, really killed."""
+import os
+import signal
+import subprocess
+import time
+
+from conftest import BIN, run_cli
+
+
+def _ours(tmp):
+    return sorted(p for p in os.listdir(tmp) if p.startswith("ccbench-run-"))
+
+
+def test_next_run_removes_a_killed_runs_temporary_folders(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    proc = subprocess.Popen([str(BIN / "ccbench"), "run", "all_reduce", "-r", "3", "-b", "8",
+                             "-e", "64M", "-f", "2", "-n", "20", "--non-interactive", "--out",
+                             str(tmp_path / "k.nc")], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("k.nc.ccb-pending-*.npz")):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    left = _ours(tmp)
+    assert left and left[0].startswith(f"ccbench-run-{proc.pid}-")
+    # a live run's folder (this process's pid) is never touched
+    live = tmp / f"ccbench-run-{os.getpid()}-keep"
+    live.mkdir()
+    again = run_cli("run", "all_reduce", "-r", "2", "-b", "8", "-e", "8", "-n", "1",
+                    "--out", tmp_path / "n.nc", env=env, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert _ours(tmp) == [live.name]
+    sessions = [s for d in tmp.glob("ompi.*") for s in os.listdir(d)]
+    assert not [s for s in sessions if s == f"pid.{proc.pid}"]

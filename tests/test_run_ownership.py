@@ -1,0 +1,70 @@
+"""A results file belongs to one run: real runs, killed with SIGKILL, and a
+second run to the same --out (issue 28)."""
+import os
+import signal
+import subprocess
+import time
+
+import xarray as xr
+
+from conftest import BIN, run_cli
+from ccbench_kit.dataset.checkpoint import pending_files, pending_runs
+
+LONG = ["run", "all_reduce", "-r", "3", "-b", "8", "-e", "64M", "-f", "2", "-n", "20",
+        "--non-interactive"]
+
+
+def _start(out):
+    return subprocess.Popen([str(BIN / "ccbench"), *LONG, "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _wait_for_sidecars(proc, out, n=2):
+    deadline = time.monotonic() + 120
+    while len(pending_files(out)) < n:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.1)
+
+
+def test_second_writer_is_refused_and_a_killed_runs_sidecars_stay_its_own(tmp_path):
+    out = tmp_path / "r.nc"
+    first = _start(out)
+    try:
+        _wait_for_sidecars(first, out)
+        # a second run to the file in use: refused in one line, the first untouched
+        second = run_cli("run", "all_reduce", "-r", "2", "-b", "1K", "-e", "2K", "-f", "2", "-n", "2",
+                         "--out", out, timeout=120)
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.startswith(f"ccbench: error: --out: {out} is being written by "
+                                        f"another run (pid {first.pid})"), second.stderr
+        assert len(second.stderr.splitlines()) == 1
+        assert first.poll() is None
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)     # the launcher and its whole session
+        first.wait()
+    killed = pending_runs(out)
+    left = pending_files(out)
+    assert len(killed) == 1 and len(left) >= 2
+    # the next run to the same --out, other sizes: its file holds its sizes only,
+    # the killed run's sidecars are neither folded in nor removed
+    again = run_cli("run", "all_reduce", "-r", "2", "-b", "1K", "-e", "2K", "-f", "2", "-n", "2",
+                    "--out", out, timeout=120)
+    assert again.returncode == 0, again.stderr
+    ds = xr.open_dataset(out)
+    assert list(ds["size"].values) == [1024, 2048] and ds.attrs["run_id"] not in killed
+    ds.close()
+    assert pending_files(out) == left and not (tmp_path / "r.nc.ccb-lock").exists()
+    # recover will not give this file the killed run's sizes
+    rec = run_cli("recover", out, timeout=60)
+    assert rec.returncode == 2 and "holds another run's results" in rec.stderr, rec.stderr
+    assert pending_files(out) == left
+    # ... but into a file of its own, with -o
+    mine = tmp_path / "killed.nc"
+    rec = run_cli("recover", out, "-o", mine, timeout=60)
+    assert rec.returncode == 0, rec.stderr
+    ds = xr.open_dataset(mine)
+    assert list(ds["size"].values[:2]) == [8, 16] and ds.attrs["run_id"] == killed[0]
+    assert ds.sizes["size"] == len(left) and ds.attrs["complete"] == "false"
+    assert pending_files(out) == []
+    assert list(xr.open_dataset(out)["size"].values) == [1024, 2048]
