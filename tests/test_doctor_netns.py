@@ -123,16 +123,18 @@ def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
 
 
 def test_a_host_that_does_not_answer_is_one_line(tmp_path):
-    """mpirun's launch agent cannot reach a host: one line naming it and the
-    flag (not Open MPI's banner), exit 3, no results file (nothing ran)."""
+    """A host name that does not resolve is bad input, found before any rank
+    is started: one line naming it and the flag (not Open MPI's banner),
+    exit 2, no results file (nothing ran), no verdict that names it."""
     host = "nosuchhost-ccbench.invalid"  # .invalid never resolves (RFC 6761)
     r = subprocess.run([str(BIN / "ccbench"), "doctor", "--hosts", host, "localhost",
                         "--repeats", "1", "--out", str(tmp_path / "x.nc")],
                        capture_output=True, text=True, timeout=120)
-    assert r.returncode == 3, r.stderr
-    assert re.fullmatch(rf"ccbench: --hosts: host {re.escape(host)} \([^)\n]+\) did not "
-                        r"answer; no rank was started\n", r.stderr), r.stderr
-    assert r.stdout.splitlines()[-1] == "verdict: unknown"
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.splitlines()[-1] == (
+        f"ccbench: error: --hosts: 1 of 2 host names do not resolve to an address (or not "
+        f"within 20 s): {host}"), r.stderr
+    assert "verdict:" not in r.stdout
     assert not (tmp_path / "x.nc").exists()
 
 

@@ -33,11 +33,11 @@ import numpy as np
 
 from .._version import __version__
 from .._files import atomic_write_text
+from ..dataset.stats import bootstrap, interval
 from ..errors import ConfigError
 
 SCHEMA = "ccbench-baseline/1"
 THRESHOLD = 0.8
-BOOT = 2000
 SAMPLES = "repeat"
 
 
@@ -175,11 +175,9 @@ class Score:
 def _score_one(now, base, better, threshold, rng):
     m_now, m_base = float(np.median(now)), float(np.median(base))
     ratio = m_now / m_base if m_base else math.nan
-    b_now = np.median(rng.choice(now, (BOOT, now.size)), axis=1)
-    b_base = np.median(rng.choice(base, (BOOT, base.size)), axis=1)
     with np.errstate(all="ignore"):
-        boot = b_now / b_base
-    ci = (float(np.quantile(boot, 0.05)), float(np.quantile(boot, 0.95)))
+        boot = bootstrap(now, "median", rng) / bootstrap(base, "median", rng)
+    ci = interval(boot, 0.90)
     mad = 1.4826 * float(np.median(np.abs(base - m_base)))
     z = (m_now - m_base) / mad if mad > 0 else math.copysign(math.inf, m_now - m_base) \
         if m_now != m_base else 0.0
