@@ -66,6 +66,10 @@ def add_gpu_arguments(p):
     g.add_argument("--local", action="store_true",
                    help="check this node's GPUs (HBM copy, bf16 matmul, PCIe both ways, NVML "
                         "state) against each other, the preset and --baseline; no MPI")
+    g.add_argument("--per-gpu", action="store_true",
+                   help="check this host's GPUs as nodes through nccl, one rank each: the "
+                        "pairs of GPUs, each GPU's own all_reduce and the host's all_reduce "
+                        "over all of them (mpirun on this host; no --hosts)")
     g.add_argument("--gpus", default=None, metavar="LIST",
                    help="with --local: CUDA indices to check, e.g. 0,2 (default: all)")
 
@@ -76,7 +80,8 @@ def main_local(args):
                                   ("-S/--slurm-mode", args.slurm_mode),
                                   ("--scheduler-file", args.scheduler_file),
                                   ("--topology", args.topology),
-                                  ("--backend", args.backend)) if v]
+                                  ("--backend", args.backend),
+                                  ("--per-gpu", args.per_gpu)) if v]
     if given:
         raise ConfigError(f"--local checks this node's GPUs with no launcher; {given[0]} "
                           "does not apply", given[0])
@@ -116,7 +121,8 @@ def main(args):
             bw_bytes=args.bw_size, local_bytes=args.local_size, lat_iters=args.lat_iters,
             bw_iters=args.bw_iters, topology=args.topology, bisect=args.bisect,
             timeout=args.timeout, backend=args.backend, baseline=args.baseline,
-            save_baseline=args.save_baseline, command=shlex.join(argv) if argv else "")
+            save_baseline=args.save_baseline, per_gpu=args.per_gpu,
+            command=shlex.join(argv) if argv else "")
     finally:
         if client is not None:
             client.close()
