@@ -154,10 +154,10 @@ def per_gpu_refuse(**given):
              "ranks_per_node": "--ranks-per-node", "topology": "--topology"}
     for key, flag in flags.items():
         if given.get(key):
-            raise ConfigError(f"checks this host's GPUs, one rank each; {flag} "
+            raise ConfigError(f"--per-gpu checks this host's GPUs, one rank each; {flag} "
                               "does not apply", flag)
     if given.get("backend") not in (None, "nccl"):
-        raise ConfigError(f"measures the GPUs through nccl, not "
+        raise ConfigError(f"--per-gpu measures the GPUs through nccl, not "
                           f"{given['backend']}", "--backend")
 
 
