@@ -36,7 +36,7 @@ say "build"
 timeout 240 $PY setup.py -q build_ext --inplace -j "$(nproc)" >"$WORK/build.log" 2>&1
 say "build rc=$?"; tail -5 "$WORK/build.log" >>"$LOG"
 say "multi-GPU doctor"
-timeout "${DOCTOR_LIMIT:-420}" $PY bench/gpu_multi_doctor.py --out "$OUTDIR" --work "$WORK" 2>&1 | tee -a "$LOG"
+timeout "$((${DEADLINE:-560} - SECONDS))" $PY bench/gpu_multi_doctor.py --out "$OUTDIR" --work "$WORK" 2>&1 | tee -a "$LOG"
 say "multi-GPU doctor rc=$?"
 cat /proc/loadavg >>"$LOG"
 tar -C "$WORK" -czf "$OUTDIR/results.tgz" --exclude='*.so' . && say "results: $OUTDIR/results.tgz"
