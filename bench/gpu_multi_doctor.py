@@ -2,15 +2,15 @@
 
     python bench/gpu_multi_doctor.py --out OUTDIR [--work DIR] [--runs 5] [--size 256M]
 
-1. clean machine: ``ccbench doctor --per-gpu`` (every GPU a node, the pairs
+1. clean machine: ``ccbench doctor --local --per-gpu`` (every GPU a node, the pairs
    of GPUs and the host's all_reduce over all of them, through nccl), then
    ``ccbench run all_reduce --backend nccl -r NGPU`` of the same size on
    the same GPUs, then the doctor again (expect ``verdict: none`` twice
    and the host all_reduce's busbw within 5 % of ``ccbench run``'s);
 2. `runs` times: `testbed.gpu_load` loops a bf16 matmul on a GPU chosen at
-   random, and the doctor runs back to back: ``--local`` (the GPU local
-   checks) and ``--per-gpu`` (nccl); each verdict should name that GPU and
-   no other.
+   random, and ``ccbench doctor --local --per-gpu`` runs the GPU local
+   checks and then the nccl probes, one verdict for both: it should name
+   that GPU and no other.
 
 Writes OUTDIR/summary.md and OUTDIR/summary.json; the runs' outputs and
 results files go to --work (the wrapper packs them).
@@ -74,7 +74,8 @@ def main():
     from ccbench_kit.backends.nccl import visible_gpus
     from testbed.gpu_load import competing_load
     ngpu = visible_gpus()[0]
-    doctor = ["doctor", "--per-gpu", "--bw-size", a.size, "--bw-iters", "10", "--repeats", "5"]
+    doctor = ["doctor", "--local", "--per-gpu", "--bw-size", a.size, "--bw-iters", "10",
+              "--repeats", "5"]
     summary = {"ngpu": ngpu, "size": a.size, "clean": [], "loaded": []}
 
     def record(where, name, *args, **extra):
@@ -83,6 +84,9 @@ def main():
                "loadavg": loadavg(), **extra}
         if "--per-gpu" in args:
             row["host_busbw_gbps"] = host_busbw(text)
+            for part in ("GPU checks", "nccl pairs"):
+                found = re.findall(rf"^{part}: (verdict: .*)$", text, re.M)
+                row[part] = found[-1] if found else ""
         where.append(row)
         print(json.dumps(row), flush=True)
         with open(os.path.join(a.out, "summary.json"), "w") as f:  # kept if the call is cut
@@ -105,10 +109,8 @@ def main():
     for k in range(a.runs):
         gpu = rng.randrange(ngpu)
         with competing_load(gpu, "compute"):
-            record(summary["loaded"], f"loaded{k}_local", "doctor", "--local", "--out",
-                   f"{work}/loaded{k}_local.nc", gpu=gpu)
-            record(summary["loaded"], f"loaded{k}_nccl", *doctor, "--out",
-                   f"{work}/loaded{k}_nccl.nc", gpu=gpu)
+            record(summary["loaded"], f"loaded{k}", *doctor, "--out", f"{work}/loaded{k}.nc",
+                   gpu=gpu)
     summary["elapsed_s"] = round(time.time() - t0, 1)
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
@@ -124,13 +126,13 @@ def names_only(line, gpu):
 
 
 def markdown(s):
-    rows = ["| run | loaded GPU | exit | verdict | host busbw GB/s | s | loadavg | names it alone |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| run | loaded GPU | exit | verdict (GPU checks; nccl pairs) | host busbw GB/s | s "
+            "| loadavg | names it alone |", "|---|---|---|---|---|---|---|---|"]
     for r in s["clean"] + s["loaded"]:
         gpu = r.get("gpu")
         ok = "" if gpu is None else ("yes" if names_only(r["verdict"], gpu) else "NO")
         rows.append(f"| {r['name']} | {'' if gpu is None else gpu} | {r['exit']} | "
-                    f"`{r['verdict']}` | {r.get('host_busbw_gbps') or ''} | {r['seconds']} | "
+                    f"`{r['verdict']}` (`{r.get('GPU checks')}`; `{r.get('nccl pairs')}`) | {r.get('host_busbw_gbps') or ''} | {r['seconds']} | "
                     f"{r['loadavg']} | {ok} |")
     run = s.get("run", {})
     rows.append("")

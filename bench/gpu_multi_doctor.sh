@@ -2,9 +2,9 @@
 # The doctor on several GPUs of one host (issue 24), one device call:
 #   bench/gpu_multi_doctor.sh [OUTDIR]        (default $OUT)
 # Installs carried wheels (.whl/*.whl: h5netcdf), builds the kit, runs
-# bench/gpu_multi_doctor.py (clean: doctor --per-gpu, ccbench run all_reduce,
-# doctor --per-gpu; then 5 runs with a random GPU loaded: doctor --local and
-# doctor --per-gpu back to back).  Writes OUTDIR/env.txt, summary.md,
+# bench/gpu_multi_doctor.py (clean: doctor --local --per-gpu, ccbench run all_reduce,
+# doctor again; then 5 runs with a random GPU loaded: the same doctor).
+#  Writes OUTDIR/env.txt, summary.md,
 # summary.json, log.txt and results.tgz.
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,5 +39,6 @@ say "multi-GPU doctor"
 timeout "$((${DEADLINE:-560} - SECONDS))" $PY bench/gpu_multi_doctor.py --out "$OUTDIR" --work "$WORK" 2>&1 | tee -a "$LOG"
 say "multi-GPU doctor rc=$?"
 cat /proc/loadavg >>"$LOG"
+cp -r results "$WORK/nccl_results" 2>/dev/null
 tar -C "$WORK" -czf "$OUTDIR/results.tgz" --exclude='*.so' . && say "results: $OUTDIR/results.tgz"
 rm -rf "$WORK"

@@ -169,7 +169,22 @@ def per_gpu_nodes(count, why="", host=None):
         raise ConfigError(f"compares this host's GPUs with each other: it needs at "
                           f"least 2, this host has {count}{why}", "--per-gpu")
     host = host or socket.gethostname()
-    return [f"{host}:gpu{k}" for k in range(count)]
+    return [f"{host} gpu{k}" for k in range(count)]  # the label `health.gpu` gives a GPU
+
+
+def joint_verdict(diagnoses):
+    """(verdict line, exit code) of checks run back to back (``--local
+    --per-gpu``): every GPU or link any of them names, once; else the worst
+    of "unknown", "cannot tell", "none"; the highest exit code."""
+    named = [f.label for d in diagnoses for f in d.verdict.findings]
+    code = max(d.exit_code for d in diagnoses)
+    if named:
+        return "verdict: " + ", ".join(dict.fromkeys(named)), code
+    lines = [d.line for d in diagnoses]
+    for worst in ("verdict: unknown", "verdict: cannot tell"):
+        if worst in lines:
+            return worst, code
+    return "verdict: none", code
 
 
 def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
@@ -269,7 +284,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         Save this run's figures as the healthy baseline of these nodes.
     per_gpu : bool
         Check this host's GPUs as nodes (``--per-gpu``): one rank per GPU,
-        node ``HOST:gpuK``, through nccl; the pairs are pairs of GPUs, each
+        node ``HOST gpuK``, through nccl; the pairs are pairs of GPUs, each
         GPU's local check is its own one-rank all_reduce, and every repeat
         adds the host's all_reduce over all its GPUs (`per_gpu_nodes`).
     """
