@@ -198,10 +198,10 @@ def judge(raw, thresholds=None, seed=SEED, baseline=None):
         verdict.notes.append(raw.bisect_note)
     host = host_allreduce(raw)
     if host:
-        bw = host["busbw_gbps"]
+        busbw = host["busbw_gbps"]
         verdict.notes.append(f"host all_reduce of {host['gpus']} GPUs, {host['bytes']} B: busbw "
-                             f"{float(np.median(bw)):.1f} GB/s (median of {len(bw)} repeats, "
-                             f"{min(bw):.1f}-{max(bw):.1f})")
+                             f"{float(np.median(busbw)):.1f} GB/s (median of {len(busbw)} "
+                             f"repeats, {min(busbw):.1f}-{max(busbw):.1f})")
     if n == 2 and raw.plan["waves"]:
         verdict.notes.append("two nodes: the pair's bandwidth and latency have no other pair "
                              "to compare with; only the local check can single one out")
