@@ -13,16 +13,7 @@ WORK=$(mktemp -d /tmp/ccbench-gpu-multi.XXXX)
 PY=${PYTHON:-python3}
 mkdir -p "$OUTDIR"
 LOG=$OUTDIR/log.txt
-# never NVLink multicast on shared hosts
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
-cd "$ROOT"
-say() { echo "[$(date +%T)] $*" | tee -a "$LOG"; }
-if ls .whl/*.whl >/dev/null 2>&1; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/ccb-site .whl/*.whl >>"$LOG" 2>&1
-    export PYTHONPATH=/tmp/ccb-site
-fi
-export PYTHONPATH=$ROOT:${PYTHONPATH:-}
+. "$ROOT/bench/gpu_setup.sh"
 {
     date -u +%FT%TZ; hostname; nvidia-smi -L; nproc; cat /proc/loadavg
     nvidia-smi topo -m
@@ -32,9 +23,7 @@ export PYTHONPATH=$ROOT:${PYTHONPATH:-}
     $PY -m pip list 2>/dev/null | grep -i -E "ml-py|h5netcdf|nccl|cuda-runtime|cublas"
     env | grep -E "^NCCL_|NVLS" 
 } >"$OUTDIR/env.txt" 2>&1
-say "build"
-timeout 240 $PY setup.py -q build_ext --inplace -j "$(nproc)" >"$WORK/build.log" 2>&1
-say "build rc=$?"; tail -5 "$WORK/build.log" >>"$LOG"
+build_kit
 say "multi-GPU doctor"
 timeout "$((${DEADLINE:-560} - SECONDS))" $PY bench/gpu_multi_doctor.py --out "$OUTDIR" --work "$WORK" 2>&1 | tee -a "$LOG"
 say "multi-GPU doctor rc=$?"
