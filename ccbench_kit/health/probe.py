@@ -13,6 +13,9 @@ One MPI job measures everything, so the cost is one job start:
    `bisect.Descent` names the groups, whose ring all_reduce run all at the
    same time, step by step.
 
+``plan["per_gpu"]`` (``--per-gpu``): every rank is a node (a GPU of this
+host), and each repeat ends with the host's all_reduce over all of them.
+
 ``plan["backend"]`` says what carries them: "mpi" or "nccl", a kit backend
 driven as ``ccbench run`` drives it (`collective.Timer`: sendrecv for the
 pairs, all_reduce for the local check and the rings); "tcp", plain sockets
