@@ -12,22 +12,13 @@ WORK=$(mktemp -d /tmp/ccbench-gpu-doctor.XXXX)
 PY=${PYTHON:-python3}
 mkdir -p "$OUTDIR"
 LOG=$OUTDIR/log.txt
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1   # never NVLink multicast on shared hosts
-cd "$ROOT"
-say() { echo "[$(date +%T)] $*" | tee -a "$LOG"; }
-if ls .whl/*.whl >/dev/null 2>&1; then
-    $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/ccb-site .whl/*.whl >>"$LOG" 2>&1
-    export PYTHONPATH=/tmp/ccb-site
-fi
-export PYTHONPATH=$ROOT:${PYTHONPATH:-}
+. "$ROOT/bench/gpu_setup.sh"
 {
     date -u +%FT%TZ; hostname; nvidia-smi -L; nproc; cat /proc/loadavg
     $PY -c 'import sys, numpy, xarray, torch, pynvml; print(sys.version.split()[0], "numpy", numpy.__version__, "xarray", xarray.__version__, "torch", torch.__version__, "nvidia-ml-py", getattr(pynvml, "__version__", "?"))'
     $PY -m pip list 2>/dev/null | grep -i -E "ml-py|h5netcdf|h5py|cublas|cuda-runtime"
 } >"$OUTDIR/env.txt" 2>&1
-say "build"
-timeout 240 $PY setup.py -q build_ext --inplace -j "$(nproc)" >"$WORK/build.log" 2>&1
-say "build rc=$?"; tail -5 "$WORK/build.log" >>"$LOG"
+build_kit
 say "doctor acceptance"
 timeout 330 $PY bench/gpu_doctor.py --out "$OUTDIR" --work "$WORK" >>"$LOG" 2>&1
 say "doctor acceptance rc=$?"

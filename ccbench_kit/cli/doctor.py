@@ -69,6 +69,11 @@ def add_gpu_arguments(p):
     g.add_argument("--local", action="store_true",
                    help="check this node's GPUs (HBM copy, bf16 matmul, PCIe both ways, NVML "
                         "state) against each other, the preset and --baseline; no MPI")
+    g.add_argument("--per-gpu", action="store_true",
+                   help="check this host's GPUs as nodes through nccl, one rank each: the "
+                        "pairs of GPUs, each GPU's own all_reduce and the host's all_reduce "
+                        "over all of them (mpirun on this host; no --hosts); with --local, "
+                        "after the GPU checks, one verdict for both")
     g.add_argument("--gpus", default=None, metavar="LIST",
                    help="with --local: CUDA indices to check, e.g. 0,2 (default: all)")
 
@@ -83,6 +88,8 @@ def main_local(args):
     if given:
         raise ConfigError(f"--local checks this node's GPUs with no launcher; {given[0]} "
                           "does not apply", given[0])
+    if args.per_gpu:  # refused before anything is measured, not after the GPU checks
+        health.api.per_gpu_nodes(*health.api.visible_gpus())
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
     diag = gpu.local(args.gpus, repeats=args.repeats, out=args.out, baseline=args.baseline,
                      save_baseline=args.save_baseline, command=shlex.join(argv) if argv else "",
@@ -97,8 +104,17 @@ def main_local(args):
         print(f"baseline saved: {args.save_baseline}")
     if args.report:
         print(f"report: {report.html(diag.out, args.report)}")
-    print(diag.line)
-    return diag.exit_code
+    if not args.per_gpu:
+        print(diag.line)
+        return diag.exit_code
+    # --local --per-gpu: then the GPUs' pairs and the host's all_reduce
+    # through nccl (its own results file; the baselines are the GPU checks')
+    print(f"GPU checks: {diag.line}")
+    pairs = run_doctor(args, out=None, baseline=None, save_baseline=None, report=None)
+    print(f"nccl pairs: {pairs.line}")
+    line, code = health.api.joint_verdict([diag, pairs])
+    print(line)
+    return code
 
 
 def _check_outputs(args):
@@ -120,6 +136,17 @@ def main(args):
         return main_local(args)
     if args.gpus is not None:
         raise ConfigError("applies to the GPU checks: add --local", "--gpus")
+    diag = run_doctor(args)
+    print(diag.line)
+    file_results(args, diag.out)
+    return diag.exit_code
+
+
+def run_doctor(args, **override):
+    """`health.doctor` with the command line's settings (`override`: out,
+    baseline, save_baseline, report); prints the notes and the table."""
+    opt = {k: override.get(k, getattr(args, k))
+           for k in ("out", "baseline", "save_baseline", "report")}
     launch = launch_options(args)
     if launch["hosts"] and len(launch["hosts"]) > 16:
         print(f"ccbench: resolving {len(launch['hosts'])} host names ...", file=sys.stderr,
@@ -131,12 +158,13 @@ def main(args):
     try:
         diag = health.doctor(
             launch["hosts"], hosts_file=launch["hosts_file"], nnodes=launch["nnodes"],
-            slurm=launch["slurm"], client=client, out=args.out,
+            slurm=launch["slurm"], client=client, out=opt["out"],
             ranks_per_node=launch["ranks_per_node"], repeats=args.repeats,
             bw_bytes=args.bw_size, local_bytes=args.local_size, lat_iters=args.lat_iters,
             bw_iters=args.bw_iters, topology=args.topology, bisect=args.bisect,
-            timeout=args.timeout, backend=args.backend, baseline=args.baseline,
-            save_baseline=args.save_baseline, command=shlex.join(argv) if argv else "")
+            timeout=args.timeout, backend=args.backend, baseline=opt["baseline"],
+            save_baseline=opt["save_baseline"], per_gpu=args.per_gpu,
+            command=shlex.join(argv) if argv else "")
     finally:
         if client is not None:
             client.close()
@@ -146,9 +174,7 @@ def main(args):
         if note != diag.message:
             print(f"note: {note}")
     print(health.report.text(diag))
-    if args.report and diag.out:
-        path = health.report.html(diag.out, args.report)
+    if opt["report"] and diag.out:
+        path = health.report.html(diag.out, opt["report"])
         print(f"report: {path}")
-    print(diag.line)
-    file_results(args, diag.out)
-    return diag.exit_code
+    return diag

@@ -8,6 +8,7 @@ others waited for (`launch.heartbeat`): that host is the verdict.
 import datetime
 import os
 import shlex
+import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -146,6 +147,47 @@ def choose_backend(name, remote=False):
     return "mpi", f"the default: no GPU on this host ({why})"
 
 
+def per_gpu_refuse(**given):
+    """ConfigError when a setting that ``--per-gpu`` fixes itself is given:
+    it checks this host's GPUs, one rank each, through nccl."""
+    flags = {"hosts": "--hosts", "hosts_file": "--hosts-file", "nnodes": "-N/--nnodes",
+             "slurm": "-S/--slurm-mode", "client": "--scheduler-file",
+             "ranks_per_node": "--ranks-per-node", "topology": "--topology"}
+    for key, flag in flags.items():
+        if given.get(key):
+            raise ConfigError(f"--per-gpu checks this host's GPUs, one rank each; {flag} "
+                              "does not apply", flag)
+    if given.get("backend") not in (None, "nccl"):
+        raise ConfigError(f"--per-gpu measures the GPUs through nccl, not "
+                          f"{given['backend']}", "--backend")
+
+
+def per_gpu_nodes(count, why="", host=None):
+    """The nodes of ``--per-gpu``: this host's `count` GPUs, ``HOST:gpuK``
+    (at least 2: the verdict compares them; `why`: why none are seen)."""
+    if count < 2:
+        why = f" ({why.split(';')[0]})" if why and not count else ""
+        raise ConfigError(f"compares this host's GPUs with each other: it needs at "
+                          f"least 2, this host has {count}{why}", "--per-gpu")
+    host = host or socket.gethostname()
+    return [f"{host} gpu{k}" for k in range(count)]  # the label `health.gpu` gives a GPU
+
+
+def joint_verdict(diagnoses):
+    """(verdict line, exit code) of checks run back to back (``--local
+    --per-gpu``): every GPU or link any of them names, once; else the worst
+    of "unknown", "cannot tell", "none"; the highest exit code."""
+    named = [f.label for d in diagnoses for f in d.verdict.findings]
+    code = max(d.exit_code for d in diagnoses)
+    if named:
+        return "verdict: " + ", ".join(dict.fromkeys(named)), code
+    lines = [d.line for d in diagnoses]
+    for worst in ("verdict: unknown", "verdict: cannot tell"):
+        if worst in lines:
+            return worst, code
+    return "verdict: none", code
+
+
 def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
     """The node names to check, in order; raises ConfigError on bad input."""
     if hosts and hosts_file:
@@ -197,7 +239,7 @@ def allocation_nodes(slurm):
 def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None, out=None,
            ranks_per_node=None, repeats=5, bw_bytes="2M", local_bytes="1M", lat_iters=50,
            bw_iters=3, topology=None, bisect=None, timeout=None, env=None, thresholds=None,
-           backend=None, baseline=None, save_baseline=None, command=""):
+           backend=None, baseline=None, save_baseline=None, per_gpu=False, command=""):
     """Check the nodes; return a `Diagnosis`.
 
     Parameters
@@ -243,7 +285,17 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         many nodes alike.
     save_baseline : str, optional
         Save this run's figures as the healthy baseline of these nodes.
+    per_gpu : bool
+        Check this host's GPUs as nodes (``--per-gpu``): one rank per GPU,
+        node ``HOST gpuK``, through nccl; the pairs are pairs of GPUs, each
+        GPU's local check is its own one-rank all_reduce, and every repeat
+        adds the host's all_reduce over all its GPUs (`per_gpu_nodes`).
     """
+    if per_gpu:
+        per_gpu_refuse(hosts=hosts, hosts_file=hosts_file, nnodes=nnodes, slurm=slurm,
+                       client=client, ranks_per_node=ranks_per_node, topology=topology,
+                       backend=backend)
+        names, ranks_per_node, backend = per_gpu_nodes(*visible_gpus()), 1, "nccl"
     if timeout is not None and not timeout > 0:
         raise ConfigError(f"must be a positive number of seconds, got {timeout}", "--timeout")
     backend, why = choose_backend(backend, remote=bool(slurm) or client is not None)
@@ -258,12 +310,13 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
                                    repeats=repeats, bw_bytes=bw_bytes, local_bytes=local_bytes,
                                    lat_iters=lat_iters, bw_iters=bw_iters, bisect=bisect,
                                    backend=backend))
-    if ranks_per_node is None:  # nccl: one rank per GPU
-        if backend == "nccl" and slurm:
-            raise ConfigError("give the GPUs per node: the nccl backend runs one rank per "
-                              "GPU and the nodes are not this host", "--ranks-per-node")
-        ranks_per_node = visible_gpus()[0] if backend == "nccl" else 2
-    names = resolve_nodes(hosts, hosts_file, nnodes, slurm)
+    if not per_gpu:
+        if ranks_per_node is None:  # nccl: one rank per GPU
+            if backend == "nccl" and slurm:
+                raise ConfigError("give the GPUs per node: the nccl backend runs one rank per "
+                                  "GPU and the nodes are not this host", "--ranks-per-node")
+            ranks_per_node = visible_gpus()[0] if backend == "nccl" else 2
+        names = resolve_nodes(hosts, hosts_file, nnodes, slurm)
     plan = make_plan(len(names), ranks_per_node=ranks_per_node, repeats=repeats,
                      bw_bytes=bw_bytes, local_bytes=local_bytes, lat_iters=lat_iters,
                      bw_iters=bw_iters, leaf_of=leaves(names, topology), bisect=bisect,
@@ -271,6 +324,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     if reference is not None:
         check_baseline(reference, names, backend)
     plan["hosts"] = names
+    plan["per_gpu"] = per_gpu
     out = os.path.abspath(out or default_out())
     plan["out"] = raw_path = out + ".raw.json"
     nranks = len(names) * ranks_per_node
@@ -279,8 +333,10 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     # node-mate needs for its whole time slice
     env = {"OMPI_MCA_mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle", "1"),
            **(eager_env(plan["bw_bytes"]) if backend == "mpi" else {}), **(env or {})}
-    cmd = launcher(nranks, hosts=names, slurm=slurm, nnodes=len(names),
-                   ranks_per_node=ranks_per_node, env=env)
+    # --per-gpu: plain mpirun on this host, rank k on GPU k
+    cmd = launcher(nranks) if per_gpu else launcher(
+        nranks, hosts=names, slurm=slurm, nnodes=len(names), ranks_per_node=ranks_per_node,
+        env=env)
     stalls = []
 
     def describe(stall):
@@ -405,6 +461,7 @@ def _finish(raw_path, out, names, plan, failure, stalls, judged, command, launch
             "doctor_nodes": names, "doctor_plan": {k: v for k, v in plan.items()
                                                    if k != "out"},
             "doctor_timing": timing(raw, launched),
+            **({"doctor_host_allreduce": results.host_allreduce(raw)} if raw.host else {}),
             **({"doctor_bisect": {"path": raw.bisect, "note": raw.bisect_note}}
                if plan.get("bisect") else {})})
         if failure is not None:
@@ -439,6 +496,8 @@ def timing(raw, launched):
 
 def reproduce(names, plan):
     """A command line that runs this check again."""
+    if plan.get("per_gpu"):
+        return shlex.join(["ccbench", "doctor", "--per-gpu", "--repeats", str(plan["repeats"])])
     return shlex.join(["ccbench", "doctor", "--hosts", *names, "--repeats", str(plan["repeats"]),
                        "--ranks-per-node", str(plan["ranks_per_node"]),
                        "--backend", plan.get("backend", "tcp"),

@@ -13,6 +13,9 @@ One MPI job measures everything, so the cost is one job start:
    `bisect.Descent` names the groups, whose ring all_reduce run all at the
    same time, step by step.
 
+``plan["per_gpu"]`` (``--per-gpu``): every rank is a node (a GPU of this
+host), and each repeat ends with the host's all_reduce over all of them.
+
 ``plan["backend"]`` says what carries them: "mpi" or "nccl", a kit backend
 driven as ``ccbench run`` drives it (`collective.Timer`: sendrecv for the
 pairs, all_reduce for the local check and the rings); "tcp", plain sockets
@@ -49,7 +52,7 @@ from .bisect import Descent
 
 # what the board's PLACEMENT column holds during a step (doctor.report names them)
 STEPS = ("local latency", "local bandwidth", "pair latency", "pair bandwidth", "local compute",
-         "bisect all_reduce")
+         "bisect all_reduce", "host all_reduce")
 
 # the ring probe is an all_reduce: its busbw factor is the registry's, 2 (n - 1) / n
 ALL_REDUCE = get_collective("all_reduce")
@@ -118,9 +121,13 @@ def _one_copy(a, b):
     return time.perf_counter() - t0
 
 
-def node_layout(comm, names):
+def node_layout(comm, names, per_rank=False):
     """(node index of every rank, node names): ranks grouped by host name,
-    nodes in the order of `names` (the order asked for), then the others."""
+    nodes in the order of `names` (the order asked for), then the others.
+    `per_rank` (``--per-gpu``): every rank is its own node, `names` in rank
+    order (rank k drives GPU k of the host)."""
+    if per_rank:
+        return list(range(comm.Get_size())), list(names)
     hosts = comm.allgather(socket.gethostname())
     order = [n for n in names if n in hosts] + [h for h in dict.fromkeys(hosts) if h not in names]
     return [order.index(h) for h in hosts], order
@@ -135,7 +142,7 @@ def run(comm, plan, progress, out):
     me = comm.Get_rank()
     if not callable(out):
         out = functools.partial(results.Raw.write, path=out)
-    node_of, nodes = node_layout(comm, plan["hosts"])
+    node_of, nodes = node_layout(comm, plan["hosts"], plan.get("per_gpu", False))
     leaders = [node_of.index(k) for k in range(len(nodes))]
     local = comm.Split(color=node_of[me], key=me)
     raw = results.Raw(nodes, list(range(comm.Get_size())), node_of, plan)
@@ -143,6 +150,9 @@ def run(comm, plan, progress, out):
     backend = plan.get("backend", "tcp")
     links = pair_links(comm, waves, leaders, backend)
     local_timer = None if backend == "tcp" else Timer(backend, local, comm)
+    # --per-gpu: every GPU is a node, so the host's own all_reduce over all
+    # its GPUs (NVLink) is a step of its own
+    host_timer = Timer(backend, comm, comm) if plan.get("per_gpu") else None
     peaks = comm.gather(memcpy_bandwidth(plan["local_bytes"] * 4), root=0)
     if me == 0:
         raw.peaks = peaks
@@ -164,9 +174,12 @@ def run(comm, plan, progress, out):
         for w, link in enumerate(links):
             rec = _pair_check(link, plan, progress, w) if link else None
             _collect(comm, raw, "pair", rec, rep, out)
+        if host_timer:
+            _collect(comm, raw, "host", _host_check(comm, host_timer, plan, progress), rep, out)
     close_links(links)
-    if local_timer:
-        local_timer.close()
+    for timer in (local_timer, host_timer):
+        if timer:
+            timer.close()
     local.Free()
     if plan.get("bisect"):
         _bisection(comm, raw, plan, progress, leaders, out)
@@ -434,6 +447,18 @@ def _local_check(local, plan, progress, node, timer=None):
         return None
     return {"node": node, "ranks": local.Get_size(), "lat_s": lat.tolist(),
             "bw_s": bw_t.tolist(), "cpu_s": cpu.tolist(), "bw_bytes": nb}
+
+
+def _host_check(comm, timer, plan, progress):
+    """The all_reduce of `bw_bytes` over every rank of the job (``--per-gpu``:
+    all the host's GPUs), through the backend as ``ccbench run``."""
+    quiet_wait(comm)
+    nb = plan["bw_bytes"]
+    progress.enter("host all_reduce", nb, 0)
+    t = timer.times("all_reduce", nb, plan["bw_iters"], 1, progress.counters, check=True)
+    if comm.Get_rank() != 0:
+        return None
+    return {"gpus": comm.Get_size(), "bw_bytes": nb, "bw_s": t.tolist()}
 
 
 def _compute(x, y, rounds=4):

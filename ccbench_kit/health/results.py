@@ -24,6 +24,7 @@ import zlib
 import numpy as np
 import xarray as xr
 
+from .. import collectives
 from .._version import __version__
 from .._files import atomic_write_text
 from ..dataset.schema import make_dataset
@@ -52,16 +53,18 @@ class Raw:
         self.peaks = []
         self.started = None  # time.time() when the measuring started
         self.local, self.pair = [], []
+        self.host = []  # --per-gpu: the host's all_reduce over all its GPUs, a repeat each
         self.bisect, self.bisect_note = [], ""  # the descent's path (`bisect.Descent`)
         self.complete = False
 
     def add(self, kind, rep, record):
-        (self.local if kind == "local" else self.pair).append({"rep": rep, **record})
+        {"local": self.local, "pair": self.pair, "host": self.host}[kind].append(
+            {"rep": rep, **record})
 
     def to_json(self):
         return json.dumps({"nodes": self.nodes, "ranks": self.ranks, "node_of": self.node_of,
                            "plan": self.plan, "peaks": self.peaks, "started": self.started, "local": self.local,
-                           "pair": self.pair, "bisect": self.bisect,
+                           "pair": self.pair, "host": self.host, "bisect": self.bisect,
                            "bisect_note": self.bisect_note, "complete": self.complete})
 
     def write(self, path):
@@ -74,6 +77,7 @@ class Raw:
         raw = cls(d["nodes"], d["ranks"], d["node_of"], d["plan"])
         raw.peaks, raw.local, raw.pair = d["peaks"], d["local"], d["pair"]
         raw.started = d.get("started")
+        raw.host = d.get("host", [])
         raw.bisect, raw.bisect_note = d.get("bisect", []), d.get("bisect_note", "")
         raw.complete = d.get("complete", False)
         return raw
@@ -96,6 +100,20 @@ class Raw:
         for r in self.local:
             out[r["rep"], r["node"]] = float(np.median(r[f"{field}_s"]))
         return out
+
+
+def host_allreduce(raw):
+    """The host's all_reduce over all its GPUs (``--per-gpu``), or None:
+    {"gpus", "bytes", "busbw_gbps": one median a repeat} (busbw as
+    ``ccbench run all_reduce`` reports it: 2 (n - 1) / n of the size over
+    the time)."""
+    if not raw.host:
+        return None
+    n, nb = raw.host[0]["gpus"], raw.host[0]["bw_bytes"]
+    factor = collectives.get("all_reduce").bus_factor(n)
+    return {"gpus": n, "bytes": nb,
+            "busbw_gbps": [round(factor * nb / float(np.median(r["bw_s"])) / 1e9, 3)
+                           for r in sorted(raw.host, key=lambda r: r["rep"])]}
 
 
 def _median_stat(rec, field):

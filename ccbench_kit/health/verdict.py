@@ -39,7 +39,7 @@ import numpy as np
 
 from ..dataset.stats import SEED, bootstrap, interval
 from . import bisect as _bisect
-from .results import pair_figure
+from .results import host_allreduce, pair_figure
 
 THRESHOLDS = {"local": 5.0, "bandwidth": 0.75, "latency": 2.0, "bisect": _bisect.THRESHOLD}
 AGREE = 0.6
@@ -196,6 +196,12 @@ def judge(raw, thresholds=None, seed=SEED, baseline=None):
             flagged.setdefault(x, {})["baseline"] = finding
     if raw.bisect_note:
         verdict.notes.append(raw.bisect_note)
+    host = host_allreduce(raw)
+    if host:
+        busbw = host["busbw_gbps"]
+        verdict.notes.append(f"host all_reduce of {host['gpus']} GPUs, {host['bytes']} B: busbw "
+                             f"{float(np.median(busbw)):.1f} GB/s (median of {len(busbw)} "
+                             f"repeats, {min(busbw):.1f}-{max(busbw):.1f})")
     if n == 2 and raw.plan["waves"]:
         verdict.notes.append("two nodes: the pair's bandwidth and latency have no other pair "
                              "to compare with; only the local check can single one out")

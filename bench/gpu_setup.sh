@@ -1,0 +1,19 @@
+# Sourced by the device-call scripts (bench/gpu_doctor.sh, gpu_multi_doctor.sh)
+# once ROOT, PY, LOG and WORK are set: the environment every GPU run keeps
+# (never NVLink multicast on shared hosts; Open MPI as root), `say`, the
+# carried wheels (.whl/*.whl: h5netcdf) and `build_kit` (the extensions,
+# built on the device).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
+cd "$ROOT"
+say() { echo "[$(date +%T)] $*" | tee -a "$LOG"; }
+if ls .whl/*.whl >/dev/null 2>&1; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --target /tmp/ccb-site .whl/*.whl >>"$LOG" 2>&1
+    export PYTHONPATH=/tmp/ccb-site
+fi
+export PYTHONPATH=$ROOT:${PYTHONPATH:-}
+build_kit() {
+    say "build"
+    timeout 240 $PY setup.py -q build_ext --inplace -j "$(nproc)" >"$WORK/build.log" 2>&1
+    say "build rc=$?"; tail -5 "$WORK/build.log" >>"$LOG"
+}
