@@ -3,6 +3,7 @@ Inspector's writer would (NVIDIA/nccl plugins/profiler/inspector, format
 v4.0).  See README.md here for where each field comes from.  Run it from
 this folder: ``python make_samples.py``.
 """
+import os
 
 
 def lf(x):
@@ -59,26 +60,33 @@ AR = [(1 + 3 * k + j, msg, _AR_US[msg][k]) for k in range(6) for j, msg in enume
 AG = [(19, 65536, (30, 31, 33)), (20, 65536, (29, 32, 30))]   # per-rank contribution
 RS = [(1, 131072, (75, 77)), (2, 131072, (74, 79))]          # per-rank result, PAIR
 
-for rank, host, pid, pair_rank in PROCS:
-    ts = 1752867229276385 + 1000 * rank
-    lines = []
-    for sn, msg, times in AR:
+def write_samples(folder="."):
+    """Write one dump per process of PROCS into `folder` (its files are
+    named as the Inspector names them: HOST-pidPID.log)."""
+    for rank, host, pid, pair_rank in PROCS:
+        ts = 1752867229276385 + 1000 * rank
+        lines = []
+        for sn, msg, times in AR:
+            lines.append(record(WORLD, rank, host, pid, ts, "coll_perf",
+                                coll("AllReduce", sn, msg, times[rank], 3)))
+        for sn, msg, times in AG:
+            lines.append(record(WORLD, rank, host, pid, ts, "coll_perf",
+                                coll("AllGather", sn, msg, times[rank], 3)))
+        if pair_rank is not None:
+            for sn, msg, times in RS:
+                lines.append(record(PAIR, pair_rank, host, pid, ts, "coll_perf",
+                                    coll("ReduceScatter", sn, msg, times[pair_rank], 2)))
+            # NCCL_INSPECTOR_ENABLE_P2P=1 (the default) records sends and receives
+            lines.append(record(PAIR, pair_rank, host, pid, ts, "p2p_perf",
+                                p2p("Send" if pair_rank == 0 else "Recv", 1, 1 - pair_rank, 16384, 12)))
+        # All2All: the Inspector has no traffic rule for it and prints bandwidth 0
         lines.append(record(WORLD, rank, host, pid, ts, "coll_perf",
-                            coll("AllReduce", sn, msg, times[rank], 3)))
-    for sn, msg, times in AG:
-        lines.append(record(WORLD, rank, host, pid, ts, "coll_perf",
-                            coll("AllGather", sn, msg, times[rank], 3)))
-    if pair_rank is not None:
-        for sn, msg, times in RS:
-            lines.append(record(PAIR, pair_rank, host, pid, ts, "coll_perf",
-                                coll("ReduceScatter", sn, msg, times[pair_rank], 2)))
-        # NCCL_INSPECTOR_ENABLE_P2P=1 (the default) records sends and receives
-        lines.append(record(PAIR, pair_rank, host, pid, ts, "p2p_perf",
-                            p2p("Send" if pair_rank == 0 else "Recv", 1, 1 - pair_rank, 16384, 12)))
-    # All2All: the Inspector has no traffic rule for it and prints bandwidth 0
-    lines.append(record(WORLD, rank, host, pid, ts, "coll_perf",
-                        '{"coll":"All2All","coll_sn":21,"coll_msg_size_bytes":24576,'
-                        '"coll_exec_time_us":35,"coll_timing_source":"kernel_gpu",'
-                        '"coll_algobw_gbs":0.000000,"coll_busbw_gbs":0.000000}'))
-    with open(f"{host}-pid{pid}.log", "w") as f:
-        f.writelines(lines)
+                            '{"coll":"All2All","coll_sn":21,"coll_msg_size_bytes":24576,'
+                            '"coll_exec_time_us":35,"coll_timing_source":"kernel_gpu",'
+                            '"coll_algobw_gbs":0.000000,"coll_busbw_gbs":0.000000}'))
+        with open(os.path.join(folder, f"{host}-pid{pid}.log"), "w") as f:
+            f.writelines(lines)
+
+
+if __name__ == "__main__":  # importing it (the tests do) writes nothing
+    write_samples()
