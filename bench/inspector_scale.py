@@ -1,11 +1,14 @@
 """Import time and peak memory of a generated NCCL Inspector dump.
 
-    python bench/inspector_scale.py 16 64 256   # dump sizes in MB
+    python bench/inspector_scale.py 16 64 256 1024   # dump sizes in MB
 
 Writes one dump per size (2 ranks' files, AllReduce of 8 sizes, records as
 the Inspector's writer prints them: tests/data/inspector/make_samples.py),
-imports it in a fresh process, and prints wall time and peak RSS (ru_maxrss
-of the child).  Record the machine's load average beside the numbers.
+imports it in a fresh process under ``/usr/bin/time -v``, and prints wall
+time and peak RSS (its "Maximum resident set size"; ru_maxrss of the child
+where /usr/bin/time is missing).  The importer's progress lines (stderr,
+large files) are shown as they come.  Record the machine's load average
+beside the numbers.
 """
 import os
 import resource
@@ -54,10 +57,18 @@ def main(sizes):
     for mb in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             write_dump(tmp, mb)
-            out = subprocess.run([sys.executable, "-c", CHILD, tmp], capture_output=True,
-                                 text=True)
-            print(f"{mb} MB dump: {out.stdout.strip() or out.stderr.strip().splitlines()[-1]}",
-                  flush=True)
+            timer = ["/usr/bin/time", "-v"] if os.path.exists("/usr/bin/time") else []
+            out = subprocess.run([*timer, sys.executable, "-c", CHILD, tmp], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+            rss = [ln.split(":")[1].strip() for ln in out.stderr.splitlines()
+                   if "Maximum resident set size" in ln]
+            for ln in out.stderr.splitlines():
+                if ln.startswith("importing "):
+                    print("  " + ln)
+            what = out.stdout.strip() or out.stderr.strip().splitlines()[-1]
+            if rss:
+                what += f" (/usr/bin/time -v: max RSS {int(rss[0]) >> 10} MiB)"
+            print(f"{mb} MB dump: {what}", flush=True)
     print("load average:", open("/proc/loadavg").read().split()[:3])
 
 

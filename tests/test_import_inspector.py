@@ -183,3 +183,48 @@ def test_unknown_collective_is_one_line(tmp_path):
                                  .replace("AllReduce", "Frobnicate"))])
     with pytest.raises(ImporterError, match="Frobnicate"):
         importers.open_any(path)
+
+
+def test_a_folder_is_streamed_and_reads_as_the_same_text_does(tmp_path):
+    # a folder's files are read a line at a time (Source text None); an
+    # indented record over many lines and a truncated one read as they do
+    # from the whole text
+    (tmp_path / "r-pid1.log").write_text((DATA / "readme-verbose.json").read_text())
+    (streamed,) = importers.open_any(tmp_path).values()
+    (whole,) = importers.open_any(DATA / "readme-verbose.json").values()
+    for ds in (streamed, whole):
+        ds.attrs.pop("imported"), ds.attrs.pop("source")
+    assert streamed.identical(whole)
+    text = (DATA / "node-a-pid4101.log").read_text()
+    (tmp_path / "r-pid1.log").write_text(text + text.splitlines()[1][:90])
+    n = text.count("\n") + 1
+    with pytest.raises(ImporterError, match=rf"r-pid1.log:{n}: expected the rest of the record"):
+        importers.open_any(tmp_path)
+
+
+def test_the_first_conflict_in_reading_order_is_named_across_files(tmp_path):
+    # conflicts are found once every record is read: still the one a reader
+    # checking each record on arrival meets first (b's line 2 before c's)
+    ok = [_rec(0, sample.coll("AllReduce", sn, 8192, 5, 2)) for sn in (1, 2)]
+    _dump(tmp_path, ok, "a-pid1.log")
+    _dump(tmp_path, [ok[0], _rec(0, sample.coll("AllReduce", 2, 8192, 9, 2))], "b-pid2.log")
+    _dump(tmp_path, [_rec(1, sample.coll("AllReduce", 1, 16384, 5, 2))], "c-pid3.log")
+    with pytest.raises(ImporterError, match=r"b-pid2.log:2: .*rank 0 coll_sn 2 is also at "
+                                            r".*a-pid1.log:2 with other values.*size 8192 time 9"):
+        importers.open_any(tmp_path)
+    (tmp_path / "b-pid2.log").unlink()
+    with pytest.raises(ImporterError, match=r"c-pid3.log:1: .*one size for coll_sn 1 of "
+                                            r"communicator 0xabc .*rank 0 gives 8192 B"):
+        importers.open_any(tmp_path)
+
+
+def test_a_progress_line_for_a_large_file_only(capsys):
+    from ccbench_kit.formats.nccl_inspector.read_json import _Progress
+    small, large = _Progress("s.log", 1 << 20), _Progress("l.log", 1 << 30)
+    small.tell(1 << 19)
+    large.tell(1 << 29)
+    assert capsys.readouterr().err == ""        # not before a few seconds have passed
+    large.next = 0.0                            # as if they had
+    small.tell(1 << 19)                         # a small file: never
+    large.tell(1 << 29)
+    assert capsys.readouterr().err == "importing l.log: 512 of 1024 MB\n"

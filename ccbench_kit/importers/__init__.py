@@ -108,7 +108,8 @@ def read_all(paths, *, collective=None, nranks=None, partial=False):
                 datasets += list(open_dir(path, lambda p: read(
                     p, collective=collective, nranks=nranks, partial=partial)).values())
                 continue
-            inspector += [Source.from_file(p) for p in _inspector_files(path)]
+            # read as they are parsed: a dump of a GB is never held whole
+            inspector += [Source(p, None) for p in _inspector_files(path)]
             continue
         if not os.path.exists(path):
             raise ImporterError(path, None, "an existing file")
