@@ -349,7 +349,6 @@ def _dataset(c, kept, how_names, skipped, srcs):
         raise srcs[0].error(None, f"one n_ranks for communicator {c.id}", sorted(c.nranks))
     p = c.nranks.pop()
     coll = get_collective(c.coll)
-    factor = float(coll.bus_factor(p))
     rank, sn, msg, t = (c.column(k)[kept] for k in ("rank", "sn", "msg", "time"))
     a, b = c.column("alg")[kept], c.column("bus")[kept]
     ah, bh = c.column("alg_half")[kept], c.column("bus_half")[kept]
@@ -372,29 +371,8 @@ def _dataset(c, kept, how_names, skipped, srcs):
     sn_arr = np.full((S, iters), -1, dtype=np.int64)
     sn_arr[sn_size, sn_iter] = sns
     sizes = msgs * p if c.scale else msgs.copy()
-    # the Inspector divides the same traffic by the same whole µs: its %lf
-    # rounding is all the difference allowed; a nan (jsonDouble's "nan") is
-    # not a bandwidth that agrees
-    want_a = sizes[si] / 1e3 / t
-    ok = (np.abs(a - want_a) <= ah + _REL * want_a) \
-        & (np.abs(b - want_a * factor) <= bh + _REL * want_a)
-    bad_rows = np.flatnonzero(~ok)
-    files, lines = c.column("file")[kept], c.column("line")[kept]
-    bad = [f"{srcs[files[i]].path}:{lines[i]}: size {sizes[si[i]]} rank {rank[i]} coll_sn "
-           f"{sn[i]}: printed algbw {float(a[i]):g} busbw {float(b[i]):g}, size/time gives "
-           f"{float(want_a[i]):.6f} and {float(want_a[i]) * factor:.6f}" for i in bad_rows[:20]]
-    how = c.column("how")[kept]
-    used, first_use, counts = np.unique(how, return_index=True, return_counts=True)
-    sources = {how_names[used[k]]: int(counts[k]) for k in np.argsort(first_use)}
-    calls = len(kept)
-    if len(bad_rows):
-        check = (f"MISMATCH: {len(bad_rows)} of {calls} records' bandwidths disagree with "
-                 f"size/time and the bus factor {factor:.6g} ({coll.name}, {p} ranks); first: "
-                 + bad[0])
-        warnings.warn(check, ReportedMismatchWarning, stacklevel=3)
-    else:
-        check = (f"ok: {2 * calls} printed bandwidths agree with size/time and the bus factor "
-                 f"{factor:.6g} ({coll.name}, {p} ranks) within rounding")
+    check, bad = _reported_check(c, kept, srcs, sizes[si], (t, a, b, ah, bh), (rank, sn),
+                                 coll, p)
     ins = msgs * p if c.coll == "reduce_scatter" else msgs.copy()
     outs = msgs * p if c.coll == "all_gather" else msgs.copy()
     versions = sorted(c.meta)
@@ -411,7 +389,7 @@ def _dataset(c, kept, how_names, skipped, srcs):
         "comm_id": c.id, "comm_name": ", ".join(names), "nnodes": int(next(iter(c.nnodes)) or 0),
         "inspector_format": ", ".join(sorted({v[0] for v in versions})),
         "inspector_git_rev": ", ".join(sorted({v[1] for v in versions})),
-        "timing_sources": sources, "skipped": dict(skipped),
+        "timing_sources": _counted(c.column("how")[kept], how_names), "skipped": dict(skipped),
         "reported_check": check,
     }
     if len(ranks) != p:
@@ -429,6 +407,38 @@ def _dataset(c, kept, how_names, skipped, srcs):
     ds["coll_sn"] = (("size", "iteration"), sn_arr,
                      {"long_name": "the Inspector's collective sequence number; -1 = none"})
     return ds
+
+
+def _counted(codes, names):
+    """{name: how many} of coded values, in the order they first appear."""
+    used, first_use, counts = np.unique(codes, return_index=True, return_counts=True)
+    return {names[used[k]]: int(counts[k]) for k in np.argsort(first_use)}
+
+
+def _reported_check(c, kept, srcs, size, figures, calls, coll, p):
+    """(attr reported_check, first 20 disagreements) of the printed bandwidths."""
+    (t, a, b, ah, bh), (rank, sn) = figures, calls
+    factor = float(coll.bus_factor(p))
+    # the Inspector divides the same traffic by the same whole µs: its %lf
+    # rounding is all the difference allowed; a nan (jsonDouble's "nan") is
+    # not a bandwidth that agrees
+    want_a = size / 1e3 / t
+    ok = (np.abs(a - want_a) <= ah + _REL * want_a) \
+        & (np.abs(b - want_a * factor) <= bh + _REL * want_a)
+    bad_rows = np.flatnonzero(~ok)
+    files, lines = c.column("file")[kept], c.column("line")[kept]
+    bad = [f"{srcs[files[i]].path}:{lines[i]}: size {size[i]} rank {rank[i]} coll_sn "
+           f"{sn[i]}: printed algbw {float(a[i]):g} busbw {float(b[i]):g}, size/time gives "
+           f"{float(want_a[i]):.6f} and {float(want_a[i]) * factor:.6f}" for i in bad_rows[:20]]
+    if len(bad_rows):
+        check = (f"MISMATCH: {len(bad_rows)} of {len(kept)} records' bandwidths disagree with "
+                 f"size/time and the bus factor {factor:.6g} ({coll.name}, {p} ranks); first: "
+                 + bad[0])
+        warnings.warn(check, ReportedMismatchWarning, stacklevel=4)
+    else:
+        check = (f"ok: {2 * len(kept)} printed bandwidths agree with size/time and the bus "
+                 f"factor {factor:.6g} ({coll.name}, {p} ranks) within rounding")
+    return check, bad
 
 
 def comm_label(ds):
