@@ -66,6 +66,7 @@ _COLLS = {"AllReduce": ("all_reduce", False), "AllGather": ("all_gather", True),
 _HEADER = ("id", "rank", "n_ranks", "nnodes")
 _PERF = ("coll", "coll_sn", "coll_msg_size_bytes", "coll_exec_time_us",
          "coll_algobw_gbs", "coll_busbw_gbs")
+_HEADER_SET, _PERF_SET = frozenset(_HEADER), frozenset(_PERF)
 _REL = 1e-9
 
 
@@ -186,6 +187,46 @@ def _number(src, line, obj, key, where):
     return float(v)
 
 
+def _missing(src, line, head, perf):
+    """Raise the error of the first field a record lacks."""
+    for key in _HEADER:
+        if key not in head:
+            raise src.error(line, f"header.{key} (Inspector format v4.0)",
+                            ", ".join(map(str, head)))
+    for key in _PERF:
+        if key not in perf:
+            raise src.error(line, f"coll_perf.{key} (Inspector format v4.0)",
+                            ", ".join(map(str, perf)))
+
+
+def _figures(src, line, head, perf):
+    """(rank, n_ranks, coll_sn, size, time, algbw, busbw, their rounding
+    halves) of a record, checked."""
+    rank, n = head["rank"], head["n_ranks"]
+    sn, msg, t = perf["coll_sn"], perf["coll_msg_size_bytes"], perf["coll_exec_time_us"]
+    alg, bus = perf["coll_algobw_gbs"], perf["coll_busbw_gbs"]
+    # every record the Inspector writes passes this one test (a few µs a
+    # record less on a dump of millions); anything else takes the checks
+    # one by one, in the order that names the first problem
+    if type(rank) is type(n) is type(sn) is type(msg) is type(t) is int \
+            and type(alg) is type(bus) is PrintedFloat \
+            and 0 <= rank < n < _INT64 and 0 <= sn < _INT64 and 0 <= msg < _INT64 \
+            and 0 < t < _INT64:
+        return rank, n, sn, msg, t, alg, bus, alg.half, bus.half
+    rank = _int(src, line, head, "rank", "header")
+    n = _int(src, line, head, "n_ranks", "header")
+    sn = _int(src, line, perf, "coll_sn", "coll_perf")
+    msg = _int(src, line, perf, "coll_msg_size_bytes", "coll_perf")
+    t = _int(src, line, perf, "coll_exec_time_us", "coll_perf")
+    alg_v = _number(src, line, perf, "coll_algobw_gbs", "coll_perf")
+    bus_v = _number(src, line, perf, "coll_busbw_gbs", "coll_perf")
+    if n < 1 or rank >= n:
+        raise src.error(line, f"header.rank below header.n_ranks ({n})", rank)
+    if t <= 0:   # a time of 0 µs would become an infinite bandwidth
+        raise src.error(line, "a positive coll_exec_time_us (whole µs)", t)
+    return rank, n, sn, msg, t, alg_v, bus_v, half_of(alg), half_of(bus)
+
+
 # one column per figure of a call: 8 bytes each, not a tuple of objects, so
 # that a dump of millions of records fits in a few hundred MB
 _COLUMNS = (("rank", "q"), ("sn", "q"), ("msg", "q"), ("time", "q"), ("alg", "d"),
@@ -278,14 +319,8 @@ def parse_many(srcs, hints=None):
             perf = rec["coll_perf"]
             if not isinstance(perf, dict):
                 raise src.error(line, "an object for coll_perf", type(perf).__name__)
-            for key in _HEADER:
-                if key not in head:
-                    raise src.error(line, f"header.{key} (Inspector format v4.0)",
-                                    ", ".join(map(str, head)))
-            for key in _PERF:
-                if key not in perf:
-                    raise src.error(line, f"coll_perf.{key} (Inspector format v4.0)",
-                                    ", ".join(map(str, perf)))
+            if not (_HEADER_SET <= head.keys() and _PERF_SET <= perf.keys()):
+                _missing(src, line, head, perf)
             name = perf["coll"]
             if name not in _COLLS:
                 if name in ("All2All", "AllGatherV"):
@@ -298,22 +333,11 @@ def parse_many(srcs, hints=None):
             c = comms.get((comm_id, coll))
             if c is None:
                 c = comms[comm_id, coll] = _Comm(comm_id, coll, scale)
-            rank = _int(src, line, head, "rank", "header")
-            n = _int(src, line, head, "n_ranks", "header")
-            sn = _int(src, line, perf, "coll_sn", "coll_perf")
-            msg = _int(src, line, perf, "coll_msg_size_bytes", "coll_perf")
-            t = _int(src, line, perf, "coll_exec_time_us", "coll_perf")
-            alg = _number(src, line, perf, "coll_algobw_gbs", "coll_perf")
-            bus = _number(src, line, perf, "coll_busbw_gbs", "coll_perf")
-            if n < 1 or rank >= n:
-                raise src.error(line, f"header.rank below header.n_ranks ({n})", rank)
-            if t <= 0:   # a time of 0 µs would become an infinite bandwidth
-                raise src.error(line, "a positive coll_exec_time_us (whole µs)", t)
+            rank, n, sn, msg, t, alg, bus, alg_half, bus_half = _figures(src, line, head, perf)
             how = str(perf.get("coll_timing_source", "unknown"))
             how = hows.setdefault(how, len(hows))
-            for append, value in zip(c.appends, (
-                    rank, sn, msg, t, alg, bus, half_of(perf["coll_algobw_gbs"]),
-                    half_of(perf["coll_busbw_gbs"]), how, at, line)):
+            for append, value in zip(c.appends, (rank, sn, msg, t, alg, bus, alg_half,
+                                                 bus_half, how, at, line)):
                 append(value)
             c.hosts[rank] = str(meta.get("hostname", ""))
             c.names.add(str(head.get("comm_name", "")))
