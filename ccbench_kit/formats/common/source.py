@@ -43,7 +43,8 @@ class Hints:
 
 @dataclass
 class Source:
-    """One input: its display name and text."""
+    """One input: its display name and text (None: the file at `path`, for
+    a reader that streams it, the NCCL Inspector's)."""
 
     path: str
     text: str
