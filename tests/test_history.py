@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import xarray as xr
 
@@ -21,6 +22,8 @@ from conftest import BIN, run_cli
 from history_nights import make_nights
 
 import ccbench_kit.history as H
+from ccbench_kit.history import changepoints as C
+from ccbench_kit.history import facts as F
 from ccbench_kit.cli import main
 
 BASE = Path(__file__).parent / "data" / "history" / "base-allreduce-3r.nc"
@@ -122,6 +125,50 @@ def test_since_and_min_change_limit_check(hist, capsys):
     # a duration counts back from the newest run (night 60, 2026-10-30), not from today
     assert in_process(capsys, "history", "check", "--history", hist, "--since", "3w")[0] == 1
     assert in_process(capsys, "history", "check", "--history", hist, "--since", "2w")[:2] == (0, "")
+
+
+def searched_everything(h, since, min_change):
+    """`regressions` as it was before the shortcuts: every series, every
+    metric, ruptures' own search, every candidate tested, filtered after."""
+    lines = []
+    for key, _ in h.series():
+        pts, verdicts = h.analyse(key)
+        at = {}
+        for metric, verdict in verdicts.items():
+            for ch in verdict.changes:
+                worse = ch.change < 0 if F.METRICS[metric] == "lower" else ch.change > 0
+                if worse and abs(ch.change) >= min_change:
+                    at.setdefault(ch.index, []).append((metric, ch.change, ch.p_value))
+        for index, changes in sorted(at.items()):
+            start = H.api._created(pts[index][0]["created"])
+            if since is None or start >= since:
+                lines.append(H.api.Regression(key, tuple(changes), index + 1, len(pts),
+                                              pts[index][0],
+                                              tuple(H.api.facts_near(pts, index))).line())
+    return lines
+
+
+def test_check_shortcuts_decide_what_the_full_search_decides(hist, monkeypatch):
+    """The window, the vectorised first split and the untested candidates
+    change no verdict: on the acceptance history every series and metric
+    gets the same `detect` result, and `check` the same lines, as a full
+    ruptures search testing every candidate."""
+    import ruptures
+    with H.open(hist) as h:
+        series = [[v[m] for _, v in h.points(key)] for key, _ in h.series() for m in F.METRICS]
+        windows = [(None, 0.0), (None, 0.12), (H.parse_since("2026-10-05"), 0.0),
+                   (H.parse_since("2026-10-20"), 0.0), (H.parse_since("2026-10-11"), 0.05)]
+        fast = [[r.line() for r in h.regressions(since, change)] for since, change in windows]
+        for values in series:  # the vectorised gain is ruptures' own, to rounding
+            y = np.log(np.asarray(values, dtype=float))
+            gain = ruptures.Binseg(model="l1", min_size=3, jump=1).fit(y).single_bkp(0, len(y))[1]
+            assert C._best_first_gain(y) == pytest.approx(gain, rel=1e-9)
+        quick = [C.detect(values) for values in series]
+        monkeypatch.setattr(C, "_no_split", lambda y, penalty: False)
+        assert quick == [C.detect(values) for values in series]
+        full = [searched_everything(h, since, change) for since, change in windows]
+    assert fast == full
+    assert [len(lines) for lines in fast] == [2, 0, 2, 0, 2]
 
 
 def test_deleted_index_is_rebuilt_with_the_same_rows(hist, tmp_path, capsys):

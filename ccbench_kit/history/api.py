@@ -167,14 +167,19 @@ class History:
         (relative), starting at or after `since` (a datetime): one
         `Regression` per series and run where metrics moved."""
         found = []
-        for key, _ in self.series(pattern):
-            pts, verdicts = self.analyse(key)
+        for key in self._series_since(since, pattern):
+            pts = self.points(key)
+            starts = [_created(run["created"]) for run, _ in pts]
             at = {}
-            for metric, verdict in verdicts.items():
+            for metric, direction in F.METRICS.items():
+                def wanted(index, change, direction=direction):
+                    worse = change < 0 if direction == "lower" else change > 0
+                    return (worse and abs(change) >= min_change
+                            and (since is None or (starts[index] is not None
+                                                   and starts[index] >= since)))
+                verdict = C.detect([v[metric] for _, v in pts], wanted)
                 for ch in verdict.changes:
-                    worse = ch.change < 0 if F.METRICS[metric] == "lower" else ch.change > 0
-                    if worse and abs(ch.change) >= min_change:
-                        at.setdefault(ch.index, []).append((metric, ch.change, ch.p_value))
+                    at.setdefault(ch.index, []).append((metric, ch.change, ch.p_value))
             for index, changes in sorted(at.items()):
                 run = pts[index][0]
                 start = _created(run["created"])
@@ -183,6 +188,23 @@ class History:
                 found.append(Regression(key, tuple(changes), index + 1, len(pts), run,
                                         tuple(facts_near(pts, index))))
         return found
+
+    def _series_since(self, since, pattern):
+        """The series keys (matching `pattern`) with a run at or after
+        `since`: only these can hold a change that starts there, so the
+        others are never searched."""
+        keys = [key for key, _ in self.series(pattern)]
+        if since is None:
+            return keys
+        recent = [run_id for run_id, created in self._con.execute("SELECT run_id, created FROM runs")
+                  if _created(created) is not None and _created(created) >= since]
+        with_recent = set()
+        for at in range(0, len(recent), 500):  # SQLite's limit on bound parameters
+            chunk = recent[at:at + 500]
+            with_recent.update(r[0] for r in self._con.execute(
+                "SELECT DISTINCT s.key FROM series s JOIN points p USING (series_id) "
+                f"WHERE p.run_id IN ({','.join('?' * len(chunk))})", chunk))
+        return [key for key in keys if key in with_recent]
 
     def newest(self):
         """The time of the newest run (None for an empty history)."""

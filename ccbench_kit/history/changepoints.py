@@ -74,23 +74,70 @@ def _split_stat(rows, t, scale):
     return np.sqrt(t * (n - t) / n) * np.abs(mr - ml) / pooled
 
 
-def _permutation_p(segment, split, scale, rng):
+def _permutation_p(segment, split, scale, rng, wanted=True):
     """p-value of the change at `split` of `segment`: how often a random
     order of the same runs shows a split at least as strong ANYWHERE (the
     search is repeated on each permutation, as E-Divisive does, so the
-    choice of the best split is paid for)."""
+    choice of the best split is paid for).
+
+    All permutations are drawn at once; a change that is not `wanted`
+    still draws them (so that the p-values of the changes after it are
+    the same whatever is asked) but is not tested: NaN."""
     n = len(segment)
+    shuffled = rng.permuted(np.tile(segment, (PERMUTATIONS, 1)), axis=1)
+    if not wanted:
+        return float("nan")
     observed = _split_stat(segment[None, :], split, scale)[0]
     grid = np.unique(np.linspace(MIN_SEGMENT, n - MIN_SEGMENT, min(n - 2 * MIN_SEGMENT + 1, 20))
                      .round().astype(int))
-    shuffled = rng.permuted(np.tile(segment, (PERMUTATIONS, 1)), axis=1)
     best = np.max([_split_stat(shuffled, t, scale) for t in grid], axis=0)
     return float((np.count_nonzero(best >= observed - 1e-12) + 1) / (PERMUTATIONS + 1))
 
 
-def detect(values):
+def _l1_costs(rows, counts):
+    """ruptures' L1 cost (sum of absolute deviations from the median) of
+    each row of `rows`, whose first `counts` values (NaN after them) are
+    its segment: sorted, it is the sum of the upper half less the lower."""
+    ordered = np.sort(rows, axis=1)                # NaN sort last
+    ordered = np.where(np.isnan(ordered), 0.0, ordered)
+    cum = np.concatenate([np.zeros((len(rows), 1)), np.cumsum(ordered, axis=1)], axis=1)
+    at = np.arange(len(rows))
+    half = counts // 2
+    lower = cum[at, half]
+    upper = cum[at, counts] - cum[at, counts - half]
+    return upper - lower
+
+
+def _best_first_gain(y):
+    """The largest gain of binary segmentation's first split of `y` (the
+    L1 cost of the whole minus that of the two sides, over every split
+    with MIN_SEGMENT runs a side), every split at once: what ruptures
+    computes split by split in Python."""
+    n = len(y)
+    splits = np.arange(MIN_SEGMENT, n - MIN_SEGMENT + 1)
+    before = np.arange(n)[None, :] < splits[:, None]
+    left = _l1_costs(np.where(before, y, np.nan), splits)
+    right = _l1_costs(np.where(before, np.nan, y), n - splits)
+    whole = float(np.abs(y - np.median(y)).sum())
+    return float(np.max(whole - left - right))
+
+
+def _no_split(y, penalty):
+    """True when binary segmentation of `y` with `penalty` certainly finds
+    no change: its first, best split gains less than the penalty (ruptures
+    stops there).  The margin covers the rounding of sums taken in another
+    order; a series inside it goes to ruptures."""
+    return _best_first_gain(y) < penalty * (1 - 1e-9) - 1e-12
+
+
+def detect(values, wanted=None):
     """The `Verdict` of a series (oldest first); NaN and non-positive values
-    (a size that failed) are skipped and indices refer to `values`."""
+    (a size that failed) are skipped and indices refer to `values`.
+
+    `wanted(index, change)`, when given, says which candidate changes the
+    caller can use (`history check`: worse, large enough, in the window);
+    the others are not tested and not returned.  What is returned is
+    exactly what `detect(values)` returns for those changes."""
     values = np.asarray(values, dtype=float)
     keep = np.flatnonzero(np.isfinite(values) & (values > 0))
     y = np.log(values[keep])
@@ -102,17 +149,20 @@ def detect(values):
     if noise > MAX_NOISE:
         return Verdict("too noisy", noise, note=f"runs differ by ~{noise:.0%} night to night; "
                        "a change cannot be told from noise")
-    rpt = require("ruptures", "history")
     penalty = 3.0 * max(noise, 1e-4) * np.log(n)
+    if _no_split(y, penalty):  # the usual series: ruptures would find nothing, slower
+        return Verdict("ok", noise)
+    rpt = require("ruptures", "history")
     ends = rpt.Binseg(model="l1", min_size=MIN_SEGMENT, jump=1).fit(y).predict(pen=penalty)
     bounds = [0] + list(ends)
     rng = np.random.default_rng(0)  # the same history gives the same p-values
     changes = []
     for k in range(1, len(bounds) - 1):
         a, b = y[bounds[k - 1]:bounds[k]], y[bounds[k]:bounds[k + 1]]
-        p = _permutation_p(np.concatenate([a, b]), len(a), max(noise, 1e-4), rng)
-        if p >= P_VALUE:
-            continue
         before, after = float(np.exp(np.median(a))), float(np.exp(np.median(b)))
-        changes.append(Change(int(keep[bounds[k]]), after / before - 1.0, p, before, after))
+        index, change = int(keep[bounds[k]]), after / before - 1.0
+        use = wanted is None or wanted(index, change)
+        p = _permutation_p(np.concatenate([a, b]), len(a), max(noise, 1e-4), rng, use)
+        if use and p < P_VALUE:
+            changes.append(Change(index, change, p, before, after))
     return Verdict("ok", noise, tuple(changes))
