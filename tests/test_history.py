@@ -157,18 +157,24 @@ def test_check_shortcuts_decide_what_the_full_search_decides(hist, monkeypatch):
     with H.open(hist) as h:
         series = [[v[m] for _, v in h.points(key)] for key, _ in h.series() for m in F.METRICS]
         windows = [(None, 0.0), (None, 0.12), (H.parse_since("2026-10-05"), 0.0),
-                   (H.parse_since("2026-10-20"), 0.0), (H.parse_since("2026-10-11"), 0.05)]
+                   (H.parse_since("2026-10-20"), 0.0), (H.parse_since("2026-10-11"), 0.05),
+                   (None, 0.05), (H.parse_since("2026-10-05"), 0.03)]
         fast = [[r.line() for r in h.regressions(since, change)] for since, change in windows]
         for values in series:  # the vectorised gain is ruptures' own, to rounding
             y = np.log(np.asarray(values, dtype=float))
             gain = ruptures.Binseg(model="l1", min_size=3, jump=1).fit(y).single_bkp(0, len(y))[1]
             assert C._best_first_gain(y) == pytest.approx(gain, rel=1e-9)
         quick = [C.detect(values) for values in series]
+        for values, verdict in zip(series, quick):  # the pre-screen's bounds hold
+            for first in range(len(values)):
+                least, most = C.change_bounds(values, first)
+                for ch in verdict.changes:
+                    assert ch.index < first or least - 1e-9 <= ch.change <= most + 1e-9
         monkeypatch.setattr(C, "_no_split", lambda y, penalty: False)
         assert quick == [C.detect(values) for values in series]
         full = [searched_everything(h, since, change) for since, change in windows]
     assert fast == full
-    assert [len(lines) for lines in fast] == [2, 0, 2, 0, 2]
+    assert [len(lines) for lines in fast] == [2, 0, 2, 0, 2, 2, 2]
 
 
 def test_deleted_index_is_rebuilt_with_the_same_rows(hist, tmp_path, capsys):

@@ -170,6 +170,8 @@ class History:
         for key in self._series_since(since, pattern):
             pts = self.points(key)
             starts = [_created(run["created"]) for run, _ in pts]
+            first = next((i for i, t in enumerate(starts) if since is None
+                          or (t is not None and t >= since)), len(pts))
             at = {}
             for metric, direction in F.METRICS.items():
                 def wanted(index, change, direction=direction):
@@ -177,7 +179,10 @@ class History:
                     return (worse and abs(change) >= min_change
                             and (since is None or (starts[index] is not None
                                                    and starts[index] >= since)))
-                verdict = C.detect([v[metric] for _, v in pts], wanted)
+                values = [v[metric] for _, v in pts]
+                if not _can_be_worse(values, first, direction, min_change):
+                    continue
+                verdict = C.detect(values, wanted)
                 for ch in verdict.changes:
                     at.setdefault(ch.index, []).append((metric, ch.change, ch.p_value))
             for index, changes in sorted(at.items()):
@@ -220,6 +225,16 @@ class History:
                 for host in run["hosts"]:
                     best[host] = run
         return best
+
+
+def _can_be_worse(values, first, direction, min_change):
+    """False when no change from run `first` on can be worse by
+    `min_change` (changepoints.change_bounds): nothing to search."""
+    least, most = C.change_bounds(values, first)
+    slack = 1e-9  # the bounds and detect's change round differently
+    if direction == "lower":  # lower is worse
+        return least <= -min_change + slack
+    return most >= min_change - slack
 
 
 def facts_near(pts, index):

@@ -130,6 +130,25 @@ def _no_split(y, penalty):
     return _best_first_gain(y) < penalty * (1 - 1e-9) - 1e-12
 
 
+def change_bounds(values, first):
+    """(least, most): bounds on the relative change of any change `detect`
+    can report at index `first` or later, without searching.
+
+    The runs after such a change are a segment of at least MIN_SEGMENT
+    runs inside values[first:], those before it one of at least
+    MIN_SEGMENT runs; the median of three or more values lies between
+    their second smallest and second largest (so one outlier night moves
+    no bound).  (nan, nan) when no change can start there."""
+    values = np.asarray(values, dtype=float)
+    ok = np.isfinite(values) & (values > 0)
+    y, late = np.log(values[ok]), np.log(values[first:][ok[first:]])
+    if len(y) < MIN_RUNS or len(late) < MIN_SEGMENT:
+        return float("nan"), float("nan")
+    every, recent = np.sort(y), np.sort(late)
+    return (float(np.exp(recent[1] - every[-2]) - 1.0),
+            float(np.exp(recent[-2] - every[1]) - 1.0))
+
+
 def detect(values, wanted=None):
     """The `Verdict` of a series (oldest first); NaN and non-positive values
     (a size that failed) are skipped and indices refer to `values`.
