@@ -170,7 +170,7 @@ def test_check_shortcuts_decide_what_the_full_search_decides(hist, monkeypatch):
                 least, most = C.change_bounds(values, first)
                 for ch in verdict.changes:
                     assert ch.index < first or least - 1e-9 <= ch.change <= most + 1e-9
-        monkeypatch.setattr(C, "_no_split", lambda y, penalty: False)
+        monkeypatch.setattr(C, "_binseg", lambda y, penalty: None)
         assert quick == [C.detect(values) for values in series]
         full = [searched_everything(h, since, change) for since, change in windows]
     assert fast == full

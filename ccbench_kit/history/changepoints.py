@@ -108,26 +108,59 @@ def _l1_costs(rows, counts):
     return upper - lower
 
 
-def _best_first_gain(y):
-    """The largest gain of binary segmentation's first split of `y` (the
-    L1 cost of the whole minus that of the two sides, over every split
-    with MIN_SEGMENT runs a side), every split at once: what ruptures
-    computes split by split in Python."""
-    n = len(y)
+def _split_gains(y, start, end):
+    """(splits, gains) of segment y[start:end] for binary segmentation: the
+    L1 cost of the segment less that of its two sides, for every split with
+    MIN_SEGMENT runs a side, all at once (ruptures computes them one by
+    one in Python); None when the segment is too short to split."""
+    seg = y[start:end]
+    n = len(seg)
+    if n < 2 * MIN_SEGMENT:
+        return None
     splits = np.arange(MIN_SEGMENT, n - MIN_SEGMENT + 1)
     before = np.arange(n)[None, :] < splits[:, None]
-    left = _l1_costs(np.where(before, y, np.nan), splits)
-    right = _l1_costs(np.where(before, np.nan, y), n - splits)
-    whole = float(np.abs(y - np.median(y)).sum())
-    return float(np.max(whole - left - right))
+    left = _l1_costs(np.where(before, seg, np.nan), splits)
+    right = _l1_costs(np.where(before, np.nan, seg), n - splits)
+    whole = float(np.abs(seg - np.median(seg)).sum())
+    return splits + start, whole - left - right
 
 
-def _no_split(y, penalty):
-    """True when binary segmentation of `y` with `penalty` certainly finds
-    no change: its first, best split gains less than the penalty (ruptures
-    stops there).  The margin covers the rounding of sums taken in another
-    order; a series inside it goes to ruptures."""
-    return _best_first_gain(y) < penalty * (1 - 1e-9) - 1e-12
+def _best_first_gain(y):
+    """The largest gain of binary segmentation's first split of `y`."""
+    return float(np.max(_split_gains(y, 0, len(y))[1]))
+
+
+def _binseg(y, penalty):
+    """The change ends ruptures' `Binseg(model="l1", min_size=MIN_SEGMENT,
+    jump=1).fit(y).predict(pen=penalty)` returns, found the same greedy way
+    with every split's gain computed at once -- or None when a choice is
+    too close to call (two gains, or a gain and the penalty, within 1e-9 of
+    the series' cost: sums taken in another order round differently), and
+    ruptures must decide."""
+    margin = 1e-9 * (1.0 + float(np.abs(y - np.median(y)).sum()))
+    ends, gains = [len(y)], {}
+    while True:
+        best = []
+        for start, end in zip([0] + ends[:-1], ends):
+            if (start, end) not in gains:
+                gains[start, end] = _split_gains(y, start, end)
+            if gains[start, end] is None:
+                continue
+            splits, gain = gains[start, end]
+            top = int(np.argmax(gain))
+            if np.count_nonzero(gain >= gain[top] - margin) > 1:
+                return None
+            best.append((float(gain[top]), int(splits[top])))
+        if not best:
+            return ends
+        best.sort(reverse=True)
+        if len(best) > 1 and best[1][0] >= best[0][0] - margin:
+            return None
+        if abs(best[0][0] - penalty) <= margin:
+            return None
+        if best[0][0] < penalty:
+            return ends
+        ends = sorted(ends + [best[0][1]])
 
 
 def change_bounds(values, first):
@@ -169,10 +202,10 @@ def detect(values, wanted=None):
         return Verdict("too noisy", noise, note=f"runs differ by ~{noise:.0%} night to night; "
                        "a change cannot be told from noise")
     penalty = 3.0 * max(noise, 1e-4) * np.log(n)
-    if _no_split(y, penalty):  # the usual series: ruptures would find nothing, slower
-        return Verdict("ok", noise)
-    rpt = require("ruptures", "history")
-    ends = rpt.Binseg(model="l1", min_size=MIN_SEGMENT, jump=1).fit(y).predict(pen=penalty)
+    ends = _binseg(y, penalty)
+    if ends is None:  # too close to call in another summation order: ruptures decides
+        rpt = require("ruptures", "history")
+        ends = rpt.Binseg(model="l1", min_size=MIN_SEGMENT, jump=1).fit(y).predict(pen=penalty)
     bounds = [0] + list(ends)
     rng = np.random.default_rng(0)  # the same history gives the same p-values
     changes = []
