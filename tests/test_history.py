@@ -177,6 +177,27 @@ def test_check_shortcuts_decide_what_the_full_search_decides(hist, monkeypatch):
     assert [len(lines) for lines in fast] == [2, 0, 2, 0, 2, 2, 2]
 
 
+def test_vectorised_binary_segmentation_is_ruptures():
+    """On series with 1 to 4 levels (some rounded, to make exact ties) the
+    vectorised search gives ruptures' change points whenever it decides."""
+    import ruptures
+    rng = np.random.default_rng(7)
+    decided = 0
+    for _ in range(120):
+        n = int(rng.choice([8, 9, 12, 30, 60, 120]))
+        y = rng.normal(0, rng.choice([0.005, 0.01, 0.03]), n)
+        for _ in range(rng.integers(0, 4)):
+            y[rng.integers(1, n):] += rng.normal(0, 0.06)
+        if rng.random() < 0.1:
+            y = np.round(y, 2)
+        penalty = 3 * max(C.night_noise(y), 1e-4) * np.log(n)
+        ends = C._binseg(y, penalty)
+        if ends is not None:
+            decided += 1
+            assert ends == ruptures.Binseg(model="l1", min_size=3, jump=1).fit(y).predict(pen=penalty)
+    assert decided > 80
+
+
 def test_deleted_index_is_rebuilt_with_the_same_rows(hist, tmp_path, capsys):
     copy = tmp_path / "h"
     shutil.copytree(hist, copy)
