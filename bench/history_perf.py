@@ -9,12 +9,15 @@ Night 0 is written by the kit (`save`); every other night is a copy of it
 whose latencies, `created` and `library` are rewritten in place with h5py
 (writing 365 files through xarray takes ~3 s each on a loaded 2-core box).
 
-    .venv/bin/python bench/history_perf.py [--runs 365] [--keep DIR]
+    .venv/bin/python bench/history_perf.py [--runs 365] [--keep DIR] [--check-only]
 
 Prints: the time to generate, to file every run (`ccbench history add`, one
 process), to rebuild the index from the files, a per-series query (the
-Python API and `ccbench history show`, end to end), `history check` over
-every series, and `history report`.  Targets: per-series query < 1 s,
+Python API and `ccbench history show`, end to end), `history report`, and
+`history check`: the all_reduce series, then every series as the nightly
+cron runs it (`--since 7d`, with and without `--min-change 5%`) and with
+the all_reduce step inside the window (`--since 80d`).  `--check-only`
+times only the checks, on a history kept earlier with `--keep DIR`.  Targets: per-series query < 1 s,
 report < 60 s.
 """
 import argparse
@@ -95,6 +98,8 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=365)
     ap.add_argument("--keep", default=None, help="keep the files and history here")
     ap.add_argument("--rebuild", action="store_true", help="also time a rebuild of the index")
+    ap.add_argument("--check-only", action="store_true",
+                    help="time only `history check` (on a history kept with --keep)")
     args = ap.parse_args(argv)
     work = Path(args.keep or tempfile.mkdtemp(prefix="history-perf-"))
     files, hist = work / "files", work / "history"
@@ -127,15 +132,32 @@ def main(argv=None):
                           lambda: h.points(key), log)
         assert len(pts) == args.runs
         timed("per-series query + change points (analyse)", lambda: h.analyse(key), log)
+    if args.check_only:
+        return check(hist, log)
     out, _ = timed("ccbench history show SERIES (process, end to end)",
                    lambda: cli("history", "show", "--history", hist, key), log)
     log("  " + "\n  ".join(out.stdout.splitlines()[:5]))
     timed("ccbench history report -o trend.html",
           lambda: cli("history", "report", "--history", hist, "-o", work / "trend.html"), log)
+    check(hist, log)
+
+
+def check(hist, log):
+    """Time `history check`: one collective's series, then the nightly cron line over all."""
     out, _ = timed("ccbench history check of the all_reduce series (90 of 1080)",
                    lambda: cli("history", "check", "--history", hist, "--series", "all_reduce/*"),
                    log)
     log(f"  {len(out.stdout.splitlines())} regression lines; first: {out.stdout.splitlines()[:1]}")
+    for extra in ([], ["--min-change", "5%"]):  # the nightly cron line, over every series
+        out, _ = timed(f"ccbench history check --since 7d {' '.join(extra)} (all "
+                       f"{len(SIZES) * len(ALGORITHMS) * len(NAMES)} series)",
+                       lambda: cli("history", "check", "--history", hist, "--since", "7d", *extra),
+                       log)
+        log(f"  exit {out.returncode}, {len(out.stdout.splitlines())} regression lines")
+    out, _ = timed("ccbench history check --since 80d (the all_reduce step at run 300 inside)",
+                   lambda: cli("history", "check", "--history", hist, "--since", "80d"), log)
+    log(f"  exit {out.returncode}, {len(out.stdout.splitlines())} regression lines; first: "
+        f"{out.stdout.splitlines()[:1]}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import xarray as xr
 
@@ -21,6 +22,8 @@ from conftest import BIN, run_cli
 from history_nights import make_nights
 
 import ccbench_kit.history as H
+from ccbench_kit.history import changepoints as C
+from ccbench_kit.history import facts as F
 from ccbench_kit.cli import main
 
 BASE = Path(__file__).parent / "data" / "history" / "base-allreduce-3r.nc"
@@ -122,6 +125,77 @@ def test_since_and_min_change_limit_check(hist, capsys):
     # a duration counts back from the newest run (night 60, 2026-10-30), not from today
     assert in_process(capsys, "history", "check", "--history", hist, "--since", "3w")[0] == 1
     assert in_process(capsys, "history", "check", "--history", hist, "--since", "2w")[:2] == (0, "")
+
+
+def searched_everything(h, since, min_change):
+    """`regressions` as it was before the shortcuts: every series, every
+    metric, ruptures' own search, every candidate tested, filtered after."""
+    lines = []
+    for key, _ in h.series():
+        pts, verdicts = h.analyse(key)
+        at = {}
+        for metric, verdict in verdicts.items():
+            for ch in verdict.changes:
+                worse = ch.change < 0 if F.METRICS[metric] == "lower" else ch.change > 0
+                if worse and abs(ch.change) >= min_change:
+                    at.setdefault(ch.index, []).append((metric, ch.change, ch.p_value))
+        for index, changes in sorted(at.items()):
+            start = H.api._created(pts[index][0]["created"])
+            if since is None or start >= since:
+                lines.append(H.api.Regression(key, tuple(changes), index + 1, len(pts),
+                                              pts[index][0],
+                                              tuple(H.api.facts_near(pts, index))).line())
+    return lines
+
+
+def test_check_shortcuts_decide_what_the_full_search_decides(hist, monkeypatch):
+    """The window, the vectorised first split and the untested candidates
+    change no verdict: on the acceptance history every series and metric
+    gets the same `detect` result, and `check` the same lines, as a full
+    ruptures search testing every candidate."""
+    import ruptures
+    with H.open(hist) as h:
+        series = [[v[m] for _, v in h.points(key)] for key, _ in h.series() for m in F.METRICS]
+        windows = [(None, 0.0), (None, 0.12), (H.parse_since("2026-10-05"), 0.0),
+                   (H.parse_since("2026-10-20"), 0.0), (H.parse_since("2026-10-11"), 0.05),
+                   (None, 0.05), (H.parse_since("2026-10-05"), 0.03)]
+        fast = [[r.line() for r in h.regressions(since, change)] for since, change in windows]
+        for values in series:  # the vectorised gain is ruptures' own, to rounding
+            y = np.log(np.asarray(values, dtype=float))
+            gain = ruptures.Binseg(model="l1", min_size=3, jump=1).fit(y).single_bkp(0, len(y))[1]
+            assert C._best_first_gain(y) == pytest.approx(gain, rel=1e-9)
+        quick = [C.detect(values) for values in series]
+        for values, verdict in zip(series, quick):  # the pre-screen's bounds hold
+            for first in range(len(values)):
+                least, most = C.change_bounds(values, first)
+                for ch in verdict.changes:
+                    assert ch.index < first or least - 1e-9 <= ch.change <= most + 1e-9
+        monkeypatch.setattr(C, "_binseg", lambda y, penalty: None)
+        assert quick == [C.detect(values) for values in series]
+        full = [searched_everything(h, since, change) for since, change in windows]
+    assert fast == full
+    assert [len(lines) for lines in fast] == [2, 0, 2, 0, 2, 2, 2]
+
+
+def test_vectorised_binary_segmentation_is_ruptures():
+    """On series with 1 to 4 levels (some rounded, to make exact ties) the
+    vectorised search gives ruptures' change points whenever it decides."""
+    import ruptures
+    rng = np.random.default_rng(7)
+    decided = 0
+    for _ in range(120):
+        n = int(rng.choice([8, 9, 12, 30, 60, 120]))
+        y = rng.normal(0, rng.choice([0.005, 0.01, 0.03]), n)
+        for _ in range(rng.integers(0, 4)):
+            y[rng.integers(1, n):] += rng.normal(0, 0.06)
+        if rng.random() < 0.1:
+            y = np.round(y, 2)
+        penalty = 3 * max(C.night_noise(y), 1e-4) * np.log(n)
+        ends = C._binseg(y, penalty)
+        if ends is not None:
+            decided += 1
+            assert ends == ruptures.Binseg(model="l1", min_size=3, jump=1).fit(y).predict(pen=penalty)
+    assert decided > 80
 
 
 def test_deleted_index_is_rebuilt_with_the_same_rows(hist, tmp_path, capsys):

@@ -167,14 +167,24 @@ class History:
         (relative), starting at or after `since` (a datetime): one
         `Regression` per series and run where metrics moved."""
         found = []
-        for key, _ in self.series(pattern):
-            pts, verdicts = self.analyse(key)
+        for key in self._series_since(since, pattern):
+            pts = self.points(key)
+            starts = [_created(run["created"]) for run, _ in pts]
+            first = next((i for i, t in enumerate(starts) if since is None
+                          or (t is not None and t >= since)), len(pts))
             at = {}
-            for metric, verdict in verdicts.items():
+            for metric, direction in F.METRICS.items():
+                def wanted(index, change, direction=direction):
+                    worse = change < 0 if direction == "lower" else change > 0
+                    return (worse and abs(change) >= min_change
+                            and (since is None or (starts[index] is not None
+                                                   and starts[index] >= since)))
+                values = [v[metric] for _, v in pts]
+                if not _can_be_worse(values, first, direction, min_change):
+                    continue
+                verdict = C.detect(values, wanted)
                 for ch in verdict.changes:
-                    worse = ch.change < 0 if F.METRICS[metric] == "lower" else ch.change > 0
-                    if worse and abs(ch.change) >= min_change:
-                        at.setdefault(ch.index, []).append((metric, ch.change, ch.p_value))
+                    at.setdefault(ch.index, []).append((metric, ch.change, ch.p_value))
             for index, changes in sorted(at.items()):
                 run = pts[index][0]
                 start = _created(run["created"])
@@ -183,6 +193,23 @@ class History:
                 found.append(Regression(key, tuple(changes), index + 1, len(pts), run,
                                         tuple(facts_near(pts, index))))
         return found
+
+    def _series_since(self, since, pattern):
+        """The series keys (matching `pattern`) with a run at or after
+        `since`: only these can hold a change that starts there, so the
+        others are never searched."""
+        keys = [key for key, _ in self.series(pattern)]
+        if since is None:
+            return keys
+        recent = [run_id for run_id, created in self._con.execute("SELECT run_id, created FROM runs")
+                  if _created(created) is not None and _created(created) >= since]
+        with_recent = set()
+        for at in range(0, len(recent), 500):  # SQLite's limit on bound parameters
+            chunk = recent[at:at + 500]
+            with_recent.update(r[0] for r in self._con.execute(
+                "SELECT DISTINCT s.key FROM series s JOIN points p USING (series_id) "
+                f"WHERE p.run_id IN ({','.join('?' * len(chunk))})", chunk))
+        return [key for key in keys if key in with_recent]
 
     def newest(self):
         """The time of the newest run (None for an empty history)."""
@@ -198,6 +225,16 @@ class History:
                 for host in run["hosts"]:
                     best[host] = run
         return best
+
+
+def _can_be_worse(values, first, direction, min_change):
+    """False when no change from run `first` on can be worse by
+    `min_change` (changepoints.change_bounds): nothing to search."""
+    least, most = C.change_bounds(values, first)
+    slack = 1e-9  # the bounds and detect's change round differently
+    if direction == "lower":  # lower is worse
+        return least <= -min_change + slack
+    return most >= min_change - slack
 
 
 def facts_near(pts, index):

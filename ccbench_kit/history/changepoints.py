@@ -74,23 +74,122 @@ def _split_stat(rows, t, scale):
     return np.sqrt(t * (n - t) / n) * np.abs(mr - ml) / pooled
 
 
-def _permutation_p(segment, split, scale, rng):
+def _permutation_p(segment, split, scale, rng, wanted=True):
     """p-value of the change at `split` of `segment`: how often a random
     order of the same runs shows a split at least as strong ANYWHERE (the
     search is repeated on each permutation, as E-Divisive does, so the
-    choice of the best split is paid for)."""
+    choice of the best split is paid for).
+
+    All permutations are drawn at once; a change that is not `wanted`
+    still draws them (so that the p-values of the changes after it are
+    the same whatever is asked) but is not tested: NaN."""
     n = len(segment)
+    shuffled = rng.permuted(np.tile(segment, (PERMUTATIONS, 1)), axis=1)
+    if not wanted:
+        return float("nan")
     observed = _split_stat(segment[None, :], split, scale)[0]
     grid = np.unique(np.linspace(MIN_SEGMENT, n - MIN_SEGMENT, min(n - 2 * MIN_SEGMENT + 1, 20))
                      .round().astype(int))
-    shuffled = rng.permuted(np.tile(segment, (PERMUTATIONS, 1)), axis=1)
     best = np.max([_split_stat(shuffled, t, scale) for t in grid], axis=0)
     return float((np.count_nonzero(best >= observed - 1e-12) + 1) / (PERMUTATIONS + 1))
 
 
-def detect(values):
+def _l1_costs(rows, counts):
+    """ruptures' L1 cost (sum of absolute deviations from the median) of
+    each row of `rows`, whose first `counts` values (NaN after them) are
+    its segment: sorted, it is the sum of the upper half less the lower."""
+    ordered = np.sort(rows, axis=1)                # NaN sort last
+    ordered = np.where(np.isnan(ordered), 0.0, ordered)
+    cum = np.concatenate([np.zeros((len(rows), 1)), np.cumsum(ordered, axis=1)], axis=1)
+    at = np.arange(len(rows))
+    half = counts // 2
+    lower = cum[at, half]
+    upper = cum[at, counts] - cum[at, counts - half]
+    return upper - lower
+
+
+def _split_gains(y, start, end):
+    """(splits, gains) of segment y[start:end] for binary segmentation: the
+    L1 cost of the segment less that of its two sides, for every split with
+    MIN_SEGMENT runs a side, all at once (ruptures computes them one by
+    one in Python); None when the segment is too short to split."""
+    seg = y[start:end]
+    n = len(seg)
+    if n < 2 * MIN_SEGMENT:
+        return None
+    splits = np.arange(MIN_SEGMENT, n - MIN_SEGMENT + 1)
+    before = np.arange(n)[None, :] < splits[:, None]
+    left = _l1_costs(np.where(before, seg, np.nan), splits)
+    right = _l1_costs(np.where(before, np.nan, seg), n - splits)
+    whole = float(np.abs(seg - np.median(seg)).sum())
+    return splits + start, whole - left - right
+
+
+def _best_first_gain(y):
+    """The largest gain of binary segmentation's first split of `y`."""
+    return float(np.max(_split_gains(y, 0, len(y))[1]))
+
+
+def _binseg(y, penalty):
+    """The change ends ruptures' `Binseg(model="l1", min_size=MIN_SEGMENT,
+    jump=1).fit(y).predict(pen=penalty)` returns, found the same greedy way
+    with every split's gain computed at once -- or None when a choice is
+    too close to call (two gains, or a gain and the penalty, within 1e-9 of
+    the series' cost: sums taken in another order round differently), and
+    ruptures must decide."""
+    margin = 1e-9 * (1.0 + float(np.abs(y - np.median(y)).sum()))
+    ends, gains = [len(y)], {}
+    while True:
+        best = []
+        for start, end in zip([0] + ends[:-1], ends):
+            if (start, end) not in gains:
+                gains[start, end] = _split_gains(y, start, end)
+            if gains[start, end] is None:
+                continue
+            splits, gain = gains[start, end]
+            top = int(np.argmax(gain))
+            if np.count_nonzero(gain >= gain[top] - margin) > 1:
+                return None
+            best.append((float(gain[top]), int(splits[top])))
+        if not best:
+            return ends
+        best.sort(reverse=True)
+        if len(best) > 1 and best[1][0] >= best[0][0] - margin:
+            return None
+        if abs(best[0][0] - penalty) <= margin:
+            return None
+        if best[0][0] < penalty:
+            return ends
+        ends = sorted(ends + [best[0][1]])
+
+
+def change_bounds(values, first):
+    """(least, most): bounds on the relative change of any change `detect`
+    can report at index `first` or later, without searching.
+
+    The runs after such a change are a segment of at least MIN_SEGMENT
+    runs inside values[first:], those before it one of at least
+    MIN_SEGMENT runs; the median of three or more values lies between
+    their second smallest and second largest (so one outlier night moves
+    no bound).  (nan, nan) when no change can start there."""
+    values = np.asarray(values, dtype=float)
+    ok = np.isfinite(values) & (values > 0)
+    y, late = np.log(values[ok]), np.log(values[first:][ok[first:]])
+    if len(y) < MIN_RUNS or len(late) < MIN_SEGMENT:
+        return float("nan"), float("nan")
+    every, recent = np.sort(y), np.sort(late)
+    return (float(np.exp(recent[1] - every[-2]) - 1.0),
+            float(np.exp(recent[-2] - every[1]) - 1.0))
+
+
+def detect(values, wanted=None):
     """The `Verdict` of a series (oldest first); NaN and non-positive values
-    (a size that failed) are skipped and indices refer to `values`."""
+    (a size that failed) are skipped and indices refer to `values`.
+
+    `wanted(index, change)`, when given, says which candidate changes the
+    caller can use (`history check`: worse, large enough, in the window);
+    the others are not tested and not returned.  What is returned is
+    exactly what `detect(values)` returns for those changes."""
     values = np.asarray(values, dtype=float)
     keep = np.flatnonzero(np.isfinite(values) & (values > 0))
     y = np.log(values[keep])
@@ -102,17 +201,20 @@ def detect(values):
     if noise > MAX_NOISE:
         return Verdict("too noisy", noise, note=f"runs differ by ~{noise:.0%} night to night; "
                        "a change cannot be told from noise")
-    rpt = require("ruptures", "history")
     penalty = 3.0 * max(noise, 1e-4) * np.log(n)
-    ends = rpt.Binseg(model="l1", min_size=MIN_SEGMENT, jump=1).fit(y).predict(pen=penalty)
+    ends = _binseg(y, penalty)
+    if ends is None:  # too close to call in another summation order: ruptures decides
+        rpt = require("ruptures", "history")
+        ends = rpt.Binseg(model="l1", min_size=MIN_SEGMENT, jump=1).fit(y).predict(pen=penalty)
     bounds = [0] + list(ends)
     rng = np.random.default_rng(0)  # the same history gives the same p-values
     changes = []
     for k in range(1, len(bounds) - 1):
         a, b = y[bounds[k - 1]:bounds[k]], y[bounds[k]:bounds[k + 1]]
-        p = _permutation_p(np.concatenate([a, b]), len(a), max(noise, 1e-4), rng)
-        if p >= P_VALUE:
-            continue
         before, after = float(np.exp(np.median(a))), float(np.exp(np.median(b)))
-        changes.append(Change(int(keep[bounds[k]]), after / before - 1.0, p, before, after))
+        index, change = int(keep[bounds[k]]), after / before - 1.0
+        use = wanted is None or wanted(index, change)
+        p = _permutation_p(np.concatenate([a, b]), len(a), max(noise, 1e-4), rng, use)
+        if use and p < P_VALUE:
+            changes.append(Change(index, change, p, before, after))
     return Verdict("ok", noise, tuple(changes))
