@@ -41,3 +41,24 @@ def cli():
 @pytest.fixture
 def mpirun():
     return mpirun_python
+
+
+def _mpi_started():
+    mpi = sys.modules.get("mpi4py.MPI")
+    return bool(mpi and mpi.Is_initialized())
+
+
+@pytest.fixture(autouse=True)
+def _mpi_stays_out_of_the_test_process(request):
+    """Starting MPI here (importing the engine, which cimports mpi4py.MPI
+    with mpi4py's default rc.initialize) makes the pytest process a
+    one-rank singleton job and puts OMPI_* variables in its environment:
+    every later `ccbench run` the tests start would then see itself inside
+    that job and run with 1 rank.  (The kit itself imports mpi4py.MPI
+    without initialising it outside a rank: `backends.mpi.engine`.)  Such a
+    test runs the import in a subprocess instead."""
+    before = _mpi_started()
+    yield
+    if not before and _mpi_started():
+        pytest.fail(f"{request.node.nodeid} started MPI in the pytest process; do that in "
+                    "a subprocess (tests/conftest.py says why)", pytrace=False)
