@@ -62,3 +62,10 @@ def _mpi_stays_out_of_the_test_process(request):
     if not before and _mpi_started():
         pytest.fail(f"{request.node.nodeid} started MPI in the pytest process; do that in "
                     "a subprocess (tests/conftest.py says why)", pytrace=False)
+
+
+def pytest_collection_finish(session):
+    """The same, for a test module that starts MPI when it is imported."""
+    if _mpi_started():
+        raise pytest.UsageError("a test module started MPI in the pytest process when it was "
+                                "imported; do that in a subprocess (tests/conftest.py says why)")
