@@ -213,9 +213,18 @@ def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
         raise ConfigError(f"a health check compares nodes: it needs at least 2, got "
                           f"{len(names)} ({', '.join(names)})",
                           "-N/--nnodes" if nnodes is not None else "--hosts")
-    if hosts or hosts_file:   # before any launch: a name that does not resolve stops it
-        _hosts.check_resolvable(names, "--hosts-file" if hosts_file else "--hosts")
     return names
+
+
+def check_names_resolve(names, hosts_file=None, slurm=None):
+    """Before any launch, a host name that does not resolve stops the check
+    (one line naming the first few, resolved concurrently).  Not where
+    something else maps names to nodes: Slurm (its NodeAddr) or a launch
+    agent of the site's own (OMPI_MCA_plm_rsh_agent: an ssh alias, a
+    container or namespace name), which the kit cannot ask."""
+    if slurm or os.environ.get("OMPI_MCA_plm_rsh_agent"):
+        return
+    _hosts.check_resolvable(names, "--hosts-file" if hosts_file else "--hosts")
 
 
 def allocation_nodes(slurm):
@@ -323,6 +332,8 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
                      backend=backend)
     if reference is not None:
         check_baseline(reference, names, backend)
+    if not per_gpu and (hosts or hosts_file):
+        check_names_resolve(names, hosts_file, slurm)   # after the cheap checks of the flags
     plan["hosts"] = names
     plan["per_gpu"] = per_gpu
     out = os.path.abspath(out or default_out())
