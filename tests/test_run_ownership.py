@@ -9,6 +9,7 @@ import xarray as xr
 
 from conftest import BIN, run_cli
 from ccbench_kit.dataset.checkpoint import pending_files, pending_runs
+from ccbench_kit.dataset.io import open_parts
 
 LONG = ["run", "all_reduce", "-r", "3", "-b", "8", "-e", "64M", "-f", "2", "-n", "20",
         "--non-interactive"]
@@ -68,3 +69,17 @@ def test_second_writer_is_refused_and_a_killed_runs_sidecars_stay_its_own(tmp_pa
     assert ds.sizes["size"] == len(left) and ds.attrs["complete"] == "false"
     assert pending_files(out) == []
     assert list(xr.open_dataset(out)["size"].values) == [1024, 2048]
+
+
+def test_a_run_to_a_folder_that_does_not_exist_yet_makes_it(tmp_path):
+    """`make demo`'s first run writes results/demo.nc where results/ is not
+    there yet: the lock beside the file must not stop it (it did: a
+    FileNotFoundError traceback, caught by a fresh clone's `make demo`)."""
+    out = tmp_path / "new" / "deeper" / "r.nc"
+    r = run_cli("run", "all_reduce,all_gather", "-r", 2, "-b", 8, "-e", 64, "-n", 2, "-w", 0,
+                "--algorithms", "mpi", "--non-interactive", "--out", out)
+    assert r.returncode == 0, r.stderr
+    parts = open_parts(out)
+    assert sorted(parts) == ["all_gather", "all_reduce"], sorted(parts)
+    assert all(int(ds["latency"].count()) > 0 for ds in parts.values())
+    assert sorted(p.name for p in out.parent.iterdir()) == ["r.nc"]  # no lock or part left

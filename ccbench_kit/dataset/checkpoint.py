@@ -103,7 +103,14 @@ def output_lock(path, flag="--out"):
         yield
         return
     lock = os.fspath(path) + LOCK
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        # the run makes the results file's folder anyway (`_files.atomic_write`);
+        # the lock beside the file comes first, so it makes it here
+        os.makedirs(os.path.dirname(lock) or ".", exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot take the lock {lock} beside it "
+                          f"({e.strerror or e})", flag) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
