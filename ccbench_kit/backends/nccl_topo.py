@@ -28,7 +28,7 @@ def nvml_matrix():
     try:
         n = pynvml.nvmlDeviceGetCount()
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
-        bus = [_text(pynvml.nvmlDeviceGetPciInfo(h).busId) for h in handles]
+        bus = [as_text(pynvml.nvmlDeviceGetPciInfo(h).busId) for h in handles]
         links = [_nvlink_peers(pynvml, h) for h in handles]
         matrix = []
         for i in range(n):
@@ -55,7 +55,7 @@ def nvml_matrix():
                 except pynvml.NVMLError:
                     row.append("?")
             matrix.append(row)
-        names = [_text(pynvml.nvmlDeviceGetName(h)) for h in handles]
+        names = [as_text(pynvml.nvmlDeviceGetName(h)) for h in handles]
         return {"source": "nvml", "devices": bus, "names": names, "matrix": matrix}
     except pynvml.NVMLError as e:  # recorded in the run's attrs, not raised
         return {"source": "nvml", "error": f"{type(e).__name__}: {e}"}
@@ -66,7 +66,8 @@ def nvml_matrix():
             pass
 
 
-def _text(v):
+def as_text(v):
+    """An NVML string (bytes in older nvidia-ml-py releases) as str."""
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
@@ -82,7 +83,7 @@ def _nvlink_peers(pynvml, h):
         try:
             if pynvml.nvmlDeviceGetNvLinkState(h, link) != pynvml.NVML_FEATURE_ENABLED:
                 continue
-            peers.append(_text(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId))
+            peers.append(as_text(pynvml.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId))
         except pynvml.NVMLError:  # past the device's last link, or NVLink not supported
             break
     return peers

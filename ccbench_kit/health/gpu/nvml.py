@@ -15,6 +15,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..._optional import require
+from ...backends.nccl_topo import as_text
 from ...errors import CCBenchError
 
 # clock event ("throttle") reasons, nvml.h nvmlClocksEventReason*
@@ -66,8 +67,6 @@ def shutdown(pynvml):
         pass
 
 
-def as_text(v):
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 @dataclass
