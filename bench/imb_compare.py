@@ -13,7 +13,7 @@ in this repository.
 ``compare`` runs, in each round and in this order, ``IMB-MPI1 Allreduce``
 (fp32 sum, 2 ranks, ``-msglog 3:26`` = 8 B to 64 MiB, ``-iter N
 -iter_policy off``) and the kit's ``ccbench run all_reduce --algorithms mpi``
-with ``--huge-pages off`` (the peers' malloc) and ``--huge-pages madvise``
+with ``--huge-pages off`` (libc malloc, the peers') and ``--huge-pages madvise``
 (numpy's default), all launched the same way (`ccbench_kit.launch.mpirun`).
 IMB's ``t_avg`` is each rank's mean time per call averaged over ranks, so
 the kit's number is the same statistic (``time("avg", "ranks-avg")``, its

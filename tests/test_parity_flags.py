@@ -241,9 +241,11 @@ def test_cycles_and_until_stable_from_the_python_api(tmp_path):
         ccb.run("all_reduce", 2, [1024], cycles=2, until_stable=0.1)
 
 def test_huge_pages_default_off_is_recorded_and_measured(tmp_path):
-    """The buffers' allocator and pages are in the attrs; by default numpy's
-    madvise(MADV_HUGEPAGE) is off in the ranks, as IMB's plain malloc, so
-    with the kernel's THP in madvise mode the 8 MiB buffers get base pages."""
+    """The buffers' allocator and pages are in the attrs; by default the
+    buffers are libc malloc's, as IMB's: with the kernel's THP in madvise
+    mode the 8 MiB buffers get base pages and start 16 B into a page (glibc's
+    chunk header); with --huge-pages madvise numpy's np.empty gets 2 MiB
+    pages and starts 64 B-aligned."""
     from conftest import run_cli
     from ccbench_kit.backends.hostpages import thp_mode
     out = tmp_path / "hp.nc"
@@ -251,11 +253,21 @@ def test_huge_pages_default_off_is_recorded_and_measured(tmp_path):
                    "--algorithms", "mpi", "--non-interactive", "--out", out)
     assert proc.returncode == 0, proc.stderr
     a = load(out).attrs
-    assert a["huge_pages"] == "off" and "madvise(MADV_HUGEPAGE) off" in a["buffer_alloc"]
+    assert a["huge_pages"] == "off" and a["buffer_alloc"].startswith("libc malloc, as IMB")
     assert a["thp_enabled"] == thp_mode()
     assert a["buffer_pages"].startswith("the mapping of the largest buffer (8388608 B) holds ")
+    assert a["buffer_pages"].endswith("; it starts 16 B into a 4 KiB page")  # glibc's header
     if thp_mode() == "madvise":  # nothing advised, so nothing huge
         assert " holds 0 kB " in a["buffer_pages"]
+    huge = run_cli("run", "all_reduce", "-r", 2, "-b", "8M", "-e", "8M", "-n", 2, "-w", 0,
+                   "--algorithms", "mpi", "--huge-pages", "madvise", "--non-interactive",
+                   "--out", tmp_path / "huge.nc")
+    assert huge.returncode == 0, huge.stderr
+    h = load(tmp_path / "huge.nc").attrs
+    assert h["buffer_alloc"].startswith("numpy np.empty, madvise(MADV_HUGEPAGE) on")
+    assert int(h["buffer_pages"].split(" holds ")[1].split()[0]) % 2048 == 0
+    if thp_mode() == "madvise":  # advised: at least one whole 2 MiB page
+        assert " holds 0 kB " not in h["buffer_pages"]
     assert a["library_algorithm"].startswith("Open MPI's coll framework picks per call")
     bad = run_cli("run", "all_reduce", "-r", 2, "--huge-pages", "always", "--out", out)
     assert bad.returncode == 2 and "--huge-pages: invalid choice: 'always'" in bad.stderr

@@ -1,5 +1,18 @@
 """Host buffers the way the peers allocate them, and the pages they got.
 
+Two things of a host buffer change a memory-bound time: its pages and where
+it starts.  IMB, OSU and nccl-tests' host side take their buffers from plain
+``malloc``: glibc serves a large block from its own ``mmap``, on 4 KiB pages
+(THP in ``madvise`` mode), starting 16 B into a page (its chunk header), so
+wide vector loads of the reduction straddle cache lines.  numpy's arrays
+start 64 B-aligned.  So ``off`` (the default) takes the buffers from libc's
+``malloc`` itself (`malloc_array`): the peers' allocator, alignment and
+pages, not an imitation of them.  glibc raises its ``mmap`` threshold each
+time a large block is freed, after which large blocks come from the heap at
+any 16 B offset; the peers allocate once, so their blocks are always fresh
+``mmap`` s.  `fix_mmap_threshold` pins the threshold at glibc's initial
+128 KiB, so the kit's per-size buffers are fresh ``mmap`` s too.
+
 IMB, OSU and nccl-tests' host side allocate with plain ``malloc``; numpy
 allocates with ``malloc``/``calloc`` too, but since 1.22 it also calls
 ``madvise(MADV_HUGEPAGE)`` on allocations of 4 MiB or more (numpy 2.4: its
@@ -11,9 +24,16 @@ reads faster than IMB on the same library.  Nor is it the buffers alone:
 numpy's madvise of any large array in the heap marks that part of the heap,
 and glibc serves later ``malloc`` s from it.  So the MPI backend switches
 numpy's (process-wide) flag for the rank's whole life (`set_numpy_madvise`):
-``off`` is the peers' memory, ``madvise`` numpy's.  `huge_kb` reads back what
-the kernel gave (``AnonHugePages`` of the mapping, ``/proc/self/smaps``).
+``off`` is the peers' memory, ``madvise`` numpy's (its buffers are ``np.empty``, which numpy advises, so
+they do get 2 MiB pages).  `huge_kb` reads back what the kernel gave
+(``AnonHugePages`` of the mapping, ``/proc/self/smaps``).
 """
+import ctypes
+import functools
+import weakref
+
+import numpy as np
+
 CHOICES = ("off", "madvise")
 NUMPY_MADVISE_FROM = 1 << 22   # numpy's threshold (numpy/_core/src/multiarray/alloc.c)
 THP_ENABLED = "/sys/kernel/mm/transparent_hugepage/enabled"
@@ -27,6 +47,47 @@ def set_numpy_madvise(on):
     except ImportError:  # numpy 1.x names it numpy.core
         from numpy.core import multiarray as m  # lazy: numpy 1.x's name of the same module
     return bool(m._set_madvise_hugepage(bool(on)))
+
+
+@functools.lru_cache(maxsize=1)
+def _libc():
+    libc = ctypes.CDLL(None)  # the C library this process already runs on
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
+    return libc
+
+
+M_MMAP_THRESHOLD = -3             # mallopt's parameter number (glibc's malloc.h)
+GLIBC_MMAP_THRESHOLD = 128 * 1024  # glibc's initial threshold (DEFAULT_MMAP_THRESHOLD_MIN)
+
+
+def fix_mmap_threshold():
+    """Pin glibc's mmap threshold at its initial value for this process, so
+    every block from 128 KiB is a fresh mapping; False where libc is not
+    glibc (no ``mallopt``)."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    return bool(mallopt and mallopt(M_MMAP_THRESHOLD, GLIBC_MMAP_THRESHOLD))
+
+
+def malloc_array(nbytes):
+    """`nbytes` of libc ``malloc``'s memory as a uint8 array, given back to
+    ``free`` when the array and every view of it are gone."""
+    libc = _libc()
+    ptr = libc.malloc(max(int(nbytes), 1))
+    if not ptr:
+        raise MemoryError(f"malloc of {nbytes} B failed")
+    raw = (ctypes.c_uint8 * max(int(nbytes), 1)).from_address(ptr)
+    weakref.finalize(raw, libc.free, ptr)
+    return np.frombuffer(raw, dtype=np.uint8)[:nbytes]
+
+
+def buffer(nbytes, huge_pages):
+    """A host buffer of `nbytes` as the choice asks: ``off``, libc's
+    ``malloc`` (the peers'); ``madvise``, numpy's ``np.empty`` (advised
+    for huge pages from 4 MiB while numpy's flag is on)."""
+    if huge_pages == "madvise":
+        return np.empty(max(int(nbytes), 1), dtype=np.uint8)[:nbytes]
+    return malloc_array(nbytes)
 
 
 def thp_mode():
@@ -59,16 +120,23 @@ def huge_kb(array):
     return None
 
 
+def page_offset(array):
+    """Bytes from the start of its 4 KiB page to the array's first byte."""
+    return array.__array_interface__["data"][0] % 4096
+
+
 def describe(huge_pages, largest):
     """The attrs that say how the buffers were allocated and what pages they
-    got; `largest` is (bytes, huge kB) of the largest buffer measured."""
-    how = ("numpy (malloc/calloc), madvise(MADV_HUGEPAGE) on from 4 MiB as numpy does"
+    got; `largest` is (bytes, huge kB, offset in its page) of the largest
+    buffer measured."""
+    how = ("numpy np.empty, madvise(MADV_HUGEPAGE) on from 4 MiB as numpy does"
            if huge_pages == "madvise" else
-           "numpy (malloc/calloc) with numpy's madvise(MADV_HUGEPAGE) off, as IMB/OSU malloc")
+           "libc malloc, as IMB, OSU and nccl-tests' host buffers (numpy's madvise off)")
     facts = {"huge_pages": huge_pages, "buffer_alloc": how, "thp_enabled": thp_mode()}
-    nbytes, kb = largest
+    nbytes, kb, offset = largest
     if nbytes and kb is not None:
         facts["buffer_pages"] = (f"the mapping of the largest buffer ({nbytes} B) holds {kb} kB "
                                  "of transparent huge pages"
-                                 + (" (2 MiB pages)" if kb else " (4 KiB base pages only)"))
+                                 + (" (2 MiB pages)" if kb else " (4 KiB base pages only)")
+                                 + f"; it starts {offset} B into a 4 KiB page")
     return facts

@@ -61,8 +61,9 @@ class MPIOptions:
     #: IMB -off_cache: bytes of last-level cache that the buffer sets the
     #: timed loop cycles through span twice (0: off; `ccbench_kit.backends.offcache`).
     off_cache: int = 0
-    #: numpy's madvise(MADV_HUGEPAGE) of buffers from 4 MiB: "off" (the
-    #: peers' plain malloc) or "madvise" (numpy's default); `hostpages`.
+    #: The buffers' memory: "off", libc malloc (the peers': IMB, OSU,
+    #: nccl-tests' host side) or "madvise", numpy's np.empty with its
+    #: madvise(MADV_HUGEPAGE) from 4 MiB; `hostpages`.
     huge_pages: str = "off"
 
 
@@ -107,9 +108,9 @@ class MPIBackend(Backend):
                             "last-level cache (this machine's, or MB) so no iteration finds "
                             "its data cached")
         g.add_argument("--huge-pages", choices=hostpages.CHOICES, default=None,
-                       help="mpi: transparent huge pages for buffers from 4 MiB: off (default; "
-                            "plain malloc, as IMB, OSU and nccl-tests) or madvise (numpy's "
-                            "default); the attrs huge_pages, buffer_alloc, buffer_pages record it")
+                       help="mpi: the buffers' memory: off (default; libc malloc, as IMB, OSU "
+                            "and nccl-tests) or madvise (numpy's, transparent huge pages from "
+                            "4 MiB); the attrs huge_pages, buffer_alloc, buffer_pages record it")
 
     @classmethod
     def options_from_args(cls, args):
@@ -141,11 +142,13 @@ class MPIBackend(Backend):
     def __init__(self, comm, options=None, world=None):
         super().__init__(comm, options, world)
         self.engine = _engine()
-        self._largest = (0, None)   # (bytes, huge kB) of the largest buffer written
+        self._largest = (0, None, 0)  # (bytes, huge kB, page offset) of the largest written
         # process-wide, for as long as the backend lives (close() restores it):
         # the rank's every array, not only its buffers, must leave the heap's
         # pages unadvised, as a malloc-only peer's process does
         self._madvise_before = hostpages.set_numpy_madvise(self.options.huge_pages == "madvise")
+        if self.options.huge_pages == "off":  # each buffer a fresh mmap, as the peers' are
+            hostpages.fix_mmap_threshold()
 
     @property
     def library(self):
@@ -164,8 +167,12 @@ class MPIBackend(Backend):
     def alloc(self, nelems, dtype):
         # numpy aligns an allocation to 64 bytes; -u N starts the buffer N
         # elements into one (nccl-tests adds unalign * wordSize to each pointer)
-        u = self.options.unalign
-        return np.zeros(max(nelems + u, 1), dtype=dtype.storage)[u:u + nelems]
+        # off: libc malloc, the peers' alignment and pages (hostpages)
+        u, item = self.options.unalign, np.dtype(dtype.storage).itemsize
+        raw = hostpages.buffer((nelems + u) * item, self.options.huge_pages)
+        buf = raw.view(dtype.storage)[u:u + nelems]
+        buf[...] = 0   # written, so every page exists before it is timed
+        return buf
 
     def scratch_bytes(self, collective, algorithm, count, dtype, nranks):
         return self.engine.scratch_bytes(collective, algorithm, count, dtype.itemsize, nranks)
@@ -178,7 +185,7 @@ class MPIBackend(Backend):
         buf[...] = host
         if buf.nbytes >= hostpages.NUMPY_MADVISE_FROM and buf.nbytes > self._largest[0]:
             # written now, so its pages exist: what did the kernel give?
-            self._largest = (buf.nbytes, hostpages.huge_kb(buf))
+            self._largest = (buf.nbytes, hostpages.huge_kb(buf), hostpages.page_offset(buf))
 
     def dataset_attrs(self, layouts):
         return {**hostpages.describe(self.options.huge_pages, self._largest),
