@@ -30,7 +30,7 @@ from .dataset.stats import check_stat
 from .dtypes import get_dtype, get_op
 from .errors import ConfigError
 from .units import parse_size, sweep
-from .blocking import BLOCKING_MODES
+from .backends.blocking import BLOCKING_MODES
 from .backends import backend_class
 from .inputs import parse_inputs, split_layout
 from .inputs.skew import FLAG, parse_pattern

@@ -9,7 +9,7 @@ import pytest
 
 import ccbench_kit as ccb
 import pmpi_probe
-from ccbench_kit.blocking import BLOCKING_MODES
+from ccbench_kit.backends.blocking import BLOCKING_MODES
 from conftest import run_cli
 
 COUNT = 1000          # fp32 elements: a 4000 B all_reduce, a count nothing else uses

@@ -39,7 +39,7 @@ import abc
 import dataclasses
 from typing import ClassVar
 
-from ..blocking import BLOCKING_MODES
+from .blocking import BLOCKING_MODES
 from ..errors import ConfigError
 from ..resources import memory_available
 
@@ -178,9 +178,9 @@ class Backend(abc.ABC):
 
         `buffers`: (send, recv, scratch[, count]) sets the iterations cycle
         through; `agg` calls make one iteration; `blocking`: nccl-tests' -z
-        mode, 0 to 3 (`ccbench_kit.blocking.BLOCKING_MODES`); `progress`: the
-        two int64 counters (entered, left) of this
-        rank's row of the progress board, or None; `once`: the checked call,
+        mode, 0 to 3 (`ccbench_kit.backends.blocking.BLOCKING_MODES`);
+        `progress`: the two int64 counters (entered, left) of this rank's
+        row of the progress board, or None; `once`: the checked call,
         exactly one, unwarmed; `vectors`: the collective's per-rank counts
         and peers (`collectives.base.Collective.engine_vectors`)."""
 

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from ..errors import ConfigError
-from ..blocking import BLOCKING_MODES, BLOCKING_ON_RETURN
+from .blocking import BLOCKING_MODES, BLOCKING_ON_RETURN
 from . import hostpages
 from .base import Backend
 from ..mpi_env import inside_mpi_job

@@ -23,8 +23,8 @@ iteration's enqueue, one sync after the last: nccl-tests' ``-C 1`` cputime,
 which ``-C 1`` picks) or ``graph`` (iterations captured in a CUDA graph,
 replayed ``-G N`` times).
 
-``-z`` (nccl-tests' blocking modes, `ccbench_kit.blocking`): 1 and 2 wait
-for every operation (1 with a barrier after it) and time each iteration
+``-z`` (nccl-tests' blocking modes, `ccbench_kit.backends.blocking`): 1 and
+2 wait for every operation (1 with a barrier after it) and time each iteration
 with the host clock, as nccl-tests' host timer does; 3 times each iteration
 in the chosen timing mode, then waits and barriers outside the span.
 """
