@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ccbench_kit as ccb
-from ccbench_kit import api
+from ccbench_kit import api, importers
 from ccbench_kit.errors import ConfigError
 from conftest import run_cli
 
@@ -126,3 +126,14 @@ def test_cputime_picks_each_backends_host_clock():
     mpi = api.make_config("all_reduce", 2, sizes=[1024], report_cputime=True, blocking=2)
     assert mpi.backend.name == "mpi" and mpi.sweep.blocking == 2
     assert "timing" not in mpi.backend.options  # the mpi backend's clock is the host's already
+
+
+def test_the_json_reads_back_as_nccl_tests_json(flagged, tmp_path):
+    # the importer takes our -C 1 file as nccl-tests' own: cpu_time, every
+    # rank's every iteration from per_process_max_times_us, -K's count kept
+    _, ds, doc = flagged
+    (back,) = importers.read_text(json.dumps(doc), "x.json")
+    for placement in ("out_of_place", "in_place"):
+        got = back["latency"].sel(placement=placement, size=SIZE).squeeze().values
+        np.testing.assert_allclose(got, _lat(ds, placement), rtol=1e-12)
+    assert int(back.attrs["per_iter_skip"]) == SKIP
