@@ -132,7 +132,7 @@ def test_the_json_reads_back_as_nccl_tests_json(flagged, tmp_path):
     # the importer takes our -C 1 file as nccl-tests' own: cpu_time, every
     # rank's every iteration from per_process_max_times_us, -K's count kept
     _, ds, doc = flagged
-    (back,) = importers.read_text(json.dumps(doc), "x.json")
+    (back,) = importers.read_text(json.dumps(doc), "x.json", collective="all_gather")
     for placement in ("out_of_place", "in_place"):
         got = back["latency"].sel(placement=placement, size=SIZE).squeeze().values
         np.testing.assert_allclose(got, _lat(ds, placement), rtol=1e-12)
