@@ -208,7 +208,7 @@ def build(collective, nranks=2, sizes=None, **keywords):
     sweep_ = _sweep(coll, nranks, sizes, backend, **kw["sweep"])
     sweep_ = dataclasses.replace(sweep_, report_cputime=cputime)
     output = _output(**kw["output"])
-    _check_per_iter(output, sweep_, backend)
+    _check_timing_flags(output, sweep_, backend)
     launch = _launch(nranks, **kw["launch"])
     inputs = _inputs(coll, nranks, sweep_, **kw["inputs"])
     group_size = len(inputs.groups[0]) if inputs.groups else nranks
@@ -344,11 +344,12 @@ def _flag01(value, flag):
     raise ConfigError(f"must be 0 or 1, got {value!r}", flag)
 
 
-def _check_per_iter(output, sweep_, backend):
-    """-I/-K (and -z with a graph) as nccl-tests checks them, refused in
-    one line where it only warns: -K needs -I and leaves at least one
-    iteration; -I needs a timing that keeps each iteration (nccl-tests
-    refuses -I with -G)."""
+def _check_timing_flags(output, sweep_, backend):
+    """-I, -K and -z against each other and the backend's timing, as
+    nccl-tests checks them, refused in one line where nccl-tests warns and
+    carries on: -K needs -I and leaves at least one iteration; -I needs a
+    timing that keeps each iteration, -z one that can wait between
+    operations (nccl-tests refuses -I and -z 3 with -G)."""
     skip = output.per_iter_skip
     if skip and not output.per_iter_timing:
         raise ConfigError("needs --per_iter_timing 1 (nccl-tests' -I 1)", "-K/--per_iter_skip")
