@@ -5,10 +5,12 @@ import json
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import ccbench_kit as ccb
 from ccbench_kit import api, importers
 from ccbench_kit.errors import ConfigError
+from ccbench_kit.formats.nccl_tests.write_table import mem_string, memory_line
 from conftest import run_cli
 
 SIZE = 3 << 20          # all_gather: 3 MiB received, 1 MiB sent per rank
@@ -137,3 +139,13 @@ def test_the_json_reads_back_as_nccl_tests_json(flagged, tmp_path):
         got = back["latency"].sel(placement=placement, size=SIZE).squeeze().values
         np.testing.assert_allclose(got, _lat(ds, placement), rtol=1e-12)
     assert int(back.attrs["per_iter_skip"]) == SKIP
+
+
+def test_memory_line_is_nccl_tests_getmemstring():
+    # nccl-tests' getMemString: by 1024; 2 decimals under 10, 1 under 100, none above
+    assert [mem_string(n) for n in (0, 1023, 1536, 50 << 20, 150 << 20, 3 << 30)] == \
+        ["0.00 B", "1023 B", "1.50 KB", "50.0 MB", "150 MB", "3.00 GB"]
+    ds = xr.Dataset(attrs={"memory_scope": "device", "memory_usage": json.dumps(
+        {"Initialization": 600 << 20, "User-Allocated": 2 << 30, "Collective": 0})})
+    assert memory_line(ds) == ("# GPU memory usage     : Initialization 600 MB | User-Allocated "
+                               "2.00 GB | Collective 0.00 B | Total  2.59 GB")
