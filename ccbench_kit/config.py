@@ -30,6 +30,7 @@ from .dataset.stats import check_stat
 from .dtypes import get_dtype, get_op
 from .errors import ConfigError
 from .units import parse_size, sweep
+from .backends.blocking import BLOCKING_MODES
 from .backends import backend_class
 from .inputs import parse_inputs, split_layout
 from .inputs.skew import FLAG, parse_pattern
@@ -51,7 +52,8 @@ class SweepConfig:
     warmup: int = 5
     iters: int = 20
     agg_iters: int = 1
-    blocking: bool = False
+    blocking: int = 0                # nccl-tests -z 0|1|2|3 (BLOCKING_MODES)
+    report_cputime: bool = False     # nccl-tests -C: the host's time (the backend's cputime_timing)
     skipped_sizes: tuple = ()        # asked for, but too small for this rank count
 
 
@@ -78,6 +80,9 @@ class OutputConfig:
     stats: tuple = ("avg",)
     command: str = ""
     checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY
+    per_iter_timing: bool = False    # nccl-tests -I: i_min i_max i_p99 i_cv% and *_per_iter JSON
+    per_iter_skip: int = 0           # nccl-tests -K: leading iterations left out of those
+    memory_report: bool = False      # nccl-tests -M: the memory usage line
 
 
 @dataclass(frozen=True)
@@ -173,11 +178,12 @@ def _frozen(value):
 # section they fill; the suite file and the widgets list them from here.
 KEYWORDS = {
     "sweep": ("minbytes", "maxbytes", "stepfactor", "stepbytes", "algorithms", "dtype", "op",
-              "root", "placement", "warmup", "iters", "agg_iters", "blocking"),
+              "root", "placement", "warmup", "iters", "agg_iters", "blocking", "report_cputime"),
     "inputs": ("check", "seed", "unique_buff", "split", "data_parallel_dimension",
                "replica_groups", "alltoallv_metadata", "src_target_pairs", "coalesced_ratio",
                "alltoallv_pattern"),
-    "output": ("out", "stats", "command", "checkpoint_every"),
+    "output": ("out", "stats", "command", "checkpoint_every", "per_iter_timing", "per_iter_skip",
+               "memory_report"),
     "launch": ("timeout", "skip_oversize"),
     "backend": ("backend", "timing", "backend_options"),
 }
@@ -197,9 +203,12 @@ def build(collective, nranks=2, sizes=None, **keywords):
     coll = collectives.get(collective)
     if not isinstance(nranks, int) or nranks < 1:
         raise ConfigError(f"need at least 1 rank, got {nranks}", "-r/--nworkers")
-    backend = _backend(**kw["backend"])
+    cputime = _flag01(kw["sweep"].pop("report_cputime", False), "-C/--report_cputime")
+    backend = _backend(**kw["backend"], report_cputime=cputime)
     sweep_ = _sweep(coll, nranks, sizes, backend, **kw["sweep"])
+    sweep_ = dataclasses.replace(sweep_, report_cputime=cputime)
     output = _output(**kw["output"])
+    _check_timing_flags(output, sweep_, backend)
     launch = _launch(nranks, **kw["launch"])
     inputs = _inputs(coll, nranks, sweep_, **kw["inputs"])
     group_size = len(inputs.groups[0]) if inputs.groups else nranks
@@ -211,18 +220,25 @@ def build(collective, nranks=2, sizes=None, **keywords):
     return RunConfig(sweep_, inputs, output, launch, backend)
 
 
-def _backend(backend="mpi", timing="", backend_options=None):
+def _backend(backend="mpi", timing="", backend_options=None, report_cputime=False):
     cls = backend_class(backend)
     values = dict(backend_options or {})
     if timing:
         values["timing"] = timing
+    if report_cputime and cls.cputime_timing != cls.timing:
+        # nccl-tests -C: the host's time, which is a timing mode of this backend
+        given = values.get("timing") or cls.cputime_timing
+        if given != cls.cputime_timing:
+            raise ConfigError(f"times with the host clock ({cls.cputime_timing}); not with "
+                              f"--timing {given}", "-C/--report_cputime")
+        values["timing"] = cls.cputime_timing
     opts = cls.make_options(**values)
     return BackendConfig(backend, dataclasses.asdict(opts))
 
 
 def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepfactor=None,
            stepbytes=None, algorithms=None, dtype="fp32", op="sum", root=0, placement="both",
-           warmup=5, iters=20, agg_iters=1, blocking=False):
+           warmup=5, iters=20, agg_iters=1, blocking=0):
     if sizes is None:
         sizes = sweep(minbytes, maxbytes if maxbytes is not None else minbytes,
                       stepfactor, stepbytes)
@@ -245,6 +261,11 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepf
                                    ("agg_iters", agg_iters, "-m/--agg-iters", 1)):
         if not isinstance(value, int) or value < low:
             raise ConfigError(f"must be an integer >= {low}, got {value!r}", flag)
+    if isinstance(blocking, bool):  # the API's old blocking=True/False
+        blocking = int(blocking)
+    if not isinstance(blocking, int) or blocking not in BLOCKING_MODES:
+        raise ConfigError(f"must be 0, 1, 2 or 3 (nccl-tests' -z), got {blocking!r}",
+                          "-z/--blocking")
     placements = _placements(placement)
     bad = [p for p in placements if p not in PLACEMENTS]
     if bad or not placements:
@@ -264,7 +285,7 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepf
     return SweepConfig(
         collective=coll.name, sizes=tuple(sizes), algorithms=tuple(dict.fromkeys(algorithms)),
         dtype=dtype, op=op, root=root if coll.rooted else -1, placements=tuple(placements),
-        warmup=warmup, iters=iters, agg_iters=agg_iters, blocking=bool(blocking))
+        warmup=warmup, iters=iters, agg_iters=agg_iters, blocking=blocking)
 
 
 def _placements(placement):
@@ -298,14 +319,51 @@ def _inputs(coll, nranks, sweep_, *, check=None, seed=None, unique_buff=False, s
                        **{k: tuple(v) for k, v in parsed.items()})
 
 
-def _output(*, out=None, stats=("avg",), command="", checkpoint_every=None):
+def _output(*, out=None, stats=("avg",), command="", checkpoint_every=None,
+            per_iter_timing=False, per_iter_skip=0, memory_report=False):
+    per_iter_timing = _flag01(per_iter_timing, "--per_iter_timing")
+    memory_report = _flag01(memory_report, "-M/--memory")
+    if isinstance(per_iter_skip, bool) or not isinstance(per_iter_skip, int) or per_iter_skip < 0:
+        raise ConfigError(f"must be a whole number of iterations >= 0, got {per_iter_skip!r}",
+                          "-K/--per_iter_skip")
     if checkpoint_every is None:
         checkpoint_every = DEFAULT_CHECKPOINT_EVERY
     elif not checkpoint_every >= 0:
         raise ConfigError(f"must be a number of seconds >= 0, got {checkpoint_every}",
                           "--checkpoint-every")
     return OutputConfig(out=out or "", stats=tuple(check_stat(s) for s in stats),
-                        command=command, checkpoint_every=float(checkpoint_every))
+                        command=command, checkpoint_every=float(checkpoint_every),
+                        per_iter_timing=per_iter_timing, per_iter_skip=per_iter_skip,
+                        memory_report=memory_report)
+
+
+def _flag01(value, flag):
+    """nccl-tests' 0/1 switches (-C, -I, -M): 0, 1, False or True."""
+    if value in (0, 1) and not isinstance(value, float):
+        return bool(value)
+    raise ConfigError(f"must be 0 or 1, got {value!r}", flag)
+
+
+def _check_timing_flags(output, sweep_, backend):
+    """-I, -K and -z against each other and the backend's timing, as
+    nccl-tests checks them, refused in one line where nccl-tests warns and
+    carries on: -K needs -I and leaves at least one iteration; -I needs a
+    timing that keeps each iteration, -z one that can wait between
+    operations (nccl-tests refuses -I and -z 3 with -G)."""
+    skip = output.per_iter_skip
+    if skip and not output.per_iter_timing:
+        raise ConfigError("needs --per_iter_timing 1 (nccl-tests' -I 1)", "-K/--per_iter_skip")
+    if skip >= sweep_.iters:
+        raise ConfigError(f"must leave an iteration: 0 to {sweep_.iters - 1} with -n "
+                          f"{sweep_.iters}, got {skip}", "-K/--per_iter_skip")
+    timing = backend.options.get("timing", "")
+    if sweep_.blocking and timing == "graph":
+        raise ConfigError("a CUDA graph cannot wait or barrier between its operations; not "
+                          "with -G/--timing graph (as nccl-tests refuses -z 3 -G)", "-z/--blocking")
+    if output.per_iter_timing and timing in backend_class(backend.name).aggregated_timings:
+        raise ConfigError(f"--timing {timing} stores one average per iteration; per-iteration "
+                          "timing needs --timing cuda-events or host-enqueue",
+                          "--per_iter_timing")
 
 
 def _launch(nranks, *, timeout=None, skip_oversize=False):

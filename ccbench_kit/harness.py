@@ -72,6 +72,8 @@ class Sweep:
         self.checkpoint = checkpoint
         self.reporter = reporter or RankReporter(None, comm.Get_rank())
         self.skipped_oversize = []
+        self._buffer_bytes = 0      # the most buffer bytes one timed call held (-M)
+        self._memory = {}
         groups = cfg.inputs.groups
         members = groups[self.group] if groups else list(range(self.world_size))
         self.coll = collectives.get(cfg.sweep.collective).configure(cfg.inputs, members)
@@ -126,6 +128,7 @@ class Sweep:
                 lat, start, wrong = self._one_size(layout)
                 self.reporter.phase("gathering")
                 lat_all = comm.gather(lat, root=0)
+                self._memory = self._memory_usage(comm)
                 start_all = comm.gather(start, root=0)
                 wrong_all = checks.total_wrong(comm, wrong) if cfg.inputs.check else wrong
                 if self.world_rank != 0:
@@ -186,6 +189,18 @@ class Sweep:
         cfg = self.cfg
         return dict(count=layout.engine_count, dtype=self.dtype, op=OPS.get(cfg.sweep.op, 0),
                     root=cfg.sweep.root, **self.coll.engine_vectors(self.rank, self.nranks, layout))
+
+    def _memory_usage(self, comm):
+        """nccl-tests -M's numbers, the max over ranks of each (as nccl-tests
+        reduces them with MPI_MAX): the backend's entries around the buffer
+        bytes the harness allocated for one timed call."""
+        from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+
+        mine = self.backend.memory_usage(self._buffer_bytes)
+        return {k: int(comm.allreduce(int(v), op=MPI.MAX)) for k, v in mine.items()}
+
+    def _memory_scope(self):
+        return "host" if backend_class(self.cfg.backend.name).host_buffers else "device"
 
     def _save(self, ds):
         if self.checkpoint is not None:
@@ -307,6 +322,8 @@ class Sweep:
                 bufs = [(send, recv, scratch)]
                 be.upload(send, own)
                 timed, nparts = self._timed_buffers(alg, placement, layout, bufs[0], own)
+                self._buffer_bytes = max(self._buffer_bytes,
+                                         sum(_set_bytes(b, placement) for b in timed))
                 if self.group_comm is not self.comm:
                     self.comm.Barrier()  # replica groups start together, and run concurrently
                 self.reporter.enter(layout.size, ai, pi)
@@ -340,6 +357,12 @@ class Sweep:
             "nranks": self.world_size, "backend": cfg.backend.name, "library": self.backend.library,
             "timing": self.backend.timing, "warmup": sw.warmup, "iters": sw.iters,
             "agg_iters": sw.agg_iters, "blocking": sw.blocking,
+            "blocking_mode": self.backend.blocking_mode(sw.blocking),
+            "report_cputime": sw.report_cputime, "timing_clock": self.backend.timing_clock,
+            "per_iter_timing": cfg.output.per_iter_timing,
+            "per_iter_skip": cfg.output.per_iter_skip,
+            "memory_report": cfg.output.memory_report,
+            "memory_usage": dict(self._memory), "memory_scope": self._memory_scope(),
             "check": cfg.inputs.check or "none", "seed": cfg.inputs.seed,
             "kit_version": __version__,
             "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -371,6 +394,16 @@ class Sweep:
             ranks=range(self.world_size), hosts=[h for h, _ in ranks_info],
             devices=[d for _, d in ranks_info], attrs=attrs,
             extra_coords=group_coords(cfg.inputs.groups, self.world_size))
+
+
+def _set_bytes(entry, placement):
+    """Bytes of one buffer set (send, recv, scratch[, count]) of a timed call:
+    in place, send and recv share one allocation, the larger of the two."""
+    send, recv, scratch = entry[0], entry[1], entry[2]
+    scratch_bytes = 0 if scratch is None else int(scratch.nbytes)
+    if placement == "in_place":
+        return max(int(send.nbytes), int(recv.nbytes)) + scratch_bytes
+    return int(send.nbytes) + int(recv.nbytes) + scratch_bytes
 
 
 def _warn_only(event):

@@ -170,7 +170,7 @@ cdef void *_ptr(object arr) except? NULL:
 
 def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
               int dtype, int op, size_t count, int root=0,
-              int warmup=5, int iters=20, int agg=1, bint blocking=False,
+              int warmup=5, int iters=20, int agg=1, int blocking=0,
               size_t segment_bytes=0, sendcounts=None, sdispls=None,
               recvcounts=None, rdispls=None, peers=None, progress=None):
     """Run `warmup` + `iters` iterations of one algorithm; time the latter.
@@ -187,6 +187,10 @@ def time_loop(MPI.Comm comm, str collective, str algorithm, list buffers, *,
         The engine's enum values (see ``ccbench_kit.dtypes``).
     count : int
         Elements, as the MPI call for this collective counts them.
+    blocking : int
+        nccl-tests' -z: 0 none; 1 a barrier after every operation, timed;
+        2 wait for every operation (an MPI call has, on return: as 0);
+        3 a barrier after every iteration, not timed.
     progress : numpy.ndarray of int64, shape (2,), optional
         Shared memory the launcher's watchdog reads: calls entered, calls left.
 

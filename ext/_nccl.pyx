@@ -91,7 +91,7 @@ cdef extern from "nccl_api.h" nogil:
 # The collectives by their id in the loop (the lines of collectives.def, as
 # ext/nccl_loop.c names them): written nowhere else on this side.
 KINDS = tuple(ccbn_kind_name(i).decode() for i in range(CCBN_NKINDS))
-MODES = {"cuda-events": 0, "batch": 1}
+MODES = {"cuda-events": 0, "batch": 1, "host-enqueue": 2}
 # ncclResult_t values that mean "NCCL will not do this", not "something broke".
 REFUSED = (4, 5)  # ncclInvalidArgument, ncclInvalidUsage
 cdef size_t ERRLEN = 2048
@@ -328,7 +328,9 @@ cdef class Library:
             One NCCL call each (keys as `ccbn_call` in ext/nccl_api.h; vectors
             ``scounts sdispls rcounts rdispls`` as int64 arrays); iteration
             launches cycle through them (``--unique-buff``).
-        mode : {"cuda-events", "batch", "graph"}
+        mode : {"cuda-events", "batch", "host-enqueue", "graph"}
+            host-enqueue: the host clock around each iteration's enqueue
+            (nccl-tests' cputime), one stream sync after the last.
 
         Returns
         -------
@@ -338,7 +340,7 @@ cdef class Library:
         cdef int n = len(calls)
         if n < 1:
             raise ValueError("at least one call is needed")
-        if mode not in ("cuda-events", "batch", "graph"):
+        if mode not in ("cuda-events", "batch", "host-enqueue", "graph"):
             raise ValueError(f"unknown timing mode {mode!r}")
         cdef ccbn_call *cs = <ccbn_call *>malloc(n * sizeof(ccbn_call))
         if cs == NULL:

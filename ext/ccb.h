@@ -94,6 +94,14 @@ typedef struct {
     volatile int64_t *calls;
 } ccb_watch;
 
+/* blocking: nccl-tests' -z.  NONE (0) times iterations back to back;
+ * CALL_BARRIER (1) puts a barrier after every operation, inside the timed
+ * span; CALL_WAIT (2) waits for every operation, no barrier (an MPI call is
+ * already complete when it returns: as 0 here); ITER_BARRIER (3) puts a
+ * barrier after every iteration, outside its span. */
+enum { CCB_BLOCK_NONE = 0, CCB_BLOCK_CALL_BARRIER = 1, CCB_BLOCK_CALL_WAIT = 2,
+       CCB_BLOCK_ITER_BARRIER = 3 };
+
 int ccb_time_loop(ccb_coll_fn fn, const ccb_args *args, int nargs,
                   int warmup, int iters, int agg, int blocking,
                   double *lat_us, double *start_us, const ccb_watch *watch);

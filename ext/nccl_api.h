@@ -138,7 +138,9 @@ int ccbn_warm(const ccbn_lib *L, const ccbn_call *calls, int ncalls, int warmup,
               char *err, size_t errlen);
 /* Timed iterations.  mode 0: an event pair around every iteration (lat_us
  * per iteration); mode 1: the host clock around all iterations and one
- * stream sync, as nccl-tests times (lat_us filled with the mean).  start_us
+ * stream sync, as nccl-tests times (lat_us filled with the mean); mode 2:
+ * the host clock around each iteration's enqueue, one sync after the last
+ * (nccl-tests' -C 1 cputime).  start_us
  * gets each iteration's start on CLOCK_MONOTONIC, in µs. */
 int ccbn_time(const ccbn_lib *L, const ccbn_call *calls, int ncalls, int mode, int iters,
               int agg, double *lat_us, double *start_us, char *err, size_t errlen);

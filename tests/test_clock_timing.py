@@ -1,6 +1,6 @@
 """The timed loop seen from outside, through a PMPI probe preloaded into the
 ranks: a rank delayed by a known sleep shows up as a late start on the common
-clock; -z/--blocking adds one barrier per iteration; -m/--agg-iters runs m
+clock; -z/--blocking places barriers as nccl-tests' -z 1/2/3; -m/--agg-iters runs m
 operations per timed iteration and reports the time of one."""
 import json
 
@@ -9,6 +9,7 @@ import pytest
 
 import ccbench_kit as ccb
 import pmpi_probe
+from ccbench_kit.backends.blocking import BLOCKING_MODES
 from conftest import run_cli
 
 COUNT = 1000          # fp32 elements: a 4000 B all_reduce, a count nothing else uses
@@ -52,25 +53,36 @@ def test_a_delayed_rank_arrives_late_on_the_common_clock(probe, tmp_path):
     assert len(offsets) == 3 and offsets[0] == 0.0 and all(e >= 0 for e in errors)
 
 
-@pytest.mark.parametrize("blocking", [0, 1])
+@pytest.mark.parametrize("blocking", [0, 1, 2, 3])
 def test_blocking_and_agg_iters_as_the_loop_runs_them(probe, tmp_path, blocking):
     # rank 0 sleeps 20 ms after every allreduce: every operation takes >= 20 ms
     start, lat, ds, log = _run(probe, tmp_path, 2, ["-w", 2, "-n", 3, "-m", 2, "-z", blocking],
                                delay=(0, -1, 20_000))
+    # nccl-tests 2.19's -z: 1 a barrier after every operation, 2 a wait for
+    # it (an MPI call has completed on return: nothing added), 3 a barrier
+    # after every iteration
+    iteration = {0: "AA", 1: "ABAB", 2: "AA", 3: "AAB"}[blocking]
+    # 2 warm-up iterations of 2 operations, the barrier that ends warm-up,
+    # then 3 iterations of 2 operations (what follows is the harness's)
+    expected = "AAAA" + "B" + iteration * 3
     for rank in (0, 1):
         calls = pmpi_probe.pattern(pmpi_probe.read(log, rank))
-        calls = calls[calls.index("A"):calls.rindex("A") + 1]
-        # 2 warm-up iterations of 2 operations, the barrier that ends warm-up,
-        # then 3 iterations of 2 operations, each after a barrier with -z 1
-        expected = "AAAA" + "B" + ("BAA" if blocking else "AA") * 3
-        assert calls == expected, (rank, calls)
+        calls = calls[calls.index("A"):]
+        assert calls[:len(expected)] == expected, (rank, calls)
+        assert "A" not in calls[len(expected):], (rank, calls)
     # the time of one operation, not of the m aggregated ones: every operation
     # takes >= 20 ms, and an iteration (2 operations) lasts twice its latency:
     # back to back, the next iteration starts when this one ends
     assert (lat.max(axis=0) >= 19_000).all(), lat
     span = np.diff(start, axis=1)            # start to start, per rank
-    if blocking:
-        assert (span >= 2 * lat[:, :-1] - 50).all(), (span, lat)
+    if blocking == 3:
+        # rank 1 waits in the barrier after each iteration for rank 0's
+        # sleep after its last operation: ~20 ms between its iterations
+        # that no latency holds (the barrier is outside the timed span)
+        assert (span[1] - 2 * lat[1, :-1] >= 18_000).all(), (span, lat)
+        assert (span[0] >= 2 * lat[0, :-1] - 50).all(), (span, lat)
     else:
+        # -z 1's barriers are inside the span: back to back all the same
         np.testing.assert_allclose(span, 2 * lat[:, :-1], rtol=0.01, atol=50)
-    assert ds.attrs["agg_iters"] == 2 and ds.attrs["blocking"] == ("true" if blocking else "false")
+    assert ds.attrs["agg_iters"] == 2 and ds.attrs["blocking"] == blocking
+    assert ds.attrs["blocking_mode"].startswith(BLOCKING_MODES[blocking])

@@ -30,6 +30,7 @@ def test_kit_run_round_trips_through_nccl_tests_json(cli, tmp_path):
     # 3 ranks, sizes that are not powers of two (1000 B -> 250 floats)
     p = cli("run", "all_reduce,all_gather", "-r", "3", "-b", "1000", "-e", "72000", "-f", "6",
             "-n", "6", "-w", "1", "--algorithms", "ring,mpi", "--out", out,
+            "--per_iter_timing", "1",  # nccl-tests -I 1: the *_per_iter blocks carry every rank
             "--report-to-json-file", js, "--json-format", "nccl-tests", timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     runs = load(out)

@@ -169,7 +169,10 @@ TIMING_RUNS = {
     "graph": dict(timing="graph", backend_options={"graph_launches": 3}),
     "cumem_registered": dict(timing="cuda-events", backend_options={
         "mem_type": "ncclMemAlloc", "register": True}),
-    "blocking": dict(timing="cuda-events", blocking=True),
+    "blocking": dict(timing="cuda-events", blocking=3),
+    "blocking_call_barrier": dict(timing="cuda-events", blocking=1),
+    "blocking_call_wait": dict(timing="batch", blocking=2),
+    "cputime": dict(timing="host-enqueue", report_cputime=True),
     "unique_buff": dict(timing="batch", unique_buff=True),
 }
 
@@ -195,8 +198,9 @@ def test_timing_modes_and_buffer_kinds(name):
     assert r["mem_type"] == opts.get("mem_type", "cudaMalloc")
     assert r["register"] == ("true" if opts.get("register") else "false")
     assert int(r["graph_launches"]) == opts.get("graph_launches", 1)
-    # per-iteration events give each iteration its own time; batch and graph the mean
-    if kw["timing"] == "cuda-events":
+    # per-iteration events give each iteration its own time, as do the host
+    # clock around each enqueue and the -z loops; batch and graph the mean
+    if kw["timing"] in ("cuda-events", "host-enqueue") or kw.get("blocking"):
         assert r["distinct_iters"] > 1, r
     else:
         assert r["distinct_iters"] == 1, r

@@ -22,7 +22,7 @@ size fits (``allreduce``), and gathers every rank's latencies to rank 0
 Class side (asked before any rank starts, by the CLI and the API)
 -----------------------------------------------------------------
 ``name``, ``default_algorithm``, ``warms_every_size``, ``host_buffers``,
-``aggregated_timings``,
+``aggregated_timings``, ``cputime_timing``,
 ``Options`` (a frozen dataclass of the backend's own options),
 ``algorithms_for(collective)``, ``default_preset(ds)``,
 ``add_arguments(group)`` (its CLI flags), ``options_from_args(args)`` and
@@ -32,12 +32,14 @@ Rank side (one instance per rank, made by the harness)
 ------------------------------------------------------
 ``library``, ``device_name``, ``timing``, ``algorithms(collective)``,
 ``alloc``, ``upload``, ``download``, ``scratch_bytes``, ``scratch``, ``rotating_sets``,
-``time``, ``memory_available()``, ``dataset_attrs(layouts)``, ``close()``.
+``time``, ``memory_available()``, ``memory_usage(buffer_bytes)``, ``timing_clock``,
+``blocking_mode(mode)``, ``dataset_attrs(layouts)``, ``close()``.
 """
 import abc
 import dataclasses
 from typing import ClassVar
 
+from .blocking import BLOCKING_MODES
 from ..errors import ConfigError
 from ..resources import memory_available
 
@@ -75,6 +77,10 @@ class Backend(abc.ABC):
     #: average in every iteration slot (no spread: the report says so and
     #: draws no interval).
     aggregated_timings: ClassVar[tuple] = ()
+    #: The `timing` that measures the host's time, as nccl-tests -C 1
+    #: (report_cputime) does; equal to `timing` where the host clock is
+    #: already the timer (config picks it for ``-C 1``).
+    cputime_timing: ClassVar[str] = "host-clock"
 
     # -- class side -----------------------------------------------------------
     @classmethod
@@ -165,15 +171,16 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root, warmup, iters,
-             agg=1, blocking=False, progress=None, once=False, **vectors):
+             agg=1, blocking=0, progress=None, once=False, **vectors):
         """Per-iteration latency and local start (µs, ``MPI.Wtime``'s clock),
         two arrays of `iters` values; NaN where the backend refuses this
         algorithm.
 
         `buffers`: (send, recv, scratch[, count]) sets the iterations cycle
-        through; `agg` calls make one iteration; `blocking`: a barrier before
-        each; `progress`: the two int64 counters (entered, left) of this
-        rank's row of the progress board, or None; `once`: the checked call,
+        through; `agg` calls make one iteration; `blocking`: nccl-tests' -z
+        mode, 0 to 3 (`ccbench_kit.backends.blocking.BLOCKING_MODES`);
+        `progress`: the two int64 counters (entered, left) of this rank's
+        row of the progress board, or None; `once`: the checked call,
         exactly one, unwarmed; `vectors`: the collective's per-rank counts
         and peers (`collectives.base.Collective.engine_vectors`)."""
 
@@ -181,6 +188,21 @@ class Backend(abc.ABC):
         """Bytes this host's ranks can still allocate for buffers (the
         harness compares one rank's need times the ranks on the host)."""
         return host_memory_available()
+
+    @property
+    def timing_clock(self):
+        """Which clock `time` reads, in words (the ``timing_clock`` attr)."""
+        return "host: MPI_Wtime around each iteration's calls"
+
+    def blocking_mode(self, mode):
+        """What -z `mode` did on this backend, in words (the ``blocking_mode`` attr)."""
+        return BLOCKING_MODES[int(mode)]
+
+    def memory_usage(self, buffer_bytes):
+        """nccl-tests -M's entries, {name: bytes} in print order, for this
+        rank; `buffer_bytes`: the most bytes of buffers the harness held for
+        one timed call (nccl-tests' User-Allocated)."""
+        return {"User-Allocated": int(buffer_bytes)}
 
     def dataset_attrs(self, layouts):
         """Attrs this backend adds to the Dataset (rank 0), e.g. versions and

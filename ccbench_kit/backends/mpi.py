@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from ..errors import ConfigError
+from .blocking import BLOCKING_MODES, BLOCKING_ON_RETURN
 from . import hostpages
 from .base import Backend
 from ..mpi_env import inside_mpi_job
@@ -159,6 +160,9 @@ class MPIBackend(Backend):
     def device_name(self):
         return "cpu"
 
+    def blocking_mode(self, mode):
+        return BLOCKING_MODES[int(mode)] + (f" ({BLOCKING_ON_RETURN})" if mode == 2 else "")
+
     def rotating_sets(self, set_bytes, operations):
         if not self.options.off_cache:
             return 1
@@ -199,7 +203,7 @@ class MPIBackend(Backend):
         return np.array(buf, copy=True)
 
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root,
-             warmup, iters, agg=1, blocking=False, progress=None, once=False, **vectors):
+             warmup, iters, agg=1, blocking=0, progress=None, once=False, **vectors):
         """Per-iteration latency and local start (µs) of one algorithm.
 
         `once`: the checked call (here one iteration is always one call).
@@ -209,5 +213,5 @@ class MPIBackend(Backend):
         return self.engine.time_loop(
             self.comm, collective, algorithm, buffers, dtype=dtype.engine, op=op,
             count=count, root=max(root, 0), warmup=warmup, iters=iters, agg=agg,
-            blocking=blocking, segment_bytes=self.options.segment_bytes, progress=progress,
+            blocking=int(blocking), segment_bytes=self.options.segment_bytes, progress=progress,
             **vectors)

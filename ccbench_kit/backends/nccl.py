@@ -18,8 +18,15 @@ algorithm and size (`nccl_tuning`) into the ``nccl_ran`` attr.
 
 Timing (``--timing``): ``cuda-events`` (an event pair around every
 iteration), ``batch`` (the host clock around all iterations and one stream
-sync, nccl-tests' method) or ``graph`` (iterations captured in a CUDA graph,
+sync, nccl-tests' method), ``host-enqueue`` (the host clock around each
+iteration's enqueue, one sync after the last: nccl-tests' ``-C 1`` cputime,
+which ``-C 1`` picks) or ``graph`` (iterations captured in a CUDA graph,
 replayed ``-G N`` times).
+
+``-z`` (nccl-tests' blocking modes, `ccbench_kit.backends.blocking`): 1 and
+2 wait for every operation (1 with a barrier after it) and time each iteration
+with the host clock, as nccl-tests' host timer does; 3 times each iteration
+in the chosen timing mode, then waits and barriers outside the span.
 """
 import os
 import socket
@@ -48,7 +55,7 @@ _ALL = _collectives.all_collectives()
 # ncclAlltoAll has no in-place form, and grouped send/recv into the buffer
 # being sent races.
 NO_IN_PLACE = tuple(c.name for c in _ALL if not c.nccl_in_place)
-TIMINGS = ("cuda-events", "batch", "graph")
+TIMINGS = ("cuda-events", "batch", "host-enqueue", "graph")
 MEM_TYPES = ("cudaMalloc", "ncclMemAlloc")
 _OP_NAMES = {v: k for k, v in OPS.items()}
 
@@ -120,6 +127,7 @@ class NCCLBackend(Backend):
     default_algorithm = "nccl"
     warms_every_size = True  # as nccl-tests: the harness warms every size up before timing
     aggregated_timings = ("batch", "graph")  # one average per iteration slot
+    cputime_timing = "host-enqueue"          # nccl-tests -C 1
     Options = NCCLOptions
 
     @classmethod
@@ -142,7 +150,8 @@ class NCCLBackend(Backend):
     def add_arguments(cls, g):
         g.add_argument("--timing", default=None, choices=TIMINGS[:],
                        help="nccl: an event pair per iteration (default), nccl-tests' batch "
-                            "timing, or a CUDA graph (-G)")
+                            "timing, the host's enqueue time per iteration (-C 1), or a CUDA "
+                            "graph (-G)")
         g.add_argument("-G", "--cudagraph", type=int, default=0, metavar="N",
                        help="nccl: capture the iterations in a CUDA graph, replay it N times")
         g.add_argument("--mem-type", default="cudaMalloc", choices=MEM_TYPES,
@@ -209,6 +218,8 @@ class NCCLBackend(Backend):
         self.info = self.lib.device_info(self.device)
         self.stream = self.lib.stream_create()
         self._comms = {}      # (NCCL_ALGO, NCCL_PROTO) -> handle, or the init error
+        self._free_at_start = self.info["free_bytes"]
+        self._init_bytes = 0  # device memory the communicators took at init (-M)
         self.fresh_buffers = bool(o.fresh_buffers)
         self._pool = Pool(self.lib, o.mem_type, reuse=not o.fresh_buffers)
         self.ran = {}         # algorithm -> {engine count: "RING/LL x2ch"}
@@ -271,6 +282,34 @@ class NCCLBackend(Backend):
         free = self.lib.device_info(self.device)["free_bytes"] + self._pool.free_bytes
         return free * self.local_size
 
+    def _free_bytes(self):
+        return self.lib.device_info(self.device)["free_bytes"]
+
+    def memory_usage(self, buffer_bytes):
+        """nccl-tests -M's three entries from cudaMemGetInfo: what the
+        communicators took at init, the buffers, and what else the device
+        lost since the backend started (NCCL's lazy allocations during the
+        collectives), all of this rank's GPU."""
+        pooled = self._pool.allocated_bytes
+        used = max(0, self._free_at_start - self._free_bytes())
+        return {"Initialization": self._init_bytes, "User-Allocated": int(buffer_bytes),
+                "Collective": max(0, used - self._init_bytes - pooled)}
+
+    @property
+    def timing_clock(self):
+        return {"cuda-events": "device: a CUDA event pair around each iteration",
+                "batch": "host: CLOCK_MONOTONIC around all iterations and one stream sync",
+                "host-enqueue": "host: CLOCK_MONOTONIC around each iteration's enqueue "
+                                "(nccl-tests' cputime)",
+                "graph": "host: CLOCK_MONOTONIC around -G graph replays and one sync"}[self.timing]
+
+    def blocking_mode(self, mode):
+        per_call = ("; each iteration timed with the host clock (CLOCK_MONOTONIC), the kit's "
+                    "per-call Python overhead inside the span")
+        how = {1: per_call, 2: per_call,
+               3: f"; each iteration timed as --timing {self.timing}"}
+        return super().blocking_mode(mode) + how.get(int(mode), "")
+
     def upload(self, buf, host):
         host = np.ascontiguousarray(host, dtype=buf.dtype.storage).reshape(-1)
         if host.size != buf.size:
@@ -290,11 +329,13 @@ class NCCLBackend(Backend):
         key = (env.get("NCCL_ALGO", ""), env.get("NCCL_PROTO", ""))
         if key not in self._comms:
             uid = self.comm.bcast(self.lib.unique_id() if self.rank == 0 else None, root=0)
+            before = self._free_bytes()
             with environ(env):  # NCCL reads NCCL_ALGO/NCCL_PROTO at every init
                 try:
                     self._comms[key] = self.lib.comm_init(self.nranks, uid, self.rank)
                 except self._x.NcclError as e:
                     self._comms[key] = e
+            self._init_bytes += max(0, before - self._free_bytes())
         return self._comms[key]
 
     def _register(self, comm, buffers):
@@ -321,7 +362,7 @@ class NCCLBackend(Backend):
 
     # -- the timed loop ------------------------------------------------------------
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root, warmup, iters,
-             agg=1, blocking=False, progress=None, once=False, **vectors):
+             agg=1, blocking=0, progress=None, once=False, **vectors):
         """Per-iteration latency and start (µs, MPI_Wtime's clock) of one
         algorithm; NaN where NCCL refuses it (reason in `unavailable`).
 
@@ -399,13 +440,47 @@ class NCCLBackend(Backend):
                   graph_launches=self.graph_launches)
         if not blocking:
             return run(calls, warmup=warmup, iters=iters, **kw)
-        # -z 1: every iteration starts after a barrier
+        if blocking == 3:
+            return self._loop_iter_barrier(calls, warmup, iters, agg)
+        return self._loop_per_call(calls, warmup, iters, agg, blocking)
+
+    def _loop_iter_barrier(self, calls, warmup, iters, agg):
+        """-z 3: each iteration timed alone (its stream synchronised), then
+        a barrier outside its span; time_loop's barrier comes after its
+        warm-up and before its timed iteration, so barrier i+1 follows
+        iteration i.  -C 1 (host-enqueue) becomes the host clock around the
+        enqueue and the sync (batch), as nccl-tests' -z 3 cputime includes
+        the wait."""
+        mode = "batch" if self.timing == "host-enqueue" else self.timing
         lat, start = np.empty(iters), np.empty(iters)
         n = len(calls)
         for i in range(iters):
             k = (i * agg) % n
-            l, s = run(calls[k:] + calls[:k], warmup=warmup if i == 0 else 0, iters=1, **kw)
+            l, s = self.lib.time_loop(calls[k:] + calls[:k], mode=mode, agg=agg,
+                                      warmup=warmup if i == 0 else 0, iters=1,
+                                      barrier=self.comm.Barrier)
             lat[i], start[i] = l[0], s[0]
+        self.comm.Barrier()
+        return lat, start
+
+    def _loop_per_call(self, calls, warmup, iters, agg, blocking):
+        """-z 1 and 2: every operation waited for (1: and a barrier after
+        it), the iteration timed by the host clock around all of it, as
+        nccl-tests' host timer sees a blocking loop; each call's own
+        time_loop (one batch call, synchronised) is inside that span."""
+        x, run, n = self._x, self.lib.time_loop, len(calls)
+        if warmup:
+            run(calls, mode="batch", warmup=warmup, iters=1, agg=agg)
+        self.comm.Barrier()
+        lat, start = np.empty(iters), np.empty(iters)
+        for i in range(iters):
+            t0 = x.monotonic_us()
+            for j in range(agg):
+                k = (i * agg + j) % n
+                run(calls[k:k + 1], mode="batch", warmup=0, iters=1, agg=1)
+                if blocking == 1:
+                    self.comm.Barrier()
+            lat[i], start[i] = (x.monotonic_us() - t0) / agg, t0
         return lat, start
 
     def close(self):

@@ -85,6 +85,11 @@ class Pool:
     def free_bytes(self):
         return sum(a.nbytes for a in self._free)
 
+    @property
+    def allocated_bytes(self):
+        """Bytes of every allocation alive, in use or free."""
+        return sum(a.nbytes for a in self._all)
+
     def close(self):
         for a in list(self._all):
             a.deregister()

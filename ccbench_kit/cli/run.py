@@ -58,8 +58,21 @@ def add_parser(sub):
                    help="most iterations per size for --until-stable (default 10 x -n)")
     g.add_argument("-m", "--agg-iters", dest="agg_iters", type=T.int_in(1, 10**6), default=1,
                    help="operations aggregated into one timed iteration")
-    g.add_argument("-z", "--blocking", type=int, choices=(0, 1), default=0,
-                   help="1: barrier before every iteration")
+    g.add_argument("-z", "--blocking", type=int, choices=(0, 1, 2, 3), default=0,
+                   help="as nccl-tests: 1 a barrier after every operation (timed), 2 a wait "
+                        "after every operation, 3 a wait and barrier after every iteration "
+                        "(not timed); default 0")
+    # nccl-tests 2.19's -C, -I, -K, -M (docs/parity.md); -I is nccom-test's
+    # --neff_iters, so -I is spelled long only
+    g.add_argument("-C", "--report_cputime", type=int, choices=(0, 1), default=0,
+                   help="1: time with the host clock as nccl-tests' cputime (nccl: each "
+                        "iteration's enqueue; mpi: its clock already); the column says cputime")
+    g.add_argument("--per_iter_timing", "--per-iter-timing", type=int, choices=(0, 1), default=0,
+                   help="nccl-tests -I: per-iteration columns i_min i_max i_p99 i_cv%% (of "
+                        "each iteration's max over ranks) and the JSON *_per_iter blocks")
+    g.add_argument("-K", "--per_iter_skip", "--per-iter-skip", type=T.non_negative, default=0,
+                   help="nccl-tests -K: leave the first K iterations out of the per-iteration "
+                        "statistics (the file and times_us keep them); needs --per_iter_timing 1")
     g = p.add_argument_group("data")
     g.add_argument("-d", "--datatype", dest="dtype", default="fp32", type=T.text("a data type"),
                    help="fp32, bf16, int8... (nccl-tests names too)")
@@ -120,6 +133,8 @@ def add_parser(sub):
     g.add_argument("--json-format", default=None, choices=("nccom-test", "nccl-tests"),
                    help="for --report-to-json-file: nccom-test's keys (default) or "
                         "nccl-tests' -J format, version 3")
+    g.add_argument("-M", "--memory", type=int, choices=(0, 1), default=0,
+                   help="nccl-tests -M: print the memory usage line (max over ranks)")
     g.add_argument("--non-interactive", action="store_true", help="no progress lines")
     g.add_argument("--timeout", type=T.seconds, default=None,
                    help="seconds one collective call may take before the run is stopped "
@@ -153,7 +168,9 @@ def _config_keywords(args, argv):
         minbytes=args.minbytes, maxbytes=args.maxbytes, stepfactor=args.stepfactor,
         stepbytes=args.stepbytes, algorithms=args.algorithms, dtype=args.dtype, op=args.op,
         root=args.root, placement=args.placement, warmup=args.warmup, iters=args.iters,
-        agg_iters=args.agg_iters, blocking=bool(args.blocking),
+        agg_iters=args.agg_iters, blocking=args.blocking, report_cputime=args.report_cputime,
+        per_iter_timing=args.per_iter_timing, per_iter_skip=args.per_iter_skip,
+        memory_report=args.memory,
         check=_NCCL_TESTS_CHECK.get(args.check, args.check),
         seed=args.seed, stats=args.stats, backend=args.backend,
         command=shlex.join(argv), timeout=args.timeout, skip_oversize=args.skip_oversize,

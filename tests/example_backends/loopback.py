@@ -71,22 +71,24 @@ class LoopbackBackend(Backend):
         return np.array(buf, copy=True)
 
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root, warmup, iters,
-             agg=1, blocking=False, progress=None, once=False, **vectors):
+             agg=1, blocking=0, progress=None, once=False, **vectors):
         from mpi4py import MPI
         if dtype.is_float != (dtype.storage.kind == "f"):  # bf16, fp8: bit patterns
             raise ConfigError(f"loopback has no {dtype.name}", "-d/--datatype")
         lat, start = np.empty(iters), np.empty(iters)
         calls = 1 if once else warmup + iters
         for i in range(calls):
-            if blocking:
-                self.comm.Barrier()
             t0 = MPI.Wtime()
             for k in range(agg):
                 send, recv, _scratch, *n = buffers[(i * agg + k) % len(buffers)]
                 self._call(collective, send, recv, n[0] if n else count, op, root)
+                if blocking == 1:  # nccl-tests -z 1: a barrier after every operation, timed
+                    self.comm.Barrier()
             if self.options.delay_us:
                 time.sleep(self.options.delay_us / 1e6)
             t1 = MPI.Wtime()
+            if blocking == 3:  # -z 3: a barrier after every iteration, not timed
+                self.comm.Barrier()
             if i >= calls - iters:
                 lat[i - (calls - iters)] = (t1 - t0) * 1e6 / agg
                 start[i - (calls - iters)] = t0 * 1e6

@@ -11,10 +11,14 @@ written for its files (``tools/analyze_perf_json.py``, importers) read ours:
 - ``results[]``: ``size``, ``count``, ``type``, ``redop``, ``root`` (a
   ``%6i`` string), then per placement ``{time, alg_bw, bus_bw, nwrong}``
   (``null`` for a placement that was not run, ``nwrong`` null when not
-  checked) followed by ``<placement>_per_iter`` as ``-I 1`` writes it:
-  ``times_us`` is each iteration's max over ranks and
-  ``per_process_max_times_us`` has one row per rank; then
-  ``actual_iterations`` and ``experiment_name``.
+  checked; ``cpu_time`` in place of ``time`` for a ``-C 1`` run) followed,
+  for a ``--per_iter_timing 1`` run (nccl-tests' ``-I 1``), by
+  ``<placement>_per_iter`` as ``-I 1`` writes it: ``times_us`` is each
+  iteration's max over ranks (every iteration), the statistics leave out
+  the first ``skipped_iterations`` (``-K``), and ``per_process_max_times_us``
+  has one row per rank; then ``actual_iterations`` and ``experiment_name``.
+  A file written before the kit recorded ``per_iter_timing`` gets the
+  blocks whenever its iterations are its own.
 
 The kit's additions stay inside the format: several algorithms give one
 result per (size, algorithm), in that order, each naming its algorithm in
@@ -43,7 +47,10 @@ def nccl_tests_json(ds):
     a = ds.attrs
     stamp = _local_time(a.get("created", ""))
     per_iter = "aggregated" not in a and bool((ds["rank"].values >= 0).all())
-    results = _results(ds, per_iter)
+    if "per_iter_timing" in a:
+        per_iter = per_iter and a["per_iter_timing"] in (True, 1, "true", "1")
+    skip = int(a.get("per_iter_skip", 0) or 0) if per_iter else 0
+    results = _results(ds, per_iter, skip)
     failed = ds.ccb.failed_checks()
     return {
         "version": FORMAT_VERSION,
@@ -51,7 +58,7 @@ def nccl_tests_json(ds):
         "args": shlex.split(a.get("command", "") or ""),
         "env": [f"{k}={v}" for k, v in (attr_json(ds, "env", {}) or {}).items()],
         "nccl_version": _nccl_version(a.get("library", "")),
-        "config": _config(ds, per_iter),
+        "config": _config(ds, per_iter, skip),
         "results": results,
         "out_of_bounds": {"count": failed, "okay": _bool(failed == 0)},
         "average_bus_bandwidth": {"bandwidth": ds.ccb.avg_busbw(), "okay": "unchecked"},
@@ -60,7 +67,7 @@ def nccl_tests_json(ds):
     }
 
 
-def _results(ds, per_iter):
+def _results(ds, per_iter, skip=0):
     a = ds.attrs
     dtype = get_dtype(a.get("dtype", "fp32")).nccl_tests
     op = a.get("op", "") or "none"
@@ -72,6 +79,7 @@ def _results(ds, per_iter):
     lat = ds["latency"].values                 # (algorithm, placement, size, rank, iteration)
     placements = [str(p) for p in ds["placement"].values]
     iters = int(a.get("iters", ds.sizes["iteration"]))
+    time_key = "cpu_time" if a.get("report_cputime") in (True, 1, "true", "1") else "time"
     out = []
     for si, size in enumerate(ds["size"].values):
         for ai, alg in enumerate(ds["algorithm"].values):
@@ -84,23 +92,25 @@ def _results(ds, per_iter):
                     continue
                 pi = placements.index(p)
                 w = int(wrong[ai, pi, si])
-                res[p] = {"time": float(time[ai, pi, si]), "alg_bw": float(algbw[ai, pi, si]),
+                res[p] = {time_key: float(time[ai, pi, si]), "alg_bw": float(algbw[ai, pi, si]),
                           "bus_bw": float(busbw[ai, pi, si]),
                           "nwrong": None if w < 0 else float(w)}
                 if per_iter:
-                    res[f"{p}_per_iter"] = per_iter_block(lat[ai, pi, si])
+                    res[f"{p}_per_iter"] = per_iter_block(lat[ai, pi, si], skip)
             res["actual_iterations"] = iters
             res["experiment_name"] = str(alg)
             out.append(res)
     return out
 
 
-def per_iter_block(rank_times):
-    """nccl-tests' ``*_per_iter`` object from (rank, iteration) times in µs."""
+def per_iter_block(rank_times, skip=0):
+    """nccl-tests' ``*_per_iter`` object from (rank, iteration) times in µs;
+    the statistics leave out the first `skip` iterations (``-K``),
+    ``times_us`` keeps them."""
     rank_times = np.asarray(rank_times, dtype=np.float64)
     times = rank_times.max(axis=0)
-    s = iter_stats(times)
-    block = {"skipped_iterations": 0, "min_us": s["min"], "max_us": s["max"], "avg_us": s["avg"],
+    s = iter_stats(times[skip:])
+    block = {"skipped_iterations": int(skip), "min_us": s["min"], "max_us": s["max"], "avg_us": s["avg"],
              "p50_us": s["p50"], "p95_us": s["p95"], "p99_us": s["p99"],
              "stdev_us": s["stdev"], "cv_pct": s["cv_pct"],
              "times_us": [float(t) for t in times]}
@@ -127,7 +137,7 @@ def iter_stats(times):
                 cv_pct=stdev / avg * 100.0 if avg > 0 else 0.0)
 
 
-def _config(ds, per_iter):
+def _config(ds, per_iter, skip=0):
     a = ds.attrs
     cfg = attr_json(ds, "config", {}) or {}
     requested = cfg.get("sizes") or [int(s) for s in ds["size"].values]
@@ -144,9 +154,9 @@ def _config(ds, per_iter):
         "aggregated_iterations": int(a.get("agg_iters", 1)),
         "validation": int(a.get("check", "none") not in ("none", "")),
         "graph": int(a.get("timing", "") == "graph"),
-        "blocking_collectives": _bool(a.get("blocking") in (True, "true", 1)),
+        "blocking_collectives": _bool(a.get("blocking") not in (None, False, 0, "false", "0", "")),
         "per_iter_timing": _bool(per_iter),
-        "per_iter_skip": 0,
+        "per_iter_skip": int(skip),
         "parallel_init": "false",
         "devices": _devices(ds),
     })

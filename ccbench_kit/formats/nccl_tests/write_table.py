@@ -1,7 +1,15 @@
 """nccl-tests' table layout, with an algorithm column, from a Dataset."""
 import math
 
+import numpy as np
+
+from ...dataset.schema import attr_json
 from ...dataset.stats import describe
+from .write_json import iter_stats
+
+# nccl-tests -I's columns after each placement's #wrong: (header, unit, stat)
+PER_ITER_COLUMNS = (("i_min", "(us)", "min"), ("i_max", "(us)", "max"),
+                    ("i_p99", "(us)", "p99"), ("i_cv%", "(%)", "cv_pct"))
 
 
 def _num(v, width=7):
@@ -10,6 +18,11 @@ def _num(v, width=7):
     if abs(v) >= 1e4:
         return f"{v:{width}.1f}" if abs(v) < 1e7 else f"{v:{width}.3g}"
     return f"{v:{width}.2f}"
+
+
+def run_flag(ds, name):
+    """A 0/1 run flag from the attrs ("true"/"false" in a file, a bool in memory)."""
+    return ds.attrs.get(name) in (True, 1, "true", "1")
 
 
 def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
@@ -24,14 +37,27 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
     nccom-test's ``--show-input-output-size`` does.  An imported file whose
     printed numbers mean something else than the table's (bandwidths in
     GiB/s, another count) is preceded by lines that say so (`converted_notes`).
+
+    The run's nccl-tests flags, as its attrs record them, shape the table as
+    they shape nccl-tests': ``report_cputime`` (-C 1) heads the time column
+    ``cputime``; ``per_iter_timing`` (-I 1) adds i_min i_max i_p99 i_cv% per
+    placement, nccl-tests' statistics (`write_json.iter_stats`) of each
+    iteration's max over ranks, the first ``per_iter_skip`` (-K) iterations
+    left out; ``memory_report`` (-M 1) ends it with the memory usage line.
     """
     df = ds.ccb.summary(stats=stats, rank_stat=rank_stat)
     placements = [str(p) for p in ds["placement"].values]
     stats = [c[1][5:] for c in df.columns if isinstance(c, tuple) and c[0] == placements[0]
              and c[1].startswith("time:")]
     algw = max([9] + [len(str(a)) for a in ds["algorithm"].values])
-    group_cols = [f"time:{s}" if len(stats) > 1 else "time" for s in stats] + ["algbw", "busbw", "#wrong"]
+    time_name = "cputime" if run_flag(ds, "report_cputime") else "time"
+    per_iter = per_iter_stats(ds) if run_flag(ds, "per_iter_timing") else None
+    group_cols = ([f"{time_name}:{s}" if len(stats) > 1 else time_name for s in stats]
+                  + ["algbw", "busbw", "#wrong"])
     group_units = ["(us)"] * len(stats) + ["(GB/s)", "(GB/s)", ""]
+    if per_iter is not None:
+        group_cols += [c for c, _, _ in PER_ITER_COLUMNS]
+        group_units += [u for _, u, _ in PER_ITER_COLUMNS]
     group_w = 8 * len(group_cols)
     widths = [max(7, len(c)) for c in group_cols]
     group_w = sum(w + 1 for w in widths)
@@ -59,14 +85,61 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
             vals = [row[(p, f"time:{s}")] for s in stats] + [row[(p, "algbw")], row[(p, "busbw")]]
             line += "".join(f" {_num(v, w)}" for v, w in zip(vals, widths))
             wrong = row[(p, "#wrong")]
-            line += f" {('N/A' if wrong < 0 else str(wrong)):>{widths[-1]}}"
+            nw = len(stats) + 2
+            line += f" {('N/A' if wrong < 0 else str(wrong)):>{widths[nw]}}"
+            if per_iter is not None:
+                st = per_iter.get((str(key["algorithm"]), p, int(key["size"])))
+                line += "".join(f" {_num(st[k] if st else None, w)}"
+                                for (_, _, k), w in zip(PER_ITER_COLUMNS, widths[nw + 1:]))
         lines.append(line)
     if (ds["wrong"].values >= 0).any():
         failed = ds.ccb.failed_checks()
         lines.append(f"# {'Out of bounds values':<20} : {failed} {'FAILED' if failed else 'OK'}")
     lines.append(f"# Avg bus bandwidth    : {ds.ccb.avg_busbw(stats[0], rank_stat):.6g} "
                  f"(GB/s; time = {describe(stats[0], rank_stat)})")
+    if run_flag(ds, "memory_report"):
+        lines.append(memory_line(ds))
     return lines
+
+
+def per_iter_stats(ds):
+    """{(algorithm, placement, size): nccl-tests' iteration statistics} of
+    each iteration's max over ranks, the first ``per_iter_skip`` left out."""
+    skip = int(ds.attrs.get("per_iter_skip", 0) or 0)
+    lat = ds["latency"].transpose("algorithm", "placement", "size", "rank", "iteration").values
+    out = {}
+    for ai, alg in enumerate(ds["algorithm"].values):
+        for pi, p in enumerate(ds["placement"].values):
+            for si, size in enumerate(ds["size"].values):
+                times = np.max(lat[ai, pi, si], axis=0)[skip:]
+                if np.isfinite(times).all() and times.size:
+                    out[(str(alg), str(p), int(size))] = iter_stats(times)
+    return out
+
+
+def memory_line(ds):
+    """nccl-tests -M's line from the ``memory_usage`` attr (bytes, max over
+    ranks): ``# GPU memory usage : Initialization 1.00 GB | ... | Total  x``;
+    "Host" for a backend whose buffers are host memory."""
+    usage = attr_json(ds, "memory_usage", {}) or {}
+    if isinstance(usage, str) or not usage:
+        return f"# {'Memory usage':<20} : not recorded"
+    scope = "GPU" if ds.attrs.get("memory_scope") == "device" else "Host"
+    parts = " | ".join(f"{name} {mem_string(v)}" for name, v in usage.items())
+    total = sum(int(v) for v in usage.values())
+    return f"# {scope + ' memory usage':<20} : {parts} | Total  {mem_string(total)}"
+
+
+def mem_string(nbytes):
+    """nccl-tests' getMemString: B, KB, MB, GB by 1024, 2 decimals under
+    10, 1 under 100, else none."""
+    amount, unit = float(nbytes), " B"
+    for name, scale in ((" GB", 1024.0 ** 3), (" MB", 1024.0 ** 2), (" KB", 1024.0)):
+        if abs(amount) >= scale:
+            amount, unit = amount / scale, name
+            break
+    digits = 2 if abs(amount) < 10 else 1 if abs(amount) < 100 else 0
+    return f"{amount:.{digits}f}{unit}"
 
 
 def converted_notes(ds):
