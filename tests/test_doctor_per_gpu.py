@@ -115,7 +115,7 @@ def test_probe_runs_one_node_a_rank_and_the_host_step_over_mpi(tmp_path):
     plan["hosts"], plan["per_gpu"] = per_gpu_nodes(3, host="vm"), True
     plan["out"] = str(tmp_path / "raw.json")
     with tempfile.TemporaryDirectory() as run_dir:
-        failure, _, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], 3,
+        failure, _, _, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], 3,
                                   run_dir, describe=str, call_timeout=60)
     assert failure is None
     raw = results.Raw.read(plan["out"])
