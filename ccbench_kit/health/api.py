@@ -337,7 +337,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     plan["hosts"] = names
     plan["per_gpu"] = per_gpu
     out = os.path.abspath(out or default_out())
-    plan["out"] = raw_path = out + ".raw.json"
+    plan["out"] = out + ".raw.json"
     nranks = len(names) * ranks_per_node
     # every node's ranks run the local check at once, on hosts that may run
     # other work too: a rank that polls without yielding holds the core its
@@ -348,12 +348,18 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     cmd = launcher(nranks) if per_gpu else launcher(
         nranks, hosts=names, slurm=slurm, nnodes=len(names), ranks_per_node=ranks_per_node,
         env=env)
-    stalls = []
+    return _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command)
+
+
+def _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command):
+    """Run the ranks and make the `Diagnosis`; a run that failed before its
+    first measurement for a reason that is not the nodes' (`_false_start`)
+    is started once more, and the notes say so."""
+    raw_path, stalls, earlier = plan["out"], [], []
 
     def describe(stall):
         stalls.append(stall)
         return describe_stall(stall, step_name(stall.row))
-    earlier = []
     for attempt in (1, 2):
         results.remove(raw_path)
         launched = time.time()
