@@ -104,6 +104,10 @@ def test_joint_verdict_names_every_gpu_once_and_keeps_the_worst_exit():
     assert joint_verdict([healthy, healthy]) == ("verdict: none", 0)
     failed = Diagnosis(verdict.Verdict(failed=True), api.RUN_FAILED)
     assert joint_verdict([healthy, failed]) == ("verdict: unknown", 3)
+    crashed = Diagnosis(verdict.Verdict(failed=True, failed_at="vm: rank 1 died of SIGSEGV in "
+                                                               "start-up"), api.RUN_FAILED)
+    assert joint_verdict([healthy, crashed]) == (
+        "verdict: unknown (vm: rank 1 died of SIGSEGV in start-up)", 3)
 
 
 def test_probe_runs_one_node_a_rank_and_the_host_step_over_mpi(tmp_path):

@@ -183,8 +183,10 @@ def joint_verdict(diagnoses):
         return "verdict: " + ", ".join(dict.fromkeys(named)), code
     lines = [d.line for d in diagnoses]
     for worst in ("verdict: unknown", "verdict: cannot tell"):
-        if worst in lines:
-            return worst, code
+        # "verdict: unknown (node2: ...)" says where a start crashed
+        found = next((line for line in lines if line.startswith(worst)), None)
+        if found:
+            return found, code
     return "verdict: none", code
 
 
