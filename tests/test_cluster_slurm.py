@@ -548,3 +548,25 @@ def test_doctor_stopped_by_a_signal_keeps_what_it_measured(tb, tmp_path, signame
     assert 0 < int(local.count()) < local.size   # some of the 20 repeats, not all
     assert not Path(str(out) + ".raw.json").exists()
     _wait_jobs_done(tb)
+
+
+def test_srun_steps_run_pmix_fences_on_the_ring_unless_told(tb):
+    """The kit's srun steps get SLURM_PMIX_FENCE=ring (`slurm.step_env`:
+    Slurm's default tree for MPI_Init's closing barrier let a peer's first
+    message reach a rank still in the modex, SIGSEGV), seen by the ranks of
+    a real step; a value of the user's own is left alone."""
+    script = textwrap.dedent("""\
+        import os, subprocess, sys
+        from ccbench_kit.launch.command import launcher
+        cmd = launcher(2, hosts=["node1", "node2"], slurm=True, ranks_per_node=1)
+        r = subprocess.run(cmd(["sh", "-c", "echo $SLURMD_NODENAME=$SLURM_PMIX_FENCE"]),
+                           env={**os.environ, **cmd.env}, capture_output=True, text=True,
+                           timeout=120)
+        print(r.stdout, r.stderr, file=sys.stderr)
+        print(" ".join(sorted(r.stdout.split())))
+        """)
+    r = tb.login([sys.executable, "-c", script], timeout=180, cwd=ROOT)
+    assert r.returncode == 0 and r.stdout.strip() == "node1=ring node2=ring", r.stdout + r.stderr
+    r = tb.login([sys.executable, "-c", script], timeout=180, cwd=ROOT,
+                 env={"SLURM_PMIX_FENCE": "tree"})
+    assert r.stdout.strip() == "node1=tree node2=tree", r.stdout + r.stderr

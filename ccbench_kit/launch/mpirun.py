@@ -178,7 +178,8 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
     placement = getattr(command, "placement", None)
     placed = [placement.host_of_rank(r) for r in range(nranks)] if placement else []
     run_id = run_id or uuid.uuid4().hex
-    job_env = {**mpirun_env(), **(env or {}), **lifeline.launcher_env(), "CCB_RUN_ID": run_id}
+    job_env = {**mpirun_env(), **getattr(command, "env", {}), **(env or {}),
+               **lifeline.launcher_env(), "CCB_RUN_ID": run_id}
     beats = Beats()
     # mpirun and the ranks die with this process, even by SIGKILL (`lifeline`)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
