@@ -200,7 +200,7 @@ def step_env(environ=None):
     4.1.4) about 3 starts in 100 then lost a rank to SIGSEGV in MPI_Init: a
     peer's first MPI message reached it while it still waited in the modex,
     before it could receive one (docs/doctor.md).  With both fences on the
-    ring, none in 150 (bench/RESULTS.md)."""
+    ring, none in 192 (bench/RESULTS.md: 6 in 186 with the default)."""
     environ = os.environ if environ is None else environ
     return {} if "SLURM_PMIX_FENCE" in environ else {"SLURM_PMIX_FENCE": "ring"}
 
