@@ -17,6 +17,9 @@ stopped         SIGSTOP of the node's processes other than       -
                 slurmd/slurmstepd, now and as they start
 lossy-link      random drops on the node's link, both            percent (2)
                 directions (nftables numgen)
+crash-at-start  the first rank on the node of each of the next   jobs (1)
+                VALUE jobs gets SIGSEGV as soon as it starts (a
+                rank that dies in MPI start-up), by PID
 =============== ================================================ =============
 """
 import json
@@ -29,7 +32,8 @@ import time
 from . import fabric
 from .fabric import FabricError, in_netns, sh
 
-KINDS = ("slow-link", "congested-link", "cpu-contended", "stopped", "lossy-link")
+KINDS = ("slow-link", "congested-link", "cpu-contended", "stopped", "lossy-link",
+         "crash-at-start")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SINK_PORT = 5201
 
@@ -197,6 +201,26 @@ def _stopped_remove(cluster, node, info):
             pass
 
 
+# -- crash-at-start ----------------------------------------------------------------
+
+def _crash_apply(cluster, node, value):
+    count = _number(value, 1, "crash-at-start", 1, 1000, integer=True)
+    ns = cluster.config.netns(node)
+    # in the node's namespace, like the stopper, so that teardown finds it
+    watcher = subprocess.Popen(in_netns(ns, [sys.executable, os.path.join(HERE, "_crasher.py"),
+                                             ns, str(count)]),
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    if not watcher.stdout.readline().startswith(b"ready"):
+        _kill([watcher.pid])
+        raise FabricError("crash-at-start: the process watcher did not start")
+    return {"pids": [watcher.pid], "count": count}
+
+
+def _crash_remove(cluster, node, info):
+    _kill(info.get("pids", []))
+
+
 # -- lossy-link --------------------------------------------------------------------
 
 def _nft_rules(table, dev, percent):
@@ -264,7 +288,8 @@ def _kill(pids):
 
 
 _APPLY = {"slow-link": _slow_apply, "congested-link": _congest_apply,
-          "cpu-contended": _cpu_apply, "stopped": _stopped_apply, "lossy-link": _lossy_apply}
+          "cpu-contended": _cpu_apply, "stopped": _stopped_apply, "lossy-link": _lossy_apply,
+          "crash-at-start": _crash_apply}
 _REMOVE = {"slow-link": _slow_remove, "congested-link": _congest_remove,
            "cpu-contended": _cpu_remove, "stopped": _stopped_remove,
-           "lossy-link": _lossy_remove}
+           "lossy-link": _lossy_remove, "crash-at-start": _crash_remove}

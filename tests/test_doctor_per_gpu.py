@@ -104,6 +104,10 @@ def test_joint_verdict_names_every_gpu_once_and_keeps_the_worst_exit():
     assert joint_verdict([healthy, healthy]) == ("verdict: none", 0)
     failed = Diagnosis(verdict.Verdict(failed=True), api.RUN_FAILED)
     assert joint_verdict([healthy, failed]) == ("verdict: unknown", 3)
+    crashed = Diagnosis(verdict.Verdict(failed=True, failed_at="vm: rank 1 died of SIGSEGV in "
+                                                               "start-up"), api.RUN_FAILED)
+    assert joint_verdict([healthy, crashed]) == (
+        "verdict: unknown (vm: rank 1 died of SIGSEGV in start-up)", 3)
 
 
 def test_probe_runs_one_node_a_rank_and_the_host_step_over_mpi(tmp_path):
@@ -115,7 +119,7 @@ def test_probe_runs_one_node_a_rank_and_the_host_step_over_mpi(tmp_path):
     plan["hosts"], plan["per_gpu"] = per_gpu_nodes(3, host="vm"), True
     plan["out"] = str(tmp_path / "raw.json")
     with tempfile.TemporaryDirectory() as run_dir:
-        failure, _, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], 3,
+        failure, _, _, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], 3,
                                   run_dir, describe=str, call_timeout=60)
     assert failure is None
     raw = results.Raw.read(plan["out"])

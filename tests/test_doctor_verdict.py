@@ -234,3 +234,36 @@ def test_backend_choice_and_its_bad_input():
         choose_backend("nccl")
     # under Slurm the ranks run on the nodes, which may have the GPUs this host lacks
     assert choose_backend("nccl", remote=True) == ("nccl", "asked for")
+
+
+# srun's own lines from a testbed run (a rank crashed in MPI_Init, srun then
+# stopped the others), and Open MPI's mpirun line
+SRUN_TAIL = """Fatal Python error: Segmentation fault
+srun: error: node3: task 5: Segmentation fault (core dumped)
+srun: error: node3: task 4: Terminated
+srun: error: node1: task 0: Exited with exit code 3
+srun: error: node2: tasks 2-3,6: Terminated
+"""
+
+
+def test_ranks_killed_by_a_signal_are_read_from_srun_and_mpirun_in_order():
+    from ccbench_kit.launch.watchdog import dead_ranks
+    assert dead_ranks(SRUN_TAIL) == [(5, "node3", 11), (4, "node3", 15), (2, "node2", 15),
+                                     (3, "node2", 15), (6, "node2", 15)]
+    assert dead_ranks("mpirun noticed that process rank 3 with PID 77 on node h2 exited on "
+                      "signal 9 (Killed).") == [(3, "h2", 9)]
+    assert dead_ranks("srun: error: node1: task 0: Exited with exit code 3\n") == []
+
+
+def test_a_death_names_the_node_during_the_check_and_not_in_start_up():
+    died = [(5, "node3", 11), (4, "node3", 15)]
+    mid = verdict.death_verdict(died, "rank 5 on host node3 died (signal 11)", measured=True)
+    assert mid.line() == "verdict: node3 (died during the check)" and not mid.failed
+    assert mid.findings[0].sentence() == ("node3 (died during the check): rank 5 was killed by "
+                                          "SIGSEGV during the check")
+    start = verdict.death_verdict(died, "m", measured=False, again=True)
+    assert start.failed and not start.findings
+    assert start.line() == ("verdict: unknown (node3: rank 5 died of SIGSEGV in start-up, in "
+                            "both starts)")
+    assert verdict.death_verdict(died, "m", measured=False).line() == \
+        "verdict: unknown (node3: rank 5 died of SIGSEGV in start-up)"

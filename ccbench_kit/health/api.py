@@ -27,7 +27,7 @@ from ..dataset import save
 from ..launch import hosts as _hosts, slurm as _slurm
 from ..launch.command import launcher
 from ..launch.hosts import load_topology
-from ..launch.mpirun import run_ranks
+from ..launch.mpirun import died_message, run_ranks
 from ..launch.watchdog import describe_stall
 from ..progress_board import ALG, PLACEMENT
 from .collective import BACKENDS
@@ -183,8 +183,10 @@ def joint_verdict(diagnoses):
         return "verdict: " + ", ".join(dict.fromkeys(named)), code
     lines = [d.line for d in diagnoses]
     for worst in ("verdict: unknown", "verdict: cannot tell"):
-        if worst in lines:
-            return worst, code
+        # "verdict: unknown (node2: ...)" says where a start crashed
+        found = next((line for line in lines if line.startswith(worst)), None)
+        if found:
+            return found, code
     return "verdict: none", code
 
 
@@ -337,7 +339,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     plan["hosts"] = names
     plan["per_gpu"] = per_gpu
     out = os.path.abspath(out or default_out())
-    plan["out"] = raw_path = out + ".raw.json"
+    plan["out"] = out + ".raw.json"
     nranks = len(names) * ranks_per_node
     # every node's ranks run the local check at once, on hosts that may run
     # other work too: a rank that polls without yielding holds the core its
@@ -348,31 +350,45 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     cmd = launcher(nranks) if per_gpu else launcher(
         nranks, hosts=names, slurm=slurm, nnodes=len(names), ranks_per_node=ranks_per_node,
         env=env)
-    stalls = []
+    return _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command)
+
+
+def _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command):
+    """Run the ranks and make the `Diagnosis`; a run that failed before its
+    first measurement for a reason that is not the nodes' (`_false_start`)
+    is started once more, and the notes say so."""
+    raw_path, stalls, earlier = plan["out"], [], []
 
     def describe(stall):
         stalls.append(stall)
         return describe_stall(stall, step_name(stall.row))
-    earlier = []
     for attempt in (1, 2):
         results.remove(raw_path)
         launched = time.time()
         with tempfile.TemporaryDirectory(prefix=run_prefix(DOCTOR_PREFIX)) as run_dir:
-            failure, exit_code, _ = run_ranks(
+            failure, exit_code, _, dead = run_ranks(
                 "ccbench_kit.health.probe", [results.encode(plan)], nranks, run_dir,
                 describe=describe, call_timeout=timeout, command=cmd, env=env)
-        if attempt == 2 or not _stuck_starting(failure, stalls, raw_path):
+        interrupted = failure is not None and exit_code in (EXIT_SIGINT, EXIT_SIGTERM)
+        # a rank the launcher saw killed by a signal, not by the watchdog
+        # (its stop kills ranks too) nor on the user's Ctrl-C or SIGTERM
+        died = dead if failure is not None and not stalls and not interrupted else []
+        if died:
+            # the first death is the cause: the ranks that lost their peer
+            # then fail (ConnectionResetError) and srun stops the others
+            then = "" if failure == died_message(dead) else f"; then {failure}"
+            failure = f"{died_message(died[:1])} " + (
+                f"during the check{then}" if _measured(raw_path)
+                else "before the first measurement")
+        false_start = _false_start(failure, stalls, died, raw_path)
+        if attempt == 2 or not false_start:
             break
-        # every rank alive, none ahead of the others, nothing measured: MPI's
-        # own start-up (Open MPI's TCP wire-up hangs when its handshake meets
-        # a lost packet) stopped, not a node; one more start says which
-        earlier.append(f"attempt 1 stopped before its first measurement and was started "
-                       f"again: {failure.splitlines()[0]}")
+        earlier.append(f"attempt 1 {false_start} and was started again: "
+                       f"{failure.splitlines()[0]}")
         stalls.clear()
     diagnosis = _finish(raw_path, out, names, plan, failure, stalls, judged, command,
-                        launched)
-    diagnosis.verdict.notes[:0] = earlier
-    if failure is not None and exit_code in (EXIT_SIGINT, EXIT_SIGTERM):
+                        launched, died, earlier)
+    if interrupted:
         diagnosis.exit_code = exit_code   # stopped by the user: 130/143, partial results kept
     return diagnosis
 
@@ -405,15 +421,31 @@ def check_baseline(baseline, names, backend):
                           "--baseline")
 
 
-def _stuck_starting(failure, stalls, raw_path):
-    """Whether a failed run stalled with every rank alive and stuck together
-    (no culprit) before any record was written."""
-    if failure is None or not stalls or stalls[-1].kind != "stuck":
-        return False
+def _false_start(failure, stalls, died, raw_path):
+    """Why a failed run is started once more (one place for every such
+    case), or "": it failed before any record was written, and
+
+    - every rank was alive and stuck together (no culprit): MPI's own
+      start-up stopped (Open MPI's TCP wire-up hangs when its handshake meets
+      a lost packet), not a node;
+    - or a rank was killed by a signal (`died`): a crash in MPI/PMIx
+      start-up (srun --mpi=pmix, a few runs in a hundred on the testbed).
+    One more start says whether it was the node."""
+    if failure is None or _measured(raw_path):
+        return ""
+    if stalls and stalls[-1].kind == "stuck":
+        return "stopped before its first measurement"
+    if died:
+        return "crashed before its first measurement"
+    return ""
+
+
+def _measured(raw_path):
+    """Whether rank 0 wrote any record of this run."""
     if not os.path.exists(raw_path):
-        return True
+        return False
     raw = results.Raw.read(raw_path)
-    return not (raw.local or raw.pair)
+    return bool(raw.local or raw.pair or raw.bisect or raw.host)
 
 
 def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, judged,
@@ -448,15 +480,23 @@ def step_name(row):
     return f"doctor {step} ({unit} {int(row[ALG])})"
 
 
-def _finish(raw_path, out, names, plan, failure, stalls, judged, command, launched):
+def _finish(raw_path, out, names, plan, failure, stalls, judged, command, launched, died=(),
+            earlier=()):
+    """The `Diagnosis` of a run that ended (`died`: ranks killed by a
+    signal; `earlier`: why an earlier start was not this run, the notes
+    that come first, also in the results file)."""
     raw = None
     if os.path.exists(raw_path):
         raw = results.Raw.read(raw_path)
         raw.complete = failure is None
     if failure is not None:
         hang = stalls[-1] if stalls else None
-        verdict = _verdict.hang_verdict(hang, failure) if hang else \
-            _verdict.Verdict(notes=[failure], failed=True)
+        if hang:
+            verdict = _verdict.hang_verdict(hang, failure)
+        elif died:
+            verdict = _verdict.death_verdict(died, failure, _measured(raw_path), bool(earlier))
+        else:
+            verdict = _verdict.Verdict(notes=[failure], failed=True)
         code = OUTLIER if verdict.findings else RUN_FAILED
     else:
         if raw is None:
@@ -465,7 +505,7 @@ def _finish(raw_path, out, names, plan, failure, stalls, judged, command, launch
                            "file system")
         verdict = _verdict.judge(raw, judged["thresholds"], baseline=judged["baseline"])
         code = OUTLIER if verdict.findings or verdict.undecided else HEALTHY
-    verdict.notes.insert(0, judged["backend_note"])
+    verdict.notes[:0] = [*earlier, judged["backend_note"]]
     if raw is not None and (raw.local or raw.pair):
         parts = results.to_datasets(raw, {
             "command": command, "doctor_verdict": verdict.to_dict(),

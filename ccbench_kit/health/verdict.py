@@ -33,6 +33,7 @@ reported as the confidence figure, and must not reach 1).  Then:
   bandwidth is fine, so not its link).
 """
 from dataclasses import asdict, dataclass, field
+import signal
 import warnings
 
 import numpy as np
@@ -63,11 +64,11 @@ class Finding:
 
     @property
     def label(self):
-        return {"link": f"{self.node} link", "uplink": f"uplink {self.node}"}.get(self.kind,
-                                                                                  self.node)
+        return {"link": f"{self.node} link", "uplink": f"uplink {self.node}",
+                "died": f"{self.node} (died during the check)"}.get(self.kind, self.node)
 
     def sentence(self):
-        if self.metric in ("hang", "loss", "bisection", "uplink", "baseline"):
+        if self.metric in ("hang", "died", "loss", "bisection", "uplink", "baseline"):
             return f"{self.label}: {self.detail}"
         what = {"local": "intra-node 8 B all_reduce time", "bandwidth": "bandwidth of its pairs",
                 "latency": "latency of its pairs"}[self.metric]
@@ -93,6 +94,9 @@ class Verdict:
     # pairs differ but no node stands out against its peers (and no baseline
     # says which): why the verdict cannot tell, else ""
     undecided: str = ""
+    # the run failed before measuring anything, for a reason that names a
+    # node but says nothing of its health (its rank crashed in start-up)
+    failed_at: str = ""
 
     @property
     def healthy(self):
@@ -105,13 +109,15 @@ class Verdict:
         differ and nothing explains it (`undecided`)."""
         if not self.findings:
             if self.failed:
-                return "verdict: unknown"
+                return f"verdict: unknown ({self.failed_at})" if self.failed_at else \
+                    "verdict: unknown"
             return "verdict: cannot tell" if self.undecided else "verdict: none"
         return "verdict: " + ", ".join(dict.fromkeys(f.label for f in self.findings))
 
     def to_dict(self):
         return {"line": self.line(), "failed": self.failed, "findings": [asdict(f) for f in self.findings],
-                "scores": self.scores, "notes": self.notes, "undecided": self.undecided}
+                "scores": self.scores, "notes": self.notes, "undecided": self.undecided,
+                "failed_at": self.failed_at}
 
 
 def node_ratios(matrix, x):
@@ -407,3 +413,34 @@ def hang_verdict(stall, message):
         v.findings.append(Finding(h, "node", "hang", float("nan"), float("nan"), float("nan"),
                                   "", (float("nan"), float("nan")), detail))
     return v
+
+
+def death_verdict(dead, message, measured, again=False):
+    """A `Verdict` for a run in which a rank was killed by a signal.
+
+    `dead`: (rank, host, signal) as the launcher reported them, the first
+    first.  Mid-check (`measured`: some records were written) the host of
+    the first is named: ``node3 (died during the check)``.  Before any
+    measurement a crash in MPI start-up says nothing of the node's health:
+    the verdict is unknown, naming where it happened (`again`: in the second
+    start too)."""
+    rank, host, sig = dead[0]
+    host = host or f"rank {rank}"
+    if not measured:
+        twice = ", in both starts" if again else ""
+        return Verdict(notes=[message], failed=True,
+                       failed_at=f"{host}: rank {rank} died of {signal_name(sig)} in start-up"
+                                 f"{twice}")
+    v = Verdict(notes=[message])
+    v.findings.append(Finding(host, "died", "died", float("nan"), float("nan"), float("nan"), "",
+                              (float("nan"), float("nan")),
+                              f"rank {rank} was killed by {signal_name(sig)} during the check"))
+    return v
+
+
+def signal_name(sig):
+    """"SIGSEGV" for 11, "signal 77" for a number that names none."""
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"

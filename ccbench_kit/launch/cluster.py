@@ -161,7 +161,8 @@ def start(nranks, *, scheduler_file=None, interface=None, dashboard=None, timeou
         env=env)
     cluster_id = uuid.uuid4().hex
     log = os.path.splitext(path)[0] + ".log"
-    proc_env = {**mpirun_env(), **(env or {}), ENV_MARK: cluster_id}
+    proc_env = {**mpirun_env(), **getattr(keepalive, "env", {}), **(env or {}),
+                ENV_MARK: cluster_id}
     with open(log, "w") as logf:
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=proc_env,
                                 stdin=subprocess.DEVNULL, start_new_session=True)

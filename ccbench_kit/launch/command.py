@@ -11,7 +11,8 @@ from .mpirun import mpirun_command
 def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node=None,
              slurm=None, env=None):
     """A ``command(argv)`` building the whole launch command, or None for plain
-    ``mpirun -np N`` on this machine.
+    ``mpirun -np N`` on this machine; its ``env`` (srun), if any, is added to
+    the launcher's environment (`slurm.step_env`).
 
     Parameters
     ----------
@@ -46,6 +47,7 @@ def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node
             return _slurm.srun_command(nranks, argv, opts, nnodes=nnodes,
                                        hosts=names[:nnodes] if names else None)
         srun([])  # raise bad options now, not at launch
+        srun.env = _slurm.step_env()
         _slurm.require_tools(*_slurm.tools_needed(opts))
         _slurm.preflight(opts, nnodes)
         if names and nranks % nnodes == 0:

@@ -139,7 +139,7 @@ def _launch(cfg, on_event, timeout, hosts, command, env, run_id):
         with open(cfg_path, "w") as f:
             f.write(cfg.to_json())
         # Ranks on other hosts can't read our /tmp: they get the config inline
-        failure, exit_code, errors = run_ranks(
+        failure, exit_code, errors, _ = run_ranks(
             "ccbench_kit.launch.worker", [worker.inline_config(cfg) if command else cfg_path],
             cfg.nranks, run_dir, describe=lambda stall: stall_message(stall, cfg),
             call_timeout=cfg.launch.timeout, on_event=on_event, timeout=timeout,
@@ -165,7 +165,10 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
     The ranks beat (`heartbeat`) and fill the board in `run_dir`; a stall is
     turned into a message by ``describe(stall)``.  Returns ``(failure,
     exit_code, errors)``: why the job failed (None if it did not), the exit
-    code that failure calls for, and the error events the ranks sent.  Every process of the job is gone on return.
+    code that failure calls for, the error events the ranks sent, and the
+    ranks the launcher reports killed by a signal ((rank, host, signal), the
+    first reported first; `watchdog.dead_ranks`).  Every process of the job
+    is gone on return.
     """
     board_path = os.path.join(run_dir, "board")
     board = Board(board_path, nranks, create=True)
@@ -175,7 +178,8 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
     placement = getattr(command, "placement", None)
     placed = [placement.host_of_rank(r) for r in range(nranks)] if placement else []
     run_id = run_id or uuid.uuid4().hex
-    job_env = {**mpirun_env(), **(env or {}), **lifeline.launcher_env(), "CCB_RUN_ID": run_id}
+    job_env = {**mpirun_env(), **getattr(command, "env", {}), **(env or {}),
+               **lifeline.launcher_env(), "CCB_RUN_ID": run_id}
     beats = Beats()
     # mpirun and the ranks die with this process, even by SIGKILL (`lifeline`)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -204,22 +208,27 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
         output.join()
         del board
     rc = proc.returncode
+    dead = dead_ranks("".join(output.tail)) if rc != 0 else []
     if failure is None and output.errors:
         failure = output.errors[0]["message"]
         if "traceback" in output.errors[0]:
             failure += "\n" + output.errors[0]["traceback"]
     if failure is None and rc != 0:
-        dead = dead_ranks("".join(output.tail))
         unanswered = unanswered_hosts("".join(output.tail)) if not beats else []
         if dead:
-            failure = "; ".join(f"rank {r} on host {h} died (signal {sig})" for r, h, sig in dead)
+            failure = died_message(dead)
         elif unanswered:  # one line, not Open MPI's banner
             failure = unanswered_message(unanswered, list(hosts or []) + placed)
         else:
             detail = "".join(output.tail[-8:]).strip()
             failure = f"{os.path.basename(cmd[0])} exited with status {rc}" + \
                 (f":\n{detail}" if detail else "")
-    return failure, exit_code, output.errors
+    return failure, exit_code, output.errors, dead
+
+
+def died_message(dead):
+    """One line for `watchdog.dead_ranks`' findings."""
+    return "; ".join(f"rank {r} on host {h} died (signal {sig})" for r, h, sig in dead)
 
 
 class Interrupted(Exception):

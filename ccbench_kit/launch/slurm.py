@@ -191,6 +191,20 @@ def _placement(per_node, hosts):
             ",".join(h for h in hosts for _ in range(per_node))]
 
 
+def step_env(environ=None):
+    """Variables the kit gives an srun step, unless the user set them.
+
+    SLURM_PMIX_FENCE=ring: Slurm's pmix plugin runs a fence with data (the
+    modex in MPI_Init) as a ring and one without (MPI_Init's closing
+    barrier) as a tree by default.  On the testbed (Slurm 22.05, Open MPI
+    4.1.4) about 3 starts in 100 then lost a rank to SIGSEGV in MPI_Init: a
+    peer's first MPI message reached it while it still waited in the modex,
+    before it could receive one (docs/doctor.md).  With both fences on the
+    ring, none in 192 (bench/RESULTS.md: 6 in 186 with the default)."""
+    environ = os.environ if environ is None else environ
+    return {} if "SLURM_PMIX_FENCE" in environ else {"SLURM_PMIX_FENCE": "ring"}
+
+
 def srun_command(nranks, argv, opts, nnodes=1, hosts=None, environ=None):
     """The command that runs `argv` as `nranks` ranks on `nnodes` nodes.
 

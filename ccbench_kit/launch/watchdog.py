@@ -220,11 +220,34 @@ def describe_stall(stall, call):
 
 
 _NOTICED = re.compile(r"process rank (\d+) with PID (\d+) on node (\S+) exited on signal (\d+)")
+# srun (Slurm 20-24) says "srun: error: node2: task 2: Segmentation fault"
+# or "tasks 4-5,7: Killed": the task ids are the ranks, the text strsignal's
+_SRUN_DIED = re.compile(r"srun: error: (\S+): tasks? ([\d,\-]+): (.+?)(?: \(core dumped\))?\s*$",
+                        re.MULTILINE)
+_SIGNAL_OF = {signal.strsignal(s): int(s) for s in signal.Signals
+              if signal.strsignal(s)}
 
 
 def dead_ranks(text):
-    """(rank, host, signal) for each rank mpirun reports as killed."""
-    return [(int(m.group(1)), m.group(3), int(m.group(4))) for m in _NOTICED.finditer(text)]
+    """(rank, host, signal) for each rank mpirun or srun reports as killed
+    by a signal, in the order they are reported."""
+    found = [(m.start(), int(m.group(1)), m.group(3), int(m.group(4)))
+             for m in _NOTICED.finditer(text)]
+    for m in _SRUN_DIED.finditer(text):
+        sig = _SIGNAL_OF.get(m.group(3).strip())
+        if sig is not None:
+            found += [(m.start(), r, m.group(1), sig) for r in _task_ids(m.group(2))]
+    return [(r, host, sig) for _, r, host, sig in sorted(found, key=lambda f: f[0])]
+
+
+def _task_ids(spec):
+    """[2, 4, 5, 7] from srun's "2" or "4-5,7"."""
+    ids = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            ids += range(int(lo), int(hi or lo) + 1)
+    return ids
 
 
 # How ssh (Open MPI's default launch agent) says a host did not answer; the
