@@ -75,6 +75,7 @@ def test_sbatch_script_text(tmp_path):
         "#SBATCH --partition=gpu\n"
         "#SBATCH --output=/fsx/logs/%j.out\n"
         "set -euo pipefail\n"
+        'export SLURM_PMIX_FENCE="${SLURM_PMIX_FENCE:-ring}"\n'
         "export NCCL_ALGO=Ring\n"
         "export NCCL_TESTS_SPLIT_MASK=0x7\n"
         "export OMPI_MCA_btl='self,vader tcp'\n"

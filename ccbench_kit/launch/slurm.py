@@ -191,8 +191,12 @@ def _placement(per_node, hosts):
             ",".join(h for h in hosts for _ in range(per_node))]
 
 
+# Variables the kit gives an srun step (and an sbatch job) unless the user set them
+STEP_DEFAULTS = {"SLURM_PMIX_FENCE": "ring"}
+
+
 def step_env(environ=None):
-    """Variables the kit gives an srun step, unless the user set them.
+    """`STEP_DEFAULTS` the user did not set, for an srun step.
 
     SLURM_PMIX_FENCE=ring: Slurm's pmix plugin runs a fence with data (the
     modex in MPI_Init) as a ring and one without (MPI_Init's closing
@@ -202,7 +206,7 @@ def step_env(environ=None):
     before it could receive one (docs/doctor.md).  With both fences on the
     ring, none in 192 (bench/RESULTS.md: 6 in 186 with the default)."""
     environ = os.environ if environ is None else environ
-    return {} if "SLURM_PMIX_FENCE" in environ else {"SLURM_PMIX_FENCE": "ring"}
+    return {k: v for k, v in STEP_DEFAULTS.items() if k not in environ}
 
 
 def srun_command(nranks, argv, opts, nnodes=1, hosts=None, environ=None):
@@ -267,6 +271,8 @@ def sbatch_script(argv, opts, nranks, nnodes=1, job_name="ccbench", output=None,
         if value:
             lines.append(_directive(flag, value))
     lines += ["set -euo pipefail"]
+    # step_env's defaults, decided where the job runs: a user's own setting wins
+    lines += [f'export {k}="${{{k}:-{v}}}"' for k, v in STEP_DEFAULTS.items()]
     for k, v in sorted((env or {}).items()):
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", k):
             raise ConfigError(f"{k!r} is not an environment variable name", "env")
