@@ -26,17 +26,14 @@ from dataclasses import dataclass, field
 
 from . import collectives
 from .dataset.schema import PLACEMENTS
-from .dataset.stats import check_stat
 from .dtypes import get_dtype, get_op
 from .errors import ConfigError
 from .units import parse_size, sweep
 from .backends import backend_class
 from .inputs import parse_inputs, split_layout
 from .inputs.skew import FLAG, parse_pattern
-
-# Seconds between rewrites of the results file during a sweep (sizes in
-# between go to sidecars; see dataset.checkpoint).
-DEFAULT_CHECKPOINT_EVERY = 10.0
+from . import run_fields
+from .run_fields import DEFAULT_CHECKPOINT_EVERY, default
 
 
 @dataclass(frozen=True)
@@ -44,14 +41,14 @@ class SweepConfig:
     collective: str
     sizes: tuple                     # bytes, each with at least one element per rank
     algorithms: tuple = ("mpi",)
-    dtype: str = "fp32"
-    op: str = "sum"                  # "none" for collectives that don't reduce
+    dtype: str = default("dtype")
+    op: str = default("op")          # "none" for collectives that don't reduce
     root: int = 0                    # -1 for collectives without a root
     placements: tuple = PLACEMENTS
-    warmup: int = 5
-    iters: int = 20
-    agg_iters: int = 1
-    blocking: bool = False
+    warmup: int = default("warmup")
+    iters: int = default("iters")
+    agg_iters: int = default("agg_iters")
+    blocking: bool = default("blocking")
     skipped_sizes: tuple = ()        # asked for, but too small for this rank count
 
 
@@ -59,7 +56,7 @@ class SweepConfig:
 class InputConfig:
     check: str = ""                  # "", "random" or "all_ones"
     seed: int = 0
-    unique_buff: bool = False
+    unique_buff: bool = default("unique_buff")
     # Parsed (and validated) from JSON files or specs by ccbench_kit/inputs/;
     # the harness and collectives only read them.  groups: lists of world
     # ranks, all the same size (() = one group of all); a collective runs on
@@ -75,16 +72,16 @@ class InputConfig:
 @dataclass(frozen=True)
 class OutputConfig:
     out: str = ""
-    stats: tuple = ("avg",)
-    command: str = ""
+    stats: tuple = default("stats")
+    command: str = default("command")
     checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY
 
 
 @dataclass(frozen=True)
 class LaunchConfig:
     nranks: int = 2
-    timeout: float = None            # seconds per call; None: launch.watchdog's default
-    skip_oversize: bool = False
+    timeout: float = default("timeout")  # seconds per call; None: launch.watchdog's default
+    skip_oversize: bool = default("skip_oversize")
 
 
 @dataclass(frozen=True)
@@ -170,17 +167,8 @@ def _frozen(value):
 
 # -- building one ----------------------------------------------------------------
 # The keywords `build` takes (besides collective, nranks and sizes), by the
-# section they fill; the suite file and the widgets list them from here.
-KEYWORDS = {
-    "sweep": ("minbytes", "maxbytes", "stepfactor", "stepbytes", "algorithms", "dtype", "op",
-              "root", "placement", "warmup", "iters", "agg_iters", "blocking"),
-    "inputs": ("check", "seed", "unique_buff", "split", "data_parallel_dimension",
-               "replica_groups", "alltoallv_metadata", "src_target_pairs", "coalesced_ratio",
-               "alltoallv_pattern"),
-    "output": ("out", "stats", "command", "checkpoint_every"),
-    "launch": ("timeout", "skip_oversize"),
-    "backend": ("backend", "timing", "backend_options"),
-}
+# section they fill: `run_fields` declares them (flag, default, help, check).
+KEYWORDS = {s: tuple(f.name for f in run_fields.in_section(s)) for s in run_fields.SECTIONS}
 
 
 def build(collective, nranks=2, sizes=None, **keywords):
@@ -193,14 +181,15 @@ def build(collective, nranks=2, sizes=None, **keywords):
     if unknown:
         raise TypeError(f"unexpected keyword argument {unknown[0]!r} (run configuration "
                         f"keywords: {', '.join(sorted(known))})")
-    kw = {s: {k: keywords[k] for k in names if k in keywords} for s, names in KEYWORDS.items()}
+    kw = {s: {k: keywords.get(k, run_fields.default(k)) for k in names}
+          for s, names in KEYWORDS.items()}
     coll = collectives.get(collective)
     if not isinstance(nranks, int) or nranks < 1:
         raise ConfigError(f"need at least 1 rank, got {nranks}", "-r/--nworkers")
     backend = _backend(**kw["backend"])
     sweep_ = _sweep(coll, nranks, sizes, backend, **kw["sweep"])
-    output = _output(**kw["output"])
-    launch = _launch(nranks, **kw["launch"])
+    output = _stored(OutputConfig, kw["output"])
+    launch = _stored(LaunchConfig, kw["launch"], nranks=nranks)
     inputs = _inputs(coll, nranks, sweep_, **kw["inputs"])
     group_size = len(inputs.groups[0]) if inputs.groups else nranks
     if coll.rooted and sweep_.root >= group_size:
@@ -211,7 +200,17 @@ def build(collective, nranks=2, sizes=None, **keywords):
     return RunConfig(sweep_, inputs, output, launch, backend)
 
 
-def _backend(backend="mpi", timing="", backend_options=None):
+def _stored(section, values, **computed):
+    """A `section` (a config dataclass) from its keywords' values, each
+    through its field's check (`run_fields`), and the values `computed` from
+    them here.  A new field of the section needs nothing more here."""
+    names = {f.name for f in dataclasses.fields(section)}
+    checked = {k: run_fields.BY_NAME[k].validate(v) for k, v in values.items()
+               if k in names and k not in computed}
+    return section(**checked, **computed)
+
+
+def _backend(backend, timing, backend_options):
     cls = backend_class(backend)
     values = dict(backend_options or {})
     if timing:
@@ -220,9 +219,8 @@ def _backend(backend="mpi", timing="", backend_options=None):
     return BackendConfig(backend, dataclasses.asdict(opts))
 
 
-def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepfactor=None,
-           stepbytes=None, algorithms=None, dtype="fp32", op="sum", root=0, placement="both",
-           warmup=5, iters=20, agg_iters=1, blocking=False):
+def _sweep(coll, nranks, sizes, backend, *, minbytes, maxbytes, stepfactor, stepbytes,
+           algorithms, dtype, op, root, placement, **plain):
     if sizes is None:
         sizes = sweep(minbytes, maxbytes if maxbytes is not None else minbytes,
                       stepfactor, stepbytes)
@@ -240,11 +238,6 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepf
     op = get_op(op) if coll.reduces else "none"
     if coll.rooted and not 0 <= root < nranks:
         raise ConfigError(f"root {root} is not a rank of 0..{nranks - 1}", "--root")
-    for name, value, flag, low in (("warmup", warmup, "-w/--warmup_iters", 0),
-                                   ("iters", iters, "-n/--iters", 1),
-                                   ("agg_iters", agg_iters, "-m/--agg-iters", 1)):
-        if not isinstance(value, int) or value < low:
-            raise ConfigError(f"must be an integer >= {low}, got {value!r}", flag)
     placements = _placements(placement)
     bad = [p for p in placements if p not in PLACEMENTS]
     if bad or not placements:
@@ -261,10 +254,10 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepf
             raise ConfigError(
                 f"unknown algorithm {a!r} for {coll.name} on backend {backend.name}; "
                 f"choose from {', '.join(available)} or all", "--algorithms")
-    return SweepConfig(
-        collective=coll.name, sizes=tuple(sizes), algorithms=tuple(dict.fromkeys(algorithms)),
-        dtype=dtype, op=op, root=root if coll.rooted else -1, placements=tuple(placements),
-        warmup=warmup, iters=iters, agg_iters=agg_iters, blocking=bool(blocking))
+    return _stored(SweepConfig, plain,
+                   collective=coll.name, sizes=tuple(sizes),
+                   algorithms=tuple(dict.fromkeys(algorithms)), dtype=dtype, op=op,
+                   root=root if coll.rooted else -1, placements=tuple(placements))
 
 
 def _placements(placement):
@@ -275,9 +268,9 @@ def _placements(placement):
     return list(placement)
 
 
-def _inputs(coll, nranks, sweep_, *, check=None, seed=None, unique_buff=False, split=None,
-            data_parallel_dimension=None, replica_groups=None, alltoallv_metadata=None,
-            src_target_pairs=None, coalesced_ratio=None, alltoallv_pattern=None):
+def _inputs(coll, nranks, sweep_, *, check, seed, unique_buff, split, data_parallel_dimension,
+            replica_groups, alltoallv_metadata, src_target_pairs, coalesced_ratio,
+            alltoallv_pattern):
     if check is True:
         check = "random"
     check = check or ""
@@ -293,26 +286,9 @@ def _inputs(coll, nranks, sweep_, *, check=None, seed=None, unique_buff=False, s
         if coll.name != "alltoallv" or alltoallv_metadata not in (None, ""):
             raise ConfigError("is for alltoallv without --alltoallv-metadata", FLAG)
         parse_pattern(alltoallv_pattern, nranks)
-    return InputConfig(check=check, seed=int(seed or 0), unique_buff=bool(unique_buff),
-                       alltoallv_pattern=str(alltoallv_pattern or ""),
-                       **{k: tuple(v) for k, v in parsed.items()})
-
-
-def _output(*, out=None, stats=("avg",), command="", checkpoint_every=None):
-    if checkpoint_every is None:
-        checkpoint_every = DEFAULT_CHECKPOINT_EVERY
-    elif not checkpoint_every >= 0:
-        raise ConfigError(f"must be a number of seconds >= 0, got {checkpoint_every}",
-                          "--checkpoint-every")
-    return OutputConfig(out=out or "", stats=tuple(check_stat(s) for s in stats),
-                        command=command, checkpoint_every=float(checkpoint_every))
-
-
-def _launch(nranks, *, timeout=None, skip_oversize=False):
-    if timeout is not None and not timeout > 0:
-        raise ConfigError(f"must be a positive number of seconds, got {timeout}", "--timeout")
-    return LaunchConfig(nranks=nranks, timeout=None if timeout is None else float(timeout),
-                        skip_oversize=bool(skip_oversize))
+    return _stored(InputConfig, {"unique_buff": unique_buff}, check=check, seed=int(seed or 0),
+                   alltoallv_pattern=str(alltoallv_pattern or ""),
+                   **{k: tuple(v) for k, v in parsed.items()})
 
 
 def _sizes_that_fit(coll, sweep_, group_size, coalesced_ratio):

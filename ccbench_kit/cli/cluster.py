@@ -8,7 +8,7 @@ import os
 import sys
 
 from ..errors import ConfigError
-from . import argtypes as T
+from .. import argtypes as T
 from ..launch import cluster
 from ..launch.hosts import topology_sort_file
 from ..output_path import check_output

@@ -16,7 +16,7 @@ from ..health import gpu
 from ..health.gpu import check, report
 from ..launch.cluster import connect
 from ..output_path import check_output
-from . import argtypes as T
+from .. import argtypes as T
 from .cluster import add_launch_arguments, launch_options
 from .history import add_history_flag, file_results
 
