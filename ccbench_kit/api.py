@@ -35,13 +35,14 @@ def make_configs(collectives_, nranks=2, sizes=None, **keywords):
     `collectives_`: names (a list, or comma-separated).  ``dtype="all"``
     makes one configuration per data type the backend runs
     (`Backend.data_types`), ``op="all"`` one per reduction op
-    (`Backend.reduction_ops`; a collective that does not reduce runs once).
+    (`Backend.reduction_ops`; a collective that does not reduce runs once);
+    a comma-separated `dtype` or `op` (``"fp32,bf16"``) one per name.
     Every part shares the first one's seed.  `part_names` names them.
     """
     names = collectives_.split(",") if isinstance(collectives_, str) else list(collectives_)
     cls = backend_class(keywords.get("backend") or run_fields.default("backend"))
-    dtypes = cls.data_types() if keywords.get("dtype") == "all" else [keywords.get("dtype")]
-    ops = cls.reduction_ops() if keywords.get("op") == "all" else [keywords.get("op")]
+    dtypes = _each(keywords.get("dtype"), cls.data_types())
+    ops = _each(keywords.get("op"), cls.reduction_ops())
     cfgs = []
     for name in (n for n in names if n):
         for dtype in dtypes:
@@ -54,6 +55,16 @@ def make_configs(collectives_, nranks=2, sizes=None, **keywords):
                 if all(_coordinates(c) != _coordinates(cfg) for c in cfgs):
                     cfgs.append(cfg)  # an op of a collective that doesn't reduce: once
     return cfgs
+
+
+def _each(value, every):
+    """The values a dtype or op keyword asks for: ``"all"`` is `every`, a
+    comma-separated list each one, anything else itself (None: the default)."""
+    if value == "all":
+        return list(every)
+    if isinstance(value, str) and "," in value:
+        return [v.strip() for v in value.split(",") if v.strip()] or [value]
+    return [value]
 
 
 def _coordinates(cfg):
@@ -161,6 +172,10 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     """
     launch_kw = dict(progress=progress, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
                      ranks_per_node=ranks_per_node, slurm=slurm, env=env, client=client)
+    for key in ("dtype", "op"):
+        if _each(options.get(key), ()) != [options.get(key)]:  # "all" or a list
+            raise ConfigError(f"{options[key]!r} makes one run per {key}: use "
+                              "ccbench_kit.run_many, which returns one Dataset each", key)
     if cycles != 1 or until_stable is not None:
         cfg = collective if isinstance(collective, RunConfig) else make_config(
             collective, 2 if nranks is None else nranks, sizes, timeout=timeout, **options)

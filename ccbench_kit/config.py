@@ -167,8 +167,9 @@ def _frozen(value):
 
 # -- building one ----------------------------------------------------------------
 # The keywords `build` takes (besides collective, nranks and sizes), by the
-# section they fill: `run_fields` declares them (flag, default, help, check).
-KEYWORDS = {s: tuple(f.name for f in run_fields.in_section(s)) for s in run_fields.SECTIONS}
+# section they fill: `run_fields` declares them (flag, default, help, check),
+# and `build` asks it on every call.
+KEYWORDS = run_fields.by_section()
 
 
 def build(collective, nranks=2, sizes=None, **keywords):
@@ -176,13 +177,14 @@ def build(collective, nranks=2, sizes=None, **keywords):
 
     Raises ConfigError naming the flag for anything wrong, and TypeError for
     a keyword that is not one (`KEYWORDS` lists them)."""
-    known = {k for names in KEYWORDS.values() for k in names}
+    sections = run_fields.by_section()
+    known = {k for names in sections.values() for k in names}
     unknown = sorted(set(keywords) - known)
     if unknown:
         raise TypeError(f"unexpected keyword argument {unknown[0]!r} (run configuration "
                         f"keywords: {', '.join(sorted(known))})")
     kw = {s: {k: keywords.get(k, run_fields.default(k)) for k in names}
-          for s, names in KEYWORDS.items()}
+          for s, names in sections.items()}
     coll = collectives.get(collective)
     if not isinstance(nranks, int) or nranks < 1:
         raise ConfigError(f"need at least 1 rank, got {nranks}", "-r/--nworkers")
@@ -205,8 +207,10 @@ def _stored(section, values, **computed):
     through its field's check (`run_fields`), and the values `computed` from
     them here.  A new field of the section needs nothing more here."""
     names = {f.name for f in dataclasses.fields(section)}
-    checked = {k: run_fields.BY_NAME[k].validate(v) for k, v in values.items()
-               if k in names and k not in computed}
+    homeless = sorted(set(values) - names - set(computed))
+    if homeless:  # a field declared in run_fields without its attribute here
+        raise TypeError(f"{section.__name__} has no attribute {homeless[0]!r}")
+    checked = {k: run_fields.get(k).validate(v) for k, v in values.items() if k not in computed}
     return section(**checked, **computed)
 
 
@@ -268,9 +272,9 @@ def _placements(placement):
     return list(placement)
 
 
-def _inputs(coll, nranks, sweep_, *, check, seed, unique_buff, split, data_parallel_dimension,
+def _inputs(coll, nranks, sweep_, *, check, seed, split, data_parallel_dimension,
             replica_groups, alltoallv_metadata, src_target_pairs, coalesced_ratio,
-            alltoallv_pattern):
+            alltoallv_pattern, **plain):
     if check is True:
         check = "random"
     check = check or ""
@@ -286,7 +290,7 @@ def _inputs(coll, nranks, sweep_, *, check, seed, unique_buff, split, data_paral
         if coll.name != "alltoallv" or alltoallv_metadata not in (None, ""):
             raise ConfigError("is for alltoallv without --alltoallv-metadata", FLAG)
         parse_pattern(alltoallv_pattern, nranks)
-    return _stored(InputConfig, {"unique_buff": unique_buff}, check=check, seed=int(seed or 0),
+    return _stored(InputConfig, plain, check=check, seed=int(seed or 0),
                    alltoallv_pattern=str(alltoallv_pattern or ""),
                    **{k: tuple(v) for k, v in parsed.items()})
 

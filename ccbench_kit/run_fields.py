@@ -175,12 +175,12 @@ FIELDS = (
           default=False, type=int, check=boolean, group=ITERATIONS,
           cli={"choices": (0, 1)}),
     Field("dtype", "sweep", ("-d", "--datatype"),
-          "fp32, bf16, int8... (nccl-tests names too), or all: every type the backend has, "
-          "one after another into the results file",
+          "fp32, bf16, int8... (nccl-tests names too); several, comma-separated, or all "
+          "(every type the backend has) run one after another into one results file",
           default="fp32", type=T.text("a data type"), group=DATA),
     Field("op", "sweep", ("-o", "--op"),
-          "sum, prod, min, max, avg, or all: every one, one after another into the results "
-          "file", default="sum", type=T.text("an op"), group=DATA),
+          "sum, prod, min, max, avg; several, comma-separated, or all run one after "
+          "another into one results file", default="sum", type=T.text("an op"), group=DATA),
     Field("root", "sweep", ("--root",), "root rank of rooted collectives",
           default=0, type=T.non_negative, group=DATA),
     Field("check", "inputs", ("-c", "--check"),
@@ -248,7 +248,20 @@ FIELDS = (
           "the backend's own options, as a dict (the backends' flags)"),
 )
 
-BY_NAME = {f.name: f for f in FIELDS}
+# The helpers below read FIELDS when called (not when imported), so a
+# field added to the table is seen everywhere at once.
+
+def get(name):
+    """The field of keyword `name` (KeyError for one there is not)."""
+    for f in FIELDS:
+        if f.name == name:
+            return f
+    raise KeyError(name)
+
+
+def default(name):
+    """The default of keyword `name`."""
+    return get(name).default
 
 
 def in_section(section):
@@ -261,6 +274,6 @@ def in_group(group):
     return [f for f in FIELDS if f.group == group and f.flags]
 
 
-def default(name):
-    """The default of keyword `name`."""
-    return BY_NAME[name].default
+def by_section():
+    """{section: its keyword names} for `RunConfig`'s sections."""
+    return {s: tuple(f.name for f in in_section(s)) for s in SECTIONS}
