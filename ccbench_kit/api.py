@@ -297,8 +297,8 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until
     dict
         {name: xarray.Dataset}; None on ranks other than 0 of an MPI job.
     """
-    launch_keys = {"progress", "hosts", "hosts_file", "nnodes", "ranks_per_node", "slurm",
-                   "env", "client"}
+    launch_keys = {"progress", "slurm", "env", "client",
+                   *(f.name for f in run_fields.in_section(run_fields.PLACE))}
     launch_kw = {k: v for k, v in options.items() if k in launch_keys}
     config_kw = {k: v for k, v in options.items() if k not in launch_keys}
     if out:

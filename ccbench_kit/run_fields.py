@@ -36,6 +36,9 @@ DEFAULT_CHECKPOINT_EVERY = 10.0
 # `ccbench_kit.run` that run the whole configuration several times
 SECTIONS = ("sweep", "inputs", "output", "launch", "backend")
 REPEAT = "repeat"
+# where the ranks run: keywords of `ccbench_kit.run` that choose the hosts
+# (flags shared by ``ccbench run``, ``cluster start`` and ``doctor``)
+PLACE = "place"
 
 # ``ccbench run --help``'s groups, in order
 SIZES = "sizes"
@@ -44,6 +47,7 @@ DATA = "data"
 GROUPS = "replica groups (run concurrently; at most one of these)"
 BACKEND = "algorithms and backend"
 OUTPUT = "output"
+HOSTS = "hosts and Slurm"
 
 
 @dataclass(frozen=True)
@@ -240,6 +244,19 @@ FIELDS = (
     Field("skip_oversize", "launch", ("--skip-oversize",),
           "skip sizes that don't fit in memory instead of stopping there",
           default=False, check=boolean, group=OUTPUT, cli={"action": "store_true"}),
+    Field("hosts", PLACE, ("--hosts",),
+          "hosts to run on (name or name:slots; spaces or commas); ranks are placed in equal "
+          "blocks in this order", type=T.text("a host"), group=HOSTS,
+          cli={"nargs": "+", "metavar": "HOST"}, suite=False),  # a suite's are top-level keys
+    Field("hosts_file", PLACE, ("--hosts-file",),
+          "hosts, one per line (Open MPI's `name slots=N` accepted); with -N > 1 and no hosts "
+          "given, ~/hosts as nccom-test", type=T.path("a host file"), group=HOSTS,
+          cli={"metavar": "FILE"}, suite=False),
+    Field("nnodes", PLACE, ("-N", "--nnodes"), "nodes to use (default: every host given, else 1)",
+          type=T.positive, group=HOSTS, suite=False),
+    Field("ranks_per_node", PLACE, ("--ranks-per-node",),
+          "ranks on each node (default: ranks / nodes)", type=T.positive, group=HOSTS,
+          suite=False),
     # keywords of the Python API alone: the CLI fills them itself
     Field("command", "output", (), "the command line recorded in the results",
           default="", suite=False),

@@ -18,12 +18,11 @@ from ccbench_kit.run_fields import FIELDS, Field
 from ccbench_kit.suite.spec import parse_suite
 
 # ``ccbench run``'s flags of the command line alone: where the sizes come
-# from, how the table and JSON are written, the history; and the launch
-# flags `cli.cluster` shares with ``cluster start`` and ``doctor``
+# from, how the table and JSON are written, the history; and the Slurm
+# flags `cli.cluster` gathers into `run`'s ``slurm`` keyword
 CLI_ONLY = {"help", "collective", "nworkers", "sizes", "msglen", "history", "average",
             "show_algorithm", "show_input_output_size", "json_file", "json_format",
-            "non_interactive", "hosts", "hosts_file", "nnodes", "ranks_per_node",
-            "slurm_mode", "slurm_job_id", "slurm_setup_script", "slurm_partition",
+            "non_interactive", "slurm_mode", "slurm_job_id", "slurm_setup_script", "slurm_partition",
             "slurm_time", "srun_mpi"}
 
 
@@ -80,6 +79,18 @@ def test_cycles_and_until_stable_are_keywords_of_run_as_of_the_cli():
         assert f.name in params and params[f.name].default == f.default, f.name
     assert set(inspect.signature(api.run_many).parameters) >= {"cycles", "until_stable",
                                                               "stable_cap"}
+
+
+def test_where_the_ranks_run_is_declared_for_run_and_every_launching_command():
+    params = inspect.signature(api.run).parameters
+    for f in run_fields.in_section(run_fields.PLACE):
+        assert f.name in params and params[f.name].default == f.default, f.name
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command in ("run", "doctor"):
+        dests = {a.dest: a.option_strings for a in sub.choices[command]._actions}
+        assert dests["nnodes"] == ["-N", "--nnodes"] and dests["hosts"] == ["--hosts"]
+    start = sub.choices["cluster"]._actions[-1].choices["start"]
+    assert {"hosts", "hosts_file", "nnodes", "ranks_per_node"} <= {a.dest for a in start._actions}
 
 
 def test_run_panel_names_run_keywords():

@@ -87,7 +87,7 @@ def _config_keywords(args, argv):
     """`api.make_config`'s keywords from the parsed flags (the seed is rank 0's):
     every field's flag by its name, and what the command line adds."""
     kw = {f.name: getattr(args, f.name) for f in F.FIELDS
-          if f.flags and f.section != F.REPEAT and f.name != "out"}
+          if f.flags and f.section in F.SECTIONS and f.name != "out"}
     kw.update(check=_NCCL_TESTS_CHECK.get(args.check, args.check), command=shlex.join(argv),
               backend_options=_backend_options(args))
     return kw
