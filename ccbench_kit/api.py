@@ -24,8 +24,9 @@ __all__ = ["load", "run", "run_many", "save", "make_config", "make_configs", "in
 
 def make_config(collective, nranks=2, sizes=None, **keywords):
     """A validated, frozen `RunConfig` from `run`'s keywords (see `run`;
-    `config.KEYWORDS` lists them).  ``ccbench run`` builds its configuration
-    here, once, and hands it to `run`."""
+    `run_fields.FIELDS` declares each, with its flag, default and help).
+    ``ccbench run`` builds its configurations with `make_configs`, once, and
+    hands them to `run_many`."""
     return config.build(collective, nranks, sizes, **keywords)
 
 
@@ -95,6 +96,10 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         hosts_file=None, nnodes=None, ranks_per_node=None, slurm=None, env=None,
         client=None, cycles=1, until_stable=None, stable_cap=None, **options):
     """Benchmark one collective and return its results Dataset (docs/data-contract.md).
+
+    Every keyword below that ``ccbench run`` has a flag for is declared once
+    in `ccbench_kit.run_fields` (its flag, default, help text and check);
+    ``[f.name for f in run_fields.FIELDS]`` lists them.
 
     Parameters
     ----------
