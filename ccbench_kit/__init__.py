@@ -10,10 +10,10 @@ xarray Dataset (docs/data-contract.md); see ``ds.ccb`` for analysis.
 from . import dataset  # noqa: F401  (registers the ds.ccb accessor)
 from . import history  # noqa: F401  (ccb.history.add / open)
 from ._version import __version__
-from .api import load, run, save
+from .api import load, run, run_many, save
 from .errors import CCBenchError, ConfigError, RunError
 from .health import doctor
 
 
-__all__ = ["CCBenchError", "ConfigError", "RunError", "doctor", "history", "load", "run", "save",
+__all__ = ["CCBenchError", "ConfigError", "RunError", "doctor", "history", "load", "run", "run_many", "save",
            "__version__"]

@@ -4,7 +4,8 @@ import os
 import shutil
 import tempfile
 
-from . import config
+from . import config, run_fields
+from .backends import backend_class
 from .config import RunConfig
 from .dataset import load, save
 from .errors import ConfigError, RunError
@@ -18,14 +19,68 @@ from .launch.cycles import check_cycles, run_cycles
 from .launch.stable import check_target, run_until_stable
 from .launch.mpirun import launch
 
-__all__ = ["load", "run", "run_many", "save", "make_config", "inside_mpi_job", "RunConfig"]
+__all__ = ["load", "run", "run_many", "save", "make_config", "make_configs", "inside_mpi_job", "RunConfig"]
 
 
 def make_config(collective, nranks=2, sizes=None, **keywords):
     """A validated, frozen `RunConfig` from `run`'s keywords (see `run`;
-    `config.KEYWORDS` lists them).  ``ccbench run`` builds its configuration
-    here, once, and hands it to `run`."""
+    `run_fields.FIELDS` declares each, with its flag, default and help).
+    ``ccbench run`` builds its configurations with `make_configs`, once, and
+    hands them to `run_many`."""
     return config.build(collective, nranks, sizes, **keywords)
+
+
+def make_configs(collectives_, nranks=2, sizes=None, **keywords):
+    """The configurations of a run of several parts, one after another.
+
+    `collectives_`: names (a list, or comma-separated).  ``dtype="all"``
+    makes one configuration per data type the backend runs
+    (`Backend.data_types`), ``op="all"`` one per reduction op
+    (`Backend.reduction_ops`; a collective that does not reduce runs once);
+    a comma-separated `dtype` or `op` (``"fp32,bf16"``) one per name.
+    Every part shares the first one's seed.  `part_names` names them.
+    """
+    names = collectives_.split(",") if isinstance(collectives_, str) else list(collectives_)
+    cls = backend_class(keywords.get("backend") or run_fields.default("backend"))
+    dtypes = _each(keywords.get("dtype"), cls.data_types())
+    ops = _each(keywords.get("op"), cls.reduction_ops())
+    cfgs = []
+    for name in (n for n in names if n):
+        for dtype in dtypes:
+            for op in ops:
+                given = {**keywords, "dtype": dtype, "op": op}
+                given = {k: v for k, v in given.items() if v is not None or k not in ("dtype", "op")}
+                if cfgs:
+                    given["seed"] = cfgs[0].inputs.seed
+                cfg = make_config(name, nranks, sizes, **given)
+                if all(_coordinates(c) != _coordinates(cfg) for c in cfgs):
+                    cfgs.append(cfg)  # an op of a collective that doesn't reduce: once
+    return cfgs
+
+
+def _each(value, every):
+    """The values a dtype or op keyword asks for: ``"all"`` is `every`, a
+    comma-separated list each one, anything else itself (None: the default)."""
+    if value == "all":
+        return list(every)
+    if isinstance(value, str) and "," in value:
+        return [v.strip() for v in value.split(",") if v.strip()] or [value]
+    return [value]
+
+
+def _coordinates(cfg):
+    return cfg.collective, cfg.sweep.dtype, cfg.sweep.op
+
+
+def part_names(cfgs):
+    """The name of each configuration's part of a results file (its group):
+    the collective, then the data type and the op where the parts differ
+    in them (``all_reduce.bf16``, ``all_reduce.fp32.max``)."""
+    dtypes = len({c.sweep.dtype for c in cfgs}) > 1
+    ops = len({c.sweep.op for c in cfgs if c.sweep.op != "none"}) > 1
+    names = [".".join([c.collective] + ([c.sweep.dtype] if dtypes else [])
+                      + ([c.sweep.op] if ops and c.sweep.op != "none" else [])) for c in cfgs]
+    return names
 
 
 def job_size(default):
@@ -41,6 +96,10 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         hosts_file=None, nnodes=None, ranks_per_node=None, slurm=None, env=None,
         client=None, cycles=1, until_stable=None, stable_cap=None, **options):
     """Benchmark one collective and return its results Dataset (docs/data-contract.md).
+
+    Every keyword below that ``ccbench run`` has a flag for is declared once
+    in `ccbench_kit.run_fields` (its flag, default, help text and check);
+    ``[f.name for f in run_fields.FIELDS]`` lists them.
 
     Parameters
     ----------
@@ -118,11 +177,17 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     """
     launch_kw = dict(progress=progress, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
                      ranks_per_node=ranks_per_node, slurm=slurm, env=env, client=client)
+    for key in ("dtype", "op"):
+        if _each(options.get(key), ()) != [options.get(key)]:  # "all" or a list
+            raise ConfigError(f"{options[key]!r} makes one run per {key}: use "
+                              "ccbench_kit.run_many, which returns one Dataset each", key)
     if cycles != 1 or until_stable is not None:
         cfg = collective if isinstance(collective, RunConfig) else make_config(
             collective, 2 if nranks is None else nranks, sizes, timeout=timeout, **options)
-        return _repeated(cfg, check_cycles(cycles, "cycles"), until_stable, stable_cap,
-                         launch_kw)
+        name = cfg.sweep.collective
+        results = _repeated({name: cfg}, check_cycles(cycles, "cycles"), until_stable,
+                            stable_cap, launch_kw)
+        return None if results is None else results[name]
     if isinstance(collective, RunConfig):
         given = [k for k, v in (("nranks", nranks), ("sizes", sizes), ("timeout", timeout))
                  if v is not None] + sorted(options)
@@ -175,69 +240,102 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     return ds
 
 
-def _repeated(cfg, cycles, until_stable, stable_cap, launch_kw):
-    """`run` of `cfg` in `cycles` cycles, or until stable (not both): the
-    launchers of `launch.cycles` and `launch.stable`, as ``ccbench run``
-    uses them.  The results go to `cfg`'s ``out`` (a temporary file when none)."""
+def _repeated(parts, cycles, until_stable, stable_cap, launch_kw, out=None, on_cycle=None):
+    """{name: Dataset} of `parts` ({name: RunConfig}) run in `cycles` cycles,
+    or until stable (not both): the launchers of `launch.cycles` and
+    `launch.stable`.  The results go to `out`, else the first part's
+    ``out`` (a temporary file when none, its Datasets loaded)."""
     if until_stable is not None and cycles > 1:
         raise ConfigError("repeats sizes itself; not with cycles", "until_stable")
-    out, tmp = cfg.output.out, None
+    first = next(iter(parts.values()))
+    out, tmp = out or first.output.out, None
     if not out:
         tmp = tempfile.mkdtemp(prefix="ccbench-")
         out = os.path.join(tmp, "results.nc")
-    check_run(cfg.replace(out=out), ranks_here=0)
-    name = cfg.sweep.collective
-
-    def one(config, path):
-        ds = run(config.replace(out=path), **launch_kw)
-        return None if ds is None else {name: ds}
-
+    check_run(first.replace(out=out), ranks_here=0)
     try:
         if until_stable is not None:
-            iters = cfg.sweep.iters
+            iters = first.sweep.iters
             target, cap = check_target(until_stable, stable_cap, iters)
             results = run_until_stable(
-                lambda some, part: one(cfg.replace(sizes=tuple(some)), part),
-                [int(s) for s in cfg.sweep.sizes], target, cap, iters, out)
+                lambda some, path: _in_sequence(
+                    {k: c.replace(sizes=tuple(some)) for k, c in parts.items()}, path,
+                    launch_kw),
+                [int(s) for s in first.sweep.sizes], target, cap, iters, out)
         else:
-            results = run_cycles(lambda out: one(cfg, out), cycles, out)
-        if results is None:
-            return None
-        ds = results[name]
-        return ds.load() if tmp else ds
+            results = run_cycles(lambda out: _in_sequence(parts, out, launch_kw), cycles, out,
+                                 on_cycle=on_cycle)
+        if results is None or not tmp:
+            return results
+        return {k: ds.load() for k, ds in results.items()}
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run_many(collectives_, nranks=None, sizes=None, *, out=None, **options):
-    """Run several collectives one after another; {collective: Dataset}.
+def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until_stable=None,
+             stable_cap=None, on_cycle=None, **options):
+    """Run several parts one after another; {name: Dataset}.
 
-    `collectives_`: names, or configurations `make_config` built (then
-    `nranks`, `sizes` and the configuration keywords are not given).  With
-    `out`, every collective lands in that one file (the first in the root
-    group, the others in groups named after them; see `dataset.io`),
-    rewritten after each collective so that finished ones are never lost.
+    Parameters
+    ----------
+    collectives_ : list of str or RunConfig, or str
+        Collective names (a list or comma-separated), or configurations
+        `make_config` built (then `nranks`, `sizes` and the configuration
+        keywords are not given).  With names, ``dtype="all"`` and
+        ``op="all"`` make one part per data type / reduction op
+        (`make_configs`).
+    out : str, optional
+        Every part lands in that one file (the first in the root group, the
+        others in groups named after them: `part_names`; see `dataset.io`),
+        rewritten after each part so that finished ones are never lost.
+    cycles, until_stable, stable_cap :
+        As `run`'s, over all the parts.
+    on_cycle : callable, optional
+        With `cycles`: called with (cycle index, {name: Dataset}) after each.
+    **options
+        `run`'s launch keywords (``progress``, ``hosts``...) and
+        configuration keywords.
+
+    Returns
+    -------
+    dict
+        {name: xarray.Dataset}; None on ranks other than 0 of an MPI job.
     """
-    launch_keys = {"progress", "hosts", "hosts_file", "nnodes", "ranks_per_node", "slurm",
-                   "env", "client"}
+    launch_keys = {"progress", "slurm", "env", "client",
+                   *(f.name for f in run_fields.in_section(run_fields.PLACE))}
     launch_kw = {k: v for k, v in options.items() if k in launch_keys}
     config_kw = {k: v for k, v in options.items() if k not in launch_keys}
     if out:
         check_output(out, "--out")
+    if isinstance(collectives_, str) or not all(isinstance(c, RunConfig) for c in collectives_):
+        n = nranks if nranks is not None else 2
+        cfgs = make_configs(collectives_, job_size(n), sizes, **config_kw)
+    else:
+        cfgs = list(collectives_)
+    parts = dict(zip(part_names(cfgs), cfgs))
+    if cycles != 1 or until_stable is not None:
+        return _repeated(parts, check_cycles(cycles, "cycles"), until_stable, stable_cap,
+                         launch_kw, out=out, on_cycle=on_cycle)
+    return _in_sequence(parts, out, launch_kw)
+
+
+def _in_sequence(parts, out, launch_kw):
+    """{name: Dataset} of `parts` ({name: RunConfig}) run one after another
+    into `out`: one part straight into it, several each into a part file
+    and then all into `out` (see `run_many`)."""
+    progress = launch_kw.get("progress")
     done = {}
-    for item in collectives_:
-        if isinstance(item, RunConfig):
-            cfg = item
-        else:
-            n = nranks if nranks is not None else 2
-            cfg = make_config(item, job_size(n), sizes, **config_kw)
-        part = f"{out}.{cfg.collective}.part" if out else ""
-        done[cfg.collective] = ds = run(cfg.replace(out=part), **launch_kw)
+    for name, cfg in parts.items():
+        kw = dict(launch_kw)
+        if progress is not None and len(parts) > 1:  # events name the part, not the collective
+            kw["progress"] = lambda ev, name=name: progress({**ev, "collective": name})
+        part = out if len(parts) == 1 else (f"{out}.{name}.part" if out else "")
+        done[name] = ds = run(cfg.replace(out=part or cfg.output.out), **kw)
         if ds is None:  # a rank other than 0 of an MPI job: nothing to keep
             continue
-        if out:
-            done[cfg.collective] = ds.load()
+        if out and len(parts) > 1:
+            done[name] = ds.load()
             save(done, out)
             os.unlink(part)
     return done if all(d is not None for d in done.values()) else None

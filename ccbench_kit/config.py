@@ -26,18 +26,14 @@ from dataclasses import dataclass, field
 
 from . import collectives
 from .dataset.schema import PLACEMENTS
-from .dataset.stats import check_stat
 from .dtypes import get_dtype, get_op
 from .errors import ConfigError
 from .units import parse_size, sweep
-from .backends.blocking import BLOCKING_MODES
 from .backends import backend_class
 from .inputs import parse_inputs, split_layout
 from .inputs.skew import FLAG, parse_pattern
-
-# Seconds between rewrites of the results file during a sweep (sizes in
-# between go to sidecars; see dataset.checkpoint).
-DEFAULT_CHECKPOINT_EVERY = 10.0
+from . import run_fields
+from .run_fields import DEFAULT_CHECKPOINT_EVERY, default
 
 
 @dataclass(frozen=True)
@@ -45,15 +41,15 @@ class SweepConfig:
     collective: str
     sizes: tuple                     # bytes, each with at least one element per rank
     algorithms: tuple = ("mpi",)
-    dtype: str = "fp32"
-    op: str = "sum"                  # "none" for collectives that don't reduce
+    dtype: str = default("dtype")
+    op: str = default("op")          # "none" for collectives that don't reduce
     root: int = 0                    # -1 for collectives without a root
     placements: tuple = PLACEMENTS
-    warmup: int = 5
-    iters: int = 20
-    agg_iters: int = 1
-    blocking: int = 0                # nccl-tests -z 0|1|2|3 (BLOCKING_MODES)
-    report_cputime: bool = False     # nccl-tests -C: the host's time (the backend's cputime_timing)
+    warmup: int = default("warmup")
+    iters: int = default("iters")
+    agg_iters: int = default("agg_iters")
+    blocking: int = default("blocking")          # nccl-tests -z 0|1|2|3 (backends.blocking)
+    report_cputime: bool = default("report_cputime")  # -C: the backend's cputime_timing
     skipped_sizes: tuple = ()        # asked for, but too small for this rank count
 
 
@@ -61,7 +57,7 @@ class SweepConfig:
 class InputConfig:
     check: str = ""                  # "", "random" or "all_ones"
     seed: int = 0
-    unique_buff: bool = False
+    unique_buff: bool = default("unique_buff")
     # Parsed (and validated) from JSON files or specs by ccbench_kit/inputs/;
     # the harness and collectives only read them.  groups: lists of world
     # ranks, all the same size (() = one group of all); a collective runs on
@@ -77,19 +73,19 @@ class InputConfig:
 @dataclass(frozen=True)
 class OutputConfig:
     out: str = ""
-    stats: tuple = ("avg",)
-    command: str = ""
+    stats: tuple = default("stats")
+    command: str = default("command")
     checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY
-    per_iter_timing: bool = False    # nccl-tests -I: i_min i_max i_p99 i_cv% and *_per_iter JSON
-    per_iter_skip: int = 0           # nccl-tests -K: leading iterations left out of those
-    memory_report: bool = False      # nccl-tests -M: the memory usage line
+    per_iter_timing: bool = default("per_iter_timing")  # nccl-tests -I: i_* and *_per_iter JSON
+    per_iter_skip: int = default("per_iter_skip")       # nccl-tests -K: leading ones left out
+    memory_report: bool = default("memory_report")      # nccl-tests -M: the memory usage line
 
 
 @dataclass(frozen=True)
 class LaunchConfig:
     nranks: int = 2
-    timeout: float = None            # seconds per call; None: launch.watchdog's default
-    skip_oversize: bool = False
+    timeout: float = default("timeout")  # seconds per call; None: launch.watchdog's default
+    skip_oversize: bool = default("skip_oversize")
 
 
 @dataclass(frozen=True)
@@ -175,18 +171,9 @@ def _frozen(value):
 
 # -- building one ----------------------------------------------------------------
 # The keywords `build` takes (besides collective, nranks and sizes), by the
-# section they fill; the suite file and the widgets list them from here.
-KEYWORDS = {
-    "sweep": ("minbytes", "maxbytes", "stepfactor", "stepbytes", "algorithms", "dtype", "op",
-              "root", "placement", "warmup", "iters", "agg_iters", "blocking", "report_cputime"),
-    "inputs": ("check", "seed", "unique_buff", "split", "data_parallel_dimension",
-               "replica_groups", "alltoallv_metadata", "src_target_pairs", "coalesced_ratio",
-               "alltoallv_pattern"),
-    "output": ("out", "stats", "command", "checkpoint_every", "per_iter_timing", "per_iter_skip",
-               "memory_report"),
-    "launch": ("timeout", "skip_oversize"),
-    "backend": ("backend", "timing", "backend_options"),
-}
+# section they fill: `run_fields` declares them (flag, default, help, check),
+# and `build` asks it on every call.
+KEYWORDS = run_fields.by_section()
 
 
 def build(collective, nranks=2, sizes=None, **keywords):
@@ -194,22 +181,23 @@ def build(collective, nranks=2, sizes=None, **keywords):
 
     Raises ConfigError naming the flag for anything wrong, and TypeError for
     a keyword that is not one (`KEYWORDS` lists them)."""
-    known = {k for names in KEYWORDS.values() for k in names}
+    sections = run_fields.by_section()
+    known = {k for names in sections.values() for k in names}
     unknown = sorted(set(keywords) - known)
     if unknown:
         raise TypeError(f"unexpected keyword argument {unknown[0]!r} (run configuration "
                         f"keywords: {', '.join(sorted(known))})")
-    kw = {s: {k: keywords[k] for k in names if k in keywords} for s, names in KEYWORDS.items()}
+    kw = {s: {k: keywords.get(k, run_fields.default(k)) for k in names}
+          for s, names in sections.items()}
     coll = collectives.get(collective)
     if not isinstance(nranks, int) or nranks < 1:
         raise ConfigError(f"need at least 1 rank, got {nranks}", "-r/--nworkers")
-    cputime = _flag01(kw["sweep"].pop("report_cputime", False), "-C/--report_cputime")
+    cputime = run_fields.get("report_cputime").validate(kw["sweep"]["report_cputime"])
     backend = _backend(**kw["backend"], report_cputime=cputime)
     sweep_ = _sweep(coll, nranks, sizes, backend, **kw["sweep"])
-    sweep_ = dataclasses.replace(sweep_, report_cputime=cputime)
-    output = _output(**kw["output"])
+    output = _stored(OutputConfig, kw["output"])
     _check_timing_flags(output, sweep_, backend)
-    launch = _launch(nranks, **kw["launch"])
+    launch = _stored(LaunchConfig, kw["launch"], nranks=nranks)
     inputs = _inputs(coll, nranks, sweep_, **kw["inputs"])
     group_size = len(inputs.groups[0]) if inputs.groups else nranks
     if coll.rooted and sweep_.root >= group_size:
@@ -220,7 +208,19 @@ def build(collective, nranks=2, sizes=None, **keywords):
     return RunConfig(sweep_, inputs, output, launch, backend)
 
 
-def _backend(backend="mpi", timing="", backend_options=None, report_cputime=False):
+def _stored(section, values, **computed):
+    """A `section` (a config dataclass) from its keywords' values, each
+    through its field's check (`run_fields`), and the values `computed` from
+    them here.  A new field of the section needs nothing more here."""
+    names = {f.name for f in dataclasses.fields(section)}
+    homeless = sorted(set(values) - names - set(computed))
+    if homeless:  # a field declared in run_fields without its attribute here
+        raise TypeError(f"{section.__name__} has no attribute {homeless[0]!r}")
+    checked = {k: run_fields.get(k).validate(v) for k, v in values.items() if k not in computed}
+    return section(**checked, **computed)
+
+
+def _backend(backend, timing, backend_options, report_cputime=False):
     cls = backend_class(backend)
     values = dict(backend_options or {})
     if timing:
@@ -236,9 +236,8 @@ def _backend(backend="mpi", timing="", backend_options=None, report_cputime=Fals
     return BackendConfig(backend, dataclasses.asdict(opts))
 
 
-def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepfactor=None,
-           stepbytes=None, algorithms=None, dtype="fp32", op="sum", root=0, placement="both",
-           warmup=5, iters=20, agg_iters=1, blocking=0):
+def _sweep(coll, nranks, sizes, backend, *, minbytes, maxbytes, stepfactor, stepbytes,
+           algorithms, dtype, op, root, placement, **plain):
     if sizes is None:
         sizes = sweep(minbytes, maxbytes if maxbytes is not None else minbytes,
                       stepfactor, stepbytes)
@@ -256,16 +255,6 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepf
     op = get_op(op) if coll.reduces else "none"
     if coll.rooted and not 0 <= root < nranks:
         raise ConfigError(f"root {root} is not a rank of 0..{nranks - 1}", "--root")
-    for name, value, flag, low in (("warmup", warmup, "-w/--warmup_iters", 0),
-                                   ("iters", iters, "-n/--iters", 1),
-                                   ("agg_iters", agg_iters, "-m/--agg-iters", 1)):
-        if not isinstance(value, int) or value < low:
-            raise ConfigError(f"must be an integer >= {low}, got {value!r}", flag)
-    if isinstance(blocking, bool):  # the API's old blocking=True/False
-        blocking = int(blocking)
-    if not isinstance(blocking, int) or blocking not in BLOCKING_MODES:
-        raise ConfigError(f"must be 0, 1, 2 or 3 (nccl-tests' -z), got {blocking!r}",
-                          "-z/--blocking")
     placements = _placements(placement)
     bad = [p for p in placements if p not in PLACEMENTS]
     if bad or not placements:
@@ -282,10 +271,10 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepf
             raise ConfigError(
                 f"unknown algorithm {a!r} for {coll.name} on backend {backend.name}; "
                 f"choose from {', '.join(available)} or all", "--algorithms")
-    return SweepConfig(
-        collective=coll.name, sizes=tuple(sizes), algorithms=tuple(dict.fromkeys(algorithms)),
-        dtype=dtype, op=op, root=root if coll.rooted else -1, placements=tuple(placements),
-        warmup=warmup, iters=iters, agg_iters=agg_iters, blocking=blocking)
+    return _stored(SweepConfig, plain,
+                   collective=coll.name, sizes=tuple(sizes),
+                   algorithms=tuple(dict.fromkeys(algorithms)), dtype=dtype, op=op,
+                   root=root if coll.rooted else -1, placements=tuple(placements))
 
 
 def _placements(placement):
@@ -296,9 +285,9 @@ def _placements(placement):
     return list(placement)
 
 
-def _inputs(coll, nranks, sweep_, *, check=None, seed=None, unique_buff=False, split=None,
-            data_parallel_dimension=None, replica_groups=None, alltoallv_metadata=None,
-            src_target_pairs=None, coalesced_ratio=None, alltoallv_pattern=None):
+def _inputs(coll, nranks, sweep_, *, check, seed, split, data_parallel_dimension,
+            replica_groups, alltoallv_metadata, src_target_pairs, coalesced_ratio,
+            alltoallv_pattern, **plain):
     if check is True:
         check = "random"
     check = check or ""
@@ -314,34 +303,9 @@ def _inputs(coll, nranks, sweep_, *, check=None, seed=None, unique_buff=False, s
         if coll.name != "alltoallv" or alltoallv_metadata not in (None, ""):
             raise ConfigError("is for alltoallv without --alltoallv-metadata", FLAG)
         parse_pattern(alltoallv_pattern, nranks)
-    return InputConfig(check=check, seed=int(seed or 0), unique_buff=bool(unique_buff),
-                       alltoallv_pattern=str(alltoallv_pattern or ""),
-                       **{k: tuple(v) for k, v in parsed.items()})
-
-
-def _output(*, out=None, stats=("avg",), command="", checkpoint_every=None,
-            per_iter_timing=False, per_iter_skip=0, memory_report=False):
-    per_iter_timing = _flag01(per_iter_timing, "--per_iter_timing")
-    memory_report = _flag01(memory_report, "-M/--memory")
-    if isinstance(per_iter_skip, bool) or not isinstance(per_iter_skip, int) or per_iter_skip < 0:
-        raise ConfigError(f"must be a whole number of iterations >= 0, got {per_iter_skip!r}",
-                          "-K/--per_iter_skip")
-    if checkpoint_every is None:
-        checkpoint_every = DEFAULT_CHECKPOINT_EVERY
-    elif not checkpoint_every >= 0:
-        raise ConfigError(f"must be a number of seconds >= 0, got {checkpoint_every}",
-                          "--checkpoint-every")
-    return OutputConfig(out=out or "", stats=tuple(check_stat(s) for s in stats),
-                        command=command, checkpoint_every=float(checkpoint_every),
-                        per_iter_timing=per_iter_timing, per_iter_skip=per_iter_skip,
-                        memory_report=memory_report)
-
-
-def _flag01(value, flag):
-    """nccl-tests' 0/1 switches (-C, -I, -M): 0, 1, False or True."""
-    if value in (0, 1) and not isinstance(value, float):
-        return bool(value)
-    raise ConfigError(f"must be 0 or 1, got {value!r}", flag)
+    return _stored(InputConfig, plain, check=check, seed=int(seed or 0),
+                   alltoallv_pattern=str(alltoallv_pattern or ""),
+                   **{k: tuple(v) for k, v in parsed.items()})
 
 
 def _check_timing_flags(output, sweep_, backend):
@@ -364,13 +328,6 @@ def _check_timing_flags(output, sweep_, backend):
         raise ConfigError(f"--timing {timing} stores one average per iteration; per-iteration "
                           "timing needs --timing cuda-events or host-enqueue",
                           "--per_iter_timing")
-
-
-def _launch(nranks, *, timeout=None, skip_oversize=False):
-    if timeout is not None and not timeout > 0:
-        raise ConfigError(f"must be a positive number of seconds, got {timeout}", "--timeout")
-    return LaunchConfig(nranks=nranks, timeout=None if timeout is None else float(timeout),
-                        skip_oversize=bool(skip_oversize))
 
 
 def _sizes_that_fit(coll, sweep_, group_size, coalesced_ratio):

@@ -166,12 +166,12 @@ LAYERS = [
     {"api", "preflight"},                          # preflight: checks before a launch
     {"launch"},                                    # mpirun, Slurm, Dask-MPI, the watchdog
     {"harness"},                                   # one rank's sweep
-    {"backends", "checks", "clock", "config"},
+    {"backends", "checks", "clock", "config", "run_fields"},
     {"compare", "importers", "formats", "output", "theory"},  # files in, files out, models
     {"collectives", "inputs"},                     # collectives' facts; their parsed inputs
     {"dataset"},                                   # the schema; imports nothing above it
     {"_version", "errors", "units", "dtypes", "_files", "_optional", "mpi_env", "progress_board",
-     "hostinfo", "joborigin", "output_path", "bounded", "resources", "markup",
+     "hostinfo", "joborigin", "output_path", "bounded", "resources", "markup", "argtypes",
      "_engine", "_nccl"},                          # foundations and the compiled engine
 ]
 # Modules that are plugins of another library and so face upward on purpose:

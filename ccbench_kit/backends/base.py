@@ -24,7 +24,8 @@ Class side (asked before any rank starts, by the CLI and the API)
 ``name``, ``default_algorithm``, ``warms_every_size``, ``host_buffers``,
 ``aggregated_timings``, ``cputime_timing``,
 ``Options`` (a frozen dataclass of the backend's own options),
-``algorithms_for(collective)``, ``default_preset(ds)``,
+``algorithms_for(collective)``, ``data_types()`` and ``reduction_ops()``
+(what ``-d all`` and ``-o all`` run), ``default_preset(ds)``,
 ``add_arguments(group)`` (its CLI flags), ``options_from_args(args)`` and
 ``make_options(**values)`` (validated `Options`).
 
@@ -40,6 +41,7 @@ import dataclasses
 from typing import ClassVar
 
 from .blocking import BLOCKING_MODES
+from ..dtypes import DTYPES, OPS
 from ..errors import ConfigError
 from ..resources import memory_available
 
@@ -88,6 +90,16 @@ class Backend(abc.ABC):
     def algorithms_for(cls, collective):
         """Algorithm names this backend runs `collective` with, without
         starting MPI or opening a device; [] for a collective it lacks."""
+
+    @classmethod
+    def data_types(cls):
+        """The data type names this backend runs (``-d all`` runs each)."""
+        return tuple(DTYPES)
+
+    @classmethod
+    def reduction_ops(cls):
+        """The reduction op names this backend runs (``-o all`` runs each)."""
+        return tuple(OPS)
 
     @classmethod
     def default_preset(cls, ds):

@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import collectives as _collectives, _nccl
 from ..dataset.schema import attr_json
-from ..dtypes import FP8, FP8_SINCE_NCCL, NCCL_OPS, OPS
+from ..dtypes import DTYPES, FP8, FP8_SINCE_NCCL, NCCL_OPS, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
 from .base import Backend
@@ -161,6 +161,12 @@ class NCCLBackend(Backend):
         g.add_argument("--fresh-buffers", action="store_true",
                        help="nccl: allocate every size's buffers anew, instead of running every "
                             "size in the largest ones as nccl-tests does")
+
+    @classmethod
+    def data_types(cls):
+        """The types NCCL has, fp8 left out: it needs NCCL 2.24 (and sm_90 to
+        reduce), known only once a rank loads the library; name it with -d."""
+        return tuple(name for name, d in DTYPES.items() if d.nccl >= 0 and name not in FP8)
 
     @classmethod
     def options_from_args(cls, args):

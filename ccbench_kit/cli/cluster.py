@@ -7,8 +7,9 @@ Also the launch flags ``ccbench run`` and ``ccbench suite`` share
 import os
 import sys
 
+from .. import run_fields
 from ..errors import ConfigError
-from . import argtypes as T
+from .. import argtypes as T
 from ..launch import cluster
 from ..launch.hosts import topology_sort_file
 from ..output_path import check_output
@@ -16,17 +17,10 @@ from ..output_path import check_output
 
 def add_launch_arguments(p, nnodes_short=True):
     """--hosts, --hosts-file, -N, --ranks-per-node and the Slurm flags."""
-    g = p.add_argument_group("hosts and Slurm")
-    g.add_argument("--hosts", nargs="+", default=None, type=T.text("a host"), metavar="HOST",
-                   help="hosts to run on (name or name:slots; spaces or commas); ranks are "
-                        "placed in equal blocks in this order")
-    g.add_argument("--hosts-file", default=None, type=T.path("a host file"), metavar="FILE",
-                   help="hosts, one per line (Open MPI's `name slots=N` accepted); with -N > 1 "
-                        "and no hosts given, ~/hosts as nccom-test")
-    g.add_argument(*(["-N"] if nnodes_short else []), "--nnodes", type=T.positive, default=None,
-                   help="nodes to use (default: every host given, else 1)")
-    g.add_argument("--ranks-per-node", type=T.positive, default=None,
-                   help="ranks on each node (default: ranks / nodes)")
+    g = p.add_argument_group(run_fields.HOSTS)
+    for f in run_fields.in_group(run_fields.HOSTS):  # --hosts, --hosts-file, -N, --ranks-per-node
+        flags = [x for x in f.flags if nnodes_short or x != "-N"]
+        g.add_argument(*flags, **f.argparse_keywords())
     g.add_argument("-S", "--slurm-mode", action="store_true",
                    help="launch with srun: in --slurm-job-id, the current allocation, or a "
                         "new one (salloc)")

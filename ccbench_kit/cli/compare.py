@@ -18,7 +18,7 @@ from ..health.gpu import check, report
 from ..importers import ReportedMismatchWarning, open_any
 from ..output_path import check_output
 from ..units import parse_size
-from . import argtypes as T
+from .. import argtypes as T
 
 
 def add_parser(sub):

@@ -16,7 +16,7 @@ from ..health import gpu
 from ..health.gpu import check, report
 from ..launch.cluster import connect
 from ..output_path import check_output
-from . import argtypes as T
+from .. import argtypes as T
 from .cluster import add_launch_arguments, launch_options
 from .history import add_history_flag, file_results
 
@@ -33,11 +33,18 @@ def add_parser(sub):
     p.add_argument("--scheduler-file", default=None,
                    help="check the hosts of a Dask-MPI cluster (ccbench cluster start)")
     g = p.add_argument_group("measurement")
-    g.add_argument("--repeats", type=int, default=5, help="repeats of every test (default 5)")
-    g.add_argument("--bw-size", default="2M", help="pair bandwidth message (default 2M)")
-    g.add_argument("--local-size", default="1M", help="local all_reduce size (default 1M)")
-    g.add_argument("--lat-iters", type=int, default=50, help="8 B ping-pongs (sendrecvs through a backend) per test (default 50)")
-    g.add_argument("--bw-iters", type=int, default=3, help="exchanges per test (default 3)")
+    m = health.api.MEASUREMENT
+    g.add_argument("--repeats", type=int, default=m["repeats"],
+                   help=f"repeats of every test (default {m['repeats']})")
+    g.add_argument("--bw-size", default=m["bw_bytes"],
+                   help=f"pair bandwidth message (default {m['bw_bytes']})")
+    g.add_argument("--local-size", default=m["local_bytes"],
+                   help=f"local all_reduce size (default {m['local_bytes']})")
+    g.add_argument("--lat-iters", type=int, default=m["lat_iters"],
+                   help="8 B ping-pongs (sendrecvs through a backend) per test "
+                        f"(default {m['lat_iters']})")
+    g.add_argument("--bw-iters", type=int, default=m["bw_iters"],
+                   help=f"exchanges per test (default {m['bw_iters']})")
     g.add_argument("--topology", default=None, metavar="FILE",
                    help="DescribeInstanceTopology JSON: pairs sharing a leaf uplink don't "
                         "run at once, and the verdict judges the uplinks between leaves")

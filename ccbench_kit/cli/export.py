@@ -14,7 +14,7 @@ import sys
 from ..errors import ConfigError
 from ..formats.csv.write import DEFAULT_STATS, write_aws, write_csv
 from ..importers import open_any, unique_names
-from . import argtypes as T
+from .. import argtypes as T
 from .._files import atomic_write_text
 from ..formats.nccl_tuner.write_csv import tuner_csv
 from ..output_path import check_output, check_output_folder

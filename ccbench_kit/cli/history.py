@@ -7,7 +7,7 @@ from ..errors import EXIT_BELOW, ConfigError
 from ..history.api import facts_near
 from ..history.report import render
 from ..history.store import check_dir
-from . import argtypes as T
+from .. import argtypes as T
 
 ACTIONS = ("add", "list", "show", "check", "report", "rebuild")
 

@@ -13,7 +13,7 @@ from ..dataset import save
 from ..errors import ConfigError
 from ..formats.nccl_tests.write_table import format_table
 from ..importers import ReportedMismatchWarning, read_all, unique_names
-from . import argtypes as T
+from .. import argtypes as T
 from .history import add_history_flag, file_results
 
 from ..output_path import check_output

@@ -8,7 +8,7 @@ written.  The recovered file is marked incomplete.
 """
 import os
 
-from . import argtypes as T
+from .. import argtypes as T
 from ..dataset.checkpoint import merge_pending, output_lock, pending_files, pending_runs
 from ..errors import ConfigError
 from ..output_path import check_output

@@ -1,7 +1,7 @@
 """``ccbench report RESULTS... [--baseline FILE] [--theory PRESET] -o reports/NAME.html``."""
 import sys
 
-from . import argtypes as T
+from .. import argtypes as T
 from ..report import driver
 
 

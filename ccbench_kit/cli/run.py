@@ -4,23 +4,25 @@ import shlex
 import sys
 
 from .. import api, backends
+from .. import run_fields as F
 from ..dataset.schema import library_name
 from ..dataset.stats import check_average
 from ..errors import EXIT_CHECK_FAILED, ConfigError
 from ..formats.nccl_tests.write_table import format_table
 from ..inputs.sizes import parse_size_list, read_msglen
-from ..launch.cycles import check_cycles, run_cycles
-from ..launch.stable import check_target, run_until_stable
+from ..launch.cycles import check_cycles
+from ..launch.stable import check_target
 from ..output import json_paths, write_json
 from ..output_path import check_output
 from ..units import format_size
-from . import argtypes as T
+from .. import argtypes as T
 from .cluster import add_launch_arguments, launch_options
 from .history import add_history_flag, file_results
 
 def add_parser(sub):
-    # why long: one declaration per flag of `ccbench run`, in the order --help
-    # lists them; the backends add their own flags (Backend.add_arguments).
+    """``ccbench run``: one flag per field of `run_fields`, in its help group,
+    and around them the flags of the command line alone (sizes from a list
+    or file, how the table is printed, JSON beside the results)."""
     p = sub.add_parser("run", help="benchmark one collective over a size sweep",
                        description="Benchmark a collective; print nccl-tests' table and "
                                    "write the per-rank, per-iteration Dataset.")
@@ -28,97 +30,20 @@ def add_parser(sub):
                    help="all_reduce (allr), all_gather (allg), ...; "
                                       "several, comma-separated, go into one file")
     p.add_argument("-r", "--nworkers", type=T.ranks, default=2, help="ranks (default 2)")
-    g = p.add_argument_group("sizes")
-    g.add_argument("-b", "--minbytes", default="32M", type=T.text("a size"),
-                   help="first size (8, 1K, 64M, 1kb, 1MB...)")
-    g.add_argument("-e", "--maxbytes", default=None, type=T.text("a size"),
-                   help="last size (default: minbytes)")
-    g.add_argument("-f", "--stepfactor", default=None, type=T.text("a factor"),
-                   help="multiply the size by this each step")
-    g.add_argument("-i", "--stepbytes", default=None, type=T.text("a size"),
-                   help="add this many bytes each step")
+    g = _field_group(p, F.SIZES)
     g.add_argument("--sizes", default=None, metavar="LIST", type=T.text("a size list"),
                    help="exactly these sizes, in this order (8,1K,1M), in place of -b/-e/-f/-i")
     g.add_argument("--msglen", default=None, metavar="FILE", type=T.text("a file"),
                    help="sizes from a file as IMB's -msglen: one per line, K/M suffixes, "
                         "# comments")
-    g = p.add_argument_group("iterations")
-    g.add_argument("-n", "--iters", type=T.iterations, default=20,
-                   help="measured iterations (default 20)")
-    g.add_argument("-w", "--warmup_iters", "--warmup-iters", dest="warmup",
-                   type=T.warmup_iterations, default=5,
-                   help="warm-up iterations, not returned (default 5)")
-    g.add_argument("--cycles", type=int, default=1, metavar="N",
-                   help="run the whole sweep N times, as nccl-tests -N; each cycle's table "
-                        "is printed and every cycle's iterations kept (coordinate cycle)")
-    g.add_argument("--until-stable", type=float, default=None, metavar="HALF_WIDTH",
-                   help="run a size again (-n more iterations a round) until the 95%% CI of "
-                        "its mean time is within ±HALF_WIDTH (0.05 = 5%%) or --stable-cap")
-    g.add_argument("--stable-cap", type=int, default=None, metavar="N",
-                   help="most iterations per size for --until-stable (default 10 x -n)")
-    g.add_argument("-m", "--agg-iters", dest="agg_iters", type=T.int_in(1, 10**6), default=1,
-                   help="operations aggregated into one timed iteration")
-    g.add_argument("-z", "--blocking", type=int, choices=(0, 1, 2, 3), default=0,
-                   help="as nccl-tests: 1 a barrier after every operation (timed), 2 a wait "
-                        "after every operation, 3 a wait and barrier after every iteration "
-                        "(not timed); default 0")
-    # nccl-tests 2.19's -C, -I, -K, -M (docs/parity.md); -I is nccom-test's
-    # --neff_iters, so -I is spelled long only
-    g.add_argument("-C", "--report_cputime", type=int, choices=(0, 1), default=0,
-                   help="1: time with the host clock as nccl-tests' cputime (nccl: each "
-                        "iteration's enqueue; mpi: its clock already); the column says cputime")
-    g.add_argument("--per_iter_timing", "--per-iter-timing", type=int, choices=(0, 1), default=0,
-                   help="nccl-tests -I: per-iteration columns i_min i_max i_p99 i_cv%% (of "
-                        "each iteration's max over ranks) and the JSON *_per_iter blocks")
-    g.add_argument("-K", "--per_iter_skip", "--per-iter-skip", type=T.non_negative, default=0,
-                   help="nccl-tests -K: leave the first K iterations out of the per-iteration "
-                        "statistics (the file and times_us keep them); needs --per_iter_timing 1")
-    g = p.add_argument_group("data")
-    g.add_argument("-d", "--datatype", dest="dtype", default="fp32", type=T.text("a data type"),
-                   help="fp32, bf16, int8... (nccl-tests names too)")
-    g.add_argument("-o", "--op", default="sum", type=T.text("an op"),
-                   help="sum, prod, min, max, avg")
-    g.add_argument("--root", type=T.non_negative, default=0, help="root rank of rooted collectives")
-    g.add_argument("-c", "--check", nargs="?", const="random", default=None,
-                   choices=("random", "all_ones", "0", "1"),
-                   help="check results against numpy (nccl-tests' -c 1 = random, -c 0 = off)")
-    g.add_argument("--seed", type=T.seed, default=None, help="seed for --check random")
-    g.add_argument("--placement", default="both", type=T.text("a placement"),
-                   help="out_of_place, in_place or both")
-    g.add_argument("--unique-buff", action="store_true",
-                   help="a different buffer set for every operation (up to 1 GiB per rank)")
-    g.add_argument("--coalesced-cc-size-ratio", dest="coalesced_ratio", nargs="+", default=None,
-                   metavar="RATIO", help="run each operation as coalesced parts, e.g. [1,2,1]")
-    g.add_argument("--alltoallv-metadata", default=None, metavar="JSON",
-                   help="alltoallv counts and displacements (nccom-test's format)")
-    g.add_argument("--alltoallv-pattern", default=None, metavar="uniform|zipf:S|hot:R[:F]",
-                   help="alltoallv: skewed traffic (MoE-like) drawn with --seed: uniform "
-                        "weights, Zipf with exponent S over a random popularity order, or one "
-                        "hot rank R with F times the weight (default F = ranks)")
-    g.add_argument("--custom-src-target-pairs", dest="src_target_pairs", default=None,
-                   metavar="JSON", help="permute's [src, target] pairs (nccom-test's format)")
-    g = p.add_argument_group("replica groups (run concurrently; at most one of these)")
-    g.add_argument("--split", default=None, type=T.text("a split spec"), metavar="SPEC",
-                   help="NCCL_TESTS_SPLIT syntax: 'AND 0x7', 'MOD 8', 'DIV 4', 'OR 1', "
-                        "'%%8'...; the variable applies when no flag is given")
-    g.add_argument("--data-parallel-dimension", type=T.positive, default=None, metavar="D",
-                   help="groups of D ranks, nranks/D apart")
-    g.add_argument("--custom-replica-group", dest="replica_groups", default=None,
-                   metavar="JSON", help='{"replica_groups": [[0, 1], [2, 3]]}')
-    g = p.add_argument_group("algorithms and backend")
-    g.add_argument("--algorithms", default=None, type=T.name_list("algorithm names"),
-                   help="comma-separated, or all (default: the library's own, mpi or nccl)")
-    g.add_argument("--backend", default="mpi", type=T.text("a backend"),
-                   help="mpi (CPU) or nccl (GPU)")
+    for title in (F.ITERATIONS, F.DATA, F.GROUPS):
+        _field_group(p, title)
+    g = _field_group(p, F.BACKEND)
     for name in backends.names():  # each backend owns its flags (backends.base)
         backends.backend_class(name).add_arguments(g)
     add_launch_arguments(p)
-    g = p.add_argument_group("output")
-    g.add_argument("--out", default=None, type=T.path("a results file"),
-                   help="results file (default results/COLL-TIME.nc)")
+    g = _field_group(p, F.OUTPUT)
     add_history_flag(g)
-    g.add_argument("-t", "--stats", nargs="+", default=["avg"], type=T.text("a statistic"),
-                   help="avg p50 p99 ...")
     g.add_argument("-a", "--average", default=None, metavar="0|1|2|3",
                    help="the table as nccl-tests -a: each rank's time over its iterations, "
                    "then rank 0's (0), the avg (1), min (2) or max (3) across ranks "
@@ -133,20 +58,16 @@ def add_parser(sub):
     g.add_argument("--json-format", default=None, choices=("nccom-test", "nccl-tests"),
                    help="for --report-to-json-file: nccom-test's keys (default) or "
                         "nccl-tests' -J format, version 3")
-    g.add_argument("-M", "--memory", type=int, choices=(0, 1), default=0,
-                   help="nccl-tests -M: print the memory usage line (max over ranks)")
     g.add_argument("--non-interactive", action="store_true", help="no progress lines")
-    g.add_argument("--timeout", type=T.seconds, default=None,
-                   help="seconds one collective call may take before the run is stopped "
-                        "and the ranks that did not arrive are named (default 30 s + 1 s "
-                        "per 50 MB)")
-    g.add_argument("--checkpoint-every", type=T.float_in(0, 10**7), default=None, metavar="SECONDS",
-                   help="rewrite the results file at most this often (default 10; 0: after "
-                        "every size); sizes in between go to small sidecar files, merged "
-                        "into the results if the run dies")
-    g.add_argument("--skip-oversize", action="store_true",
-                   help="skip sizes that don't fit in memory instead of stopping there")
     p.set_defaults(func=main)
+
+
+def _field_group(parser, title):
+    """A help group of `parser` holding the flag of every field of `title`."""
+    g = parser.add_argument_group(title)
+    for f in F.in_group(title):
+        g.add_argument(*f.flags, **f.argparse_keywords())
+    return g
 
 
 def _backend_options(args):
@@ -163,33 +84,25 @@ _NCCL_TESTS_CHECK = {"0": None, "1": "random"}
 
 
 def _config_keywords(args, argv):
-    """`api.make_config`'s keywords from the parsed flags (the seed is rank 0's)."""
-    return dict(
-        minbytes=args.minbytes, maxbytes=args.maxbytes, stepfactor=args.stepfactor,
-        stepbytes=args.stepbytes, algorithms=args.algorithms, dtype=args.dtype, op=args.op,
-        root=args.root, placement=args.placement, warmup=args.warmup, iters=args.iters,
-        agg_iters=args.agg_iters, blocking=args.blocking, report_cputime=args.report_cputime,
-        per_iter_timing=args.per_iter_timing, per_iter_skip=args.per_iter_skip,
-        memory_report=args.memory,
-        check=_NCCL_TESTS_CHECK.get(args.check, args.check),
-        seed=args.seed, stats=args.stats, backend=args.backend,
-        command=shlex.join(argv), timeout=args.timeout, skip_oversize=args.skip_oversize,
-        checkpoint_every=args.checkpoint_every,
-        split=args.split, data_parallel_dimension=args.data_parallel_dimension,
-        replica_groups=args.replica_groups, alltoallv_metadata=args.alltoallv_metadata,
-        src_target_pairs=args.src_target_pairs, unique_buff=args.unique_buff,
-        coalesced_ratio=args.coalesced_ratio, alltoallv_pattern=args.alltoallv_pattern,
-        backend_options=_backend_options(args))
+    """`api.make_config`'s keywords from the parsed flags (the seed is rank 0's):
+    every field's flag by its name, and what the command line adds."""
+    kw = {f.name: getattr(args, f.name) for f in F.FIELDS
+          if f.flags and f.section in F.SECTIONS and f.name != "out"}
+    kw.update(check=_NCCL_TESTS_CHECK.get(args.check, args.check), command=shlex.join(argv),
+              backend_options=_backend_options(args))
+    return kw
 
 
-def _check_json_outputs(args, cfgs):
+def _check_json_outputs(args, names):
     """--report-to-json-file's paths, checked now, not after the sweep."""
     if args.json_file:
-        for path in json_paths(args.json_file, [c.collective for c in cfgs]).values():
+        for path in json_paths(args.json_file, names).values():
             check_output(path, "--report-to-json-file")
 
 
 def main(args):
+    # why long: the flags that only the command line has (the table, JSON,
+    # the history), checked before the run, then one call of api.run_many
     names = [c for c in args.collective.split(",") if c]
     out = args.out or api.default_out("-".join(n.replace("-", "_") for n in names))
     argv = sys.argv if sys.argv and sys.argv[0].endswith("ccbench") else ["ccbench", "run"]
@@ -201,45 +114,28 @@ def main(args):
     rank_stat = "max"
     if args.average is not None:
         rank_stat = check_average(args.average)
-    cfg_kw = _config_keywords(args, argv)
-    # built once, here: every collective shares rank 0's seed
-    nranks = api.job_size(args.nworkers)
-    sizes = _explicit_sizes(args)
-    cfgs = [api.make_config(names[0], nranks, sizes, out=out, **cfg_kw)]
-    seed = cfgs[0].inputs.seed
-    cfg_kw["seed"] = seed
-    cfgs += [api.make_config(name, nranks, sizes, **cfg_kw) for name in names[1:]]
+    # built once, here: every part (collective, -d all, -o all) shares rank 0's seed
+    cfgs = api.make_configs(names, api.job_size(args.nworkers), _explicit_sizes(args),
+                            **_config_keywords(args, argv))
+    parts = api.part_names(cfgs)
     progress = None if args.non_interactive else \
-        Progress({c.collective: len(c.sweep.sizes) for c in cfgs})
-    _check_json_outputs(args, cfgs)
+        Progress({p: len(c.sweep.sizes) for p, c in zip(parts, cfgs)})
+    _check_json_outputs(args, parts)
     if cfgs[0].inputs.check == "random" and _prints():  # every rank runs rank 0's seed (api)
-        print(f"# check: random, seed {seed}", file=sys.stderr)
-    launch = {"progress": progress, **launch_options(args)}
+        print(f"# check: random, seed {cfgs[0].inputs.seed}", file=sys.stderr)
     cycles = check_cycles(args.cycles)
-
-    def run_configs(these, path):
-        if len(these) == 1:
-            ds = api.run(these[0].replace(out=path), **launch)
-            return None if ds is None else {these[0].collective: ds}
-        return api.run_many(these, out=path, **launch)
-
-    def print_cycle(c, parts):
-        print(f"# cycle {c + 1} of {cycles}")
-        _print_tables(parts, args, rank_stat)
-
     if args.until_stable is not None:
         if cycles > 1:
             raise ConfigError("repeats sizes itself; not with --cycles", "--until-stable")
-        target, cap = check_target(args.until_stable, args.stable_cap, args.iters)
-        results = run_until_stable(
-            lambda some, part: run_configs(
-                [api.make_config(n, nranks, some, **cfg_kw) for n in names], part),
-            [int(x) for x in cfgs[0].sweep.sizes], target, cap, args.iters, out)
-    elif cycles == 1:
-        results = run_configs(cfgs, out)
-    else:
-        results = run_cycles(lambda out: run_configs(cfgs, out), cycles, out,
-                             on_cycle=print_cycle)
+        check_target(args.until_stable, args.stable_cap, args.iters)
+
+    def print_cycle(c, results):
+        print(f"# cycle {c + 1} of {cycles}")
+        _print_tables(results, args, rank_stat)
+
+    results = api.run_many(cfgs, out=out, cycles=cycles, until_stable=args.until_stable,
+                           stable_cap=args.stable_cap, on_cycle=print_cycle, progress=progress,
+                           **launch_options(args))
     if results is None or any(ds is None for ds in results.values()):
         return 0  # a rank other than 0 of the user's own mpirun: rank 0 prints
     if cycles > 1:
@@ -285,7 +181,7 @@ def _explicit_sizes(args):
     flag = "--sizes" if args.sizes is not None else "--msglen"
     if args.sizes is not None and args.msglen is not None:
         raise ConfigError("give --sizes or --msglen, not both", flag)
-    if args.maxbytes or args.stepfactor or args.stepbytes or args.minbytes != "32M":
+    if args.maxbytes or args.stepfactor or args.stepbytes or args.minbytes != F.default("minbytes"):
         raise ConfigError("replaces -b/-e/-f/-i: give one or the other", flag)
     return parse_size_list(args.sizes) if args.sizes is not None else read_msglen(args.msglen)
 

@@ -76,9 +76,17 @@ def default_out():
 # from this many nodes on, bisection replaces the pair matrix (docs/doctor.md)
 BISECT_FROM = 16
 
+# The measurement unless told otherwise: `make_plan`'s, `doctor`'s and
+# ``ccbench doctor``'s defaults (--repeats, --bw-size, --local-size,
+# --lat-iters, --bw-iters)
+MEASUREMENT = {"repeats": 5, "bw_bytes": "2M", "local_bytes": "1M", "lat_iters": 50,
+               "bw_iters": 3}
 
-def make_plan(nnodes, *, ranks_per_node=2, repeats=5, bw_bytes="2M", local_bytes="1M",
-              lat_iters=50, bw_iters=3, leaf_of=None, bisect=None, backend="tcp"):
+
+def make_plan(nnodes, *, ranks_per_node=2, repeats=MEASUREMENT["repeats"],
+              bw_bytes=MEASUREMENT["bw_bytes"], local_bytes=MEASUREMENT["local_bytes"],
+              lat_iters=MEASUREMENT["lat_iters"], bw_iters=MEASUREMENT["bw_iters"],
+              leaf_of=None, bisect=None, backend="tcp"):
     """The measurement plan the ranks follow (a JSON-able dict).
 
     `bisect`: True runs the bisection (`health.bisect`) instead of the pair
@@ -248,8 +256,9 @@ def allocation_nodes(slurm):
 
 
 def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None, out=None,
-           ranks_per_node=None, repeats=5, bw_bytes="2M", local_bytes="1M", lat_iters=50,
-           bw_iters=3, topology=None, bisect=None, timeout=None, env=None, thresholds=None,
+           ranks_per_node=None, repeats=MEASUREMENT["repeats"],
+           bw_bytes=MEASUREMENT["bw_bytes"], local_bytes=MEASUREMENT["local_bytes"],
+           lat_iters=MEASUREMENT["lat_iters"], bw_iters=MEASUREMENT["bw_iters"], topology=None, bisect=None, timeout=None, env=None, thresholds=None,
            backend=None, baseline=None, save_baseline=None, per_gpu=False, command=""):
     """Check the nodes; return a `Diagnosis`.
 

@@ -36,7 +36,7 @@ from .._optional import require
 from ..errors import ConfigError
 from .. import collectives as _collectives
 from ..bounded import load_yaml, read_text
-from ..config import KEYWORDS
+from .. import run_fields
 from ..launch.slurm import as_options
 
 TOP_KEYS = ("name", "workdir", "out", "report", "launcher", "run", "matrix", "hosts",
@@ -88,9 +88,11 @@ def _err(path, where, message):
 
 
 def _run_keys():
-    skip = {"out", "command", "algorithms", "split"}
-    keys = {"sizes", *(k for names in KEYWORDS.values() for k in names)}
-    return sorted(keys - skip)
+    """A suite's ``run:`` keys: ``sizes`` and the run keywords a suite may
+    set (`run_fields`; the matrix sets the algorithms and the split, the
+    suite names the files)."""
+    return sorted({"sizes", *(f.name for f in run_fields.FIELDS
+                              if f.suite and f.section in run_fields.SECTIONS)})
 
 
 def load_suite(path):

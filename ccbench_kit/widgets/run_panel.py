@@ -14,6 +14,14 @@ from .. import api, collectives
 from ..backends import backend_algorithms
 
 
+# What the panel starts with: a demo-sized sweep that ends in seconds on a
+# laptop (the CLI's defaults, 32M x 20 iterations, are one large size), so
+# these are the panel's own choices, not `run_fields`' defaults.  Every key
+# is a keyword of `ccbench_kit.run` (a test holds them to `run_fields`).
+PANEL_CHOICES = {"nranks": 3, "minbytes": "8", "maxbytes": "1M", "stepfactor": 4, "iters": 10,
+                 "warmup": 3, "check": "random"}
+
+
 class RunPanel:
     """Controls for one sweep and a progress bar.
 
@@ -25,8 +33,10 @@ class RunPanel:
         Results file to write (netCDF); a temporary one otherwise.
     """
 
-    def __init__(self, explorer=None, out=None, collective="all_reduce", nranks=3,
-                 minbytes="8", maxbytes="1M", stepfactor=4, iters=10, warmup=3):
+    def __init__(self, explorer=None, out=None, collective="all_reduce",
+                 nranks=PANEL_CHOICES["nranks"], minbytes=PANEL_CHOICES["minbytes"],
+                 maxbytes=PANEL_CHOICES["maxbytes"], stepfactor=PANEL_CHOICES["stepfactor"],
+                 iters=PANEL_CHOICES["iters"], warmup=PANEL_CHOICES["warmup"]):
         w = require("ipywidgets", "notebook")
         self.explorer, self.out = explorer, out
         self.result, self.error, self._thread = None, None, None
@@ -44,7 +54,8 @@ class RunPanel:
         self.warmup = w.BoundedIntText(value=warmup, min=0, max=100000, description="warm-up",
                                        style=wide)
         self.algorithms = w.SelectMultiple(description="algorithms", rows=4, style=wide)
-        self.check = w.Checkbox(value=True, description="check results", indent=False)
+        self.check = w.Checkbox(value=bool(PANEL_CHOICES["check"]), description="check results",
+                                indent=False)
         self.button = w.Button(description="Run sweep", button_style="primary", icon="play")
         self.progress = w.IntProgress(value=0, min=0, max=1, description="progress",
                                       style={"description_width": "90px"},
@@ -86,7 +97,7 @@ class RunPanel:
                     maxbytes=self.maxbytes.value.strip(), stepfactor=self.stepfactor.value,
                     algorithms=list(self.algorithms.value) or ["mpi"],
                     iters=int(self.iters.value), warmup=int(self.warmup.value),
-                    check="random" if self.check.value else None, out=self.out)
+                    check=PANEL_CHOICES["check"] if self.check.value else None, out=self.out)
 
     def on_progress(self, event):
         """`ccbench_kit.run`'s per-size callback: moves the bar."""
