@@ -14,6 +14,7 @@ from .preflight import check_run
 from .dataset.checkpoint import Checkpoint
 from .harness import Sweep
 from .launch.command import launcher
+from .launch.debug import rank_env as debug_env
 from .launch.cycles import check_cycles, run_cycles
 from .launch.stable import check_target, run_until_stable
 from .launch.mpirun import launch
@@ -39,7 +40,8 @@ def job_size(default):
 
 def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hosts=None,
         hosts_file=None, nnodes=None, ranks_per_node=None, slurm=None, env=None,
-        client=None, cycles=1, until_stable=None, stable_cap=None, **options):
+        client=None, cycles=1, until_stable=None, stable_cap=None, mpi_log_dir=None,
+        debug=False, **options):
     """Benchmark one collective and return its results Dataset (docs/data-contract.md).
 
     Parameters
@@ -98,6 +100,13 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         Launch with srun, in an allocation or a new one (``-S``).
     env : dict, optional
         Environment variables for the ranks (NCCL_*, OMPI_*...).
+    mpi_log_dir : str, optional
+        Also keep each rank's stdout and stderr in files in this folder
+        (``--mpi-log-dir``; `launch.ranklogs`).
+    debug : bool
+        Print the launch command and the ranks' environment, relay the
+        ranks' stderr, and NCCL_DEBUG=INFO for the nccl backend
+        (``--debug``; `launch.debug`).
     client : distributed.Client, optional
         Run on the workers of a Dask-MPI cluster (``ccbench cluster start``);
         see `launch.dask`.  `timeout` is then the whole sweep's, and
@@ -117,7 +126,8 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         On rank 0 when run in-process inside an MPI job; None on other ranks.
     """
     launch_kw = dict(progress=progress, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
-                     ranks_per_node=ranks_per_node, slurm=slurm, env=env, client=client)
+                     ranks_per_node=ranks_per_node, slurm=slurm, env=env, client=client,
+                     mpi_log_dir=mpi_log_dir, debug=debug)
     if cycles != 1 or until_stable is not None:
         cfg = collective if isinstance(collective, RunConfig) else make_config(
             collective, 2 if nranks is None else nranks, sizes, timeout=timeout, **options)
@@ -134,7 +144,8 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     if client is not None:
         placed = [f for f, v in (("hosts", hosts), ("hosts_file", hosts_file),
                                  ("nnodes", nnodes), ("ranks_per_node", ranks_per_node),
-                                 ("slurm", slurm), ("env", env)) if v]
+                                 ("slurm", slurm), ("env", env),
+                                 ("mpi_log_dir", mpi_log_dir), ("debug", debug)) if v]
         if placed:
             raise ConfigError(f"{placed[0]} applies when ccbench starts the ranks; a "
                               "cluster's ranks already run (choose them at `ccbench "
@@ -152,8 +163,10 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
                              timeout=timeout, **options)
     # before mpirun starts: where the results go, and whether the ranks fit here
     check_run(cfg, ranks_here=0 if (hosts or hosts_file or slurm) else cfg.nranks)
+    if debug:
+        env = debug_env(cfg.backend.name, env)
     command = launcher(cfg.nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
-                       ranks_per_node=ranks_per_node, slurm=slurm, env=env)
+                       ranks_per_node=ranks_per_node, slurm=slurm, env=env, log_dir=mpi_log_dir)
     tmp = None
     if not cfg.output.out:
         fd, tmp = tempfile.mkstemp(prefix="ccbench-", suffix=".nc")
@@ -162,7 +175,7 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         if command:  # so that a file rank 0 wrote elsewhere is not mistaken for it
             os.unlink(tmp)
 
-    launch(cfg, on_event=progress, command=command, env=env)
+    launch(cfg, on_event=progress, command=command, env=env, debug=debug)
     out = cfg.output.out
     if command and not os.path.exists(out):
         raise RunError(f"the run finished but {out} is not here: rank 0 wrote it on "
@@ -220,7 +233,7 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, **options):
     rewritten after each collective so that finished ones are never lost.
     """
     launch_keys = {"progress", "hosts", "hosts_file", "nnodes", "ranks_per_node", "slurm",
-                   "env", "client"}
+                   "env", "client", "mpi_log_dir", "debug"}
     launch_kw = {k: v for k, v in options.items() if k in launch_keys}
     config_kw = {k: v for k, v in options.items() if k not in launch_keys}
     if out:

@@ -14,8 +14,9 @@ from ..launch.hosts import topology_sort_file
 from ..output_path import check_output
 
 
-def add_launch_arguments(p, nnodes_short=True):
-    """--hosts, --hosts-file, -N, --ranks-per-node and the Slurm flags."""
+def add_launch_arguments(p, nnodes_short=True, rank_output=True):
+    """--hosts, --hosts-file, -N, --ranks-per-node and the Slurm flags; with
+    `rank_output`, --mpi-log-dir and --debug (a run's, not a cluster's)."""
     g = p.add_argument_group("hosts and Slurm")
     g.add_argument("--hosts", nargs="+", default=None, type=T.text("a host"), metavar="HOST",
                    help="hosts to run on (name or name:slots; spaces or commas); ranks are "
@@ -36,6 +37,14 @@ def add_launch_arguments(p, nnodes_short=True):
     g.add_argument("--slurm-partition", default=None, help="partition of a new allocation")
     g.add_argument("--slurm-time", default=None, help="time limit of a new allocation")
     g.add_argument("--srun-mpi", default=None, help="srun's --mpi plugin (e.g. pmix)")
+    if rank_output:
+        g.add_argument("--mpi-log-dir", default=None, type=T.path("a folder"), metavar="DIR",
+                       help="also keep each rank's stdout and stderr in files in DIR (Open "
+                            "MPI: DIR/1/rank.N/; srun: DIR/HOST.rank.N.*)")
+        g.add_argument("--debug", action="store_true",
+                       help="print the launch command and the ranks' environment, show the "
+                            "ranks' stderr as it comes, NCCL_DEBUG=INFO (nccl); implies "
+                            "--non-interactive")
     return g
 
 
@@ -60,8 +69,11 @@ def launch_options(args):
     hosts_file = args.hosts_file
     if hosts_file is None and not args.hosts and slurm is None and (args.nnodes or 1) > 1:
         hosts_file = home_hosts()
-    return {"hosts": args.hosts, "hosts_file": hosts_file, "nnodes": args.nnodes,
-            "ranks_per_node": args.ranks_per_node, "slurm": slurm}
+    options = {"hosts": args.hosts, "hosts_file": hosts_file, "nnodes": args.nnodes,
+               "ranks_per_node": args.ranks_per_node, "slurm": slurm}
+    if hasattr(args, "debug"):  # `add_launch_arguments(rank_output=True)`
+        options.update(mpi_log_dir=args.mpi_log_dir, debug=args.debug)
+    return options
 
 
 def home_hosts():
@@ -91,7 +103,7 @@ def add_parser(sub):
     s.add_argument("--dashboard", default=None, metavar="ADDRESS",
                    help="serve the dashboard at ADDRESS (e.g. 127.0.0.1:8787); default none")
     s.add_argument("--timeout", type=T.seconds, default=120, help="seconds to wait for the workers")
-    add_launch_arguments(s)
+    add_launch_arguments(s, rank_output=False)
     s.set_defaults(func=start)
 
     t = csub.add_parser("stop", help="shut the cluster down and wait for every rank to exit")

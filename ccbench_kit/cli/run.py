@@ -192,7 +192,7 @@ def main(args):
     seed = cfgs[0].inputs.seed
     cfg_kw["seed"] = seed
     cfgs += [api.make_config(name, nranks, sizes, **cfg_kw) for name in names[1:]]
-    progress = None if args.non_interactive else \
+    progress = None if args.non_interactive or args.debug else \
         Progress({c.collective: len(c.sweep.sizes) for c in cfgs})
     _check_json_outputs(args, cfgs)
     if cfgs[0].inputs.check == "random" and _prints():  # every rank runs rank 0's seed (api)

@@ -1,0 +1,106 @@
+"""nccom-test's launch and output flags (docs/parity.md): --mpi-log-dir keeps
+each rank's output in files of its own, --debug shows what the launch does.
+Real Open MPI runs (3 ranks) through the CLI, as users start them."""
+import json
+import os
+
+from conftest import run_cli
+
+MARKER = "@@ccbench "
+
+
+def _events(text):
+    return [json.loads(line.split(MARKER, 1)[1]) for line in text.splitlines()
+            if MARKER in line]
+
+
+def test_mpi_log_dir_keeps_each_ranks_output(tmp_path):
+    logs = tmp_path / "logs"
+    out = tmp_path / "r.nc"
+    proc = run_cli("run", "all_reduce", "-r", 3, "-b", 8, "-e", 64, "-f", 8, "-n", 2, "-w", 1,
+                   "--non-interactive", "--mpi-log-dir", logs, "--out", out, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    # the table still comes back to the terminal
+    assert [ln.split()[0] for ln in proc.stdout.splitlines()
+            if ln.split() and ln.split()[0].isdigit()] == ["8", "64"]
+    # Open MPI's layout: one folder per rank, its stdout and stderr
+    assert sorted(str(p.relative_to(logs)) for p in logs.rglob("*") if p.is_file()) == [
+        f"1/rank.{r}/{s}" for r in range(3) for s in ("stderr", "stdout")]
+    for rank in range(3):
+        evs = _events((logs / "1" / f"rank.{rank}" / "stdout").read_text())
+        beats = [e for e in evs if e["event"] == "beat"]
+        # each file holds that rank's own output: its heartbeats name it
+        assert beats and {e["rank"] for e in beats} == {rank}
+        sizes = [e["size"] for e in evs if e["event"] == "size"]
+        # rank 0 alone reports sizes and the end of the run
+        assert sizes == ([8, 64] if rank == 0 else [])
+        assert any(e["event"] == "done" for e in evs) == (rank == 0)
+
+
+def test_mpi_log_dir_refuses_links_and_devices(tmp_path):
+    out = tmp_path / "r.nc"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "link").symlink_to(elsewhere)
+    inner = tmp_path / "inner"
+    (inner / "1").mkdir(parents=True)
+    (inner / "1" / "rank.0").symlink_to(elsewhere)
+    fifo = tmp_path / "fifo"
+    (fifo).mkdir()
+    os.mkfifo(fifo / "stdout")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    cases = {
+        tmp_path / "link": f"{tmp_path}/link is a symbolic link; name the folder itself",
+        inner: f"{inner}/1/rank.0 is a symbolic link; rank logs are not written through one",
+        fifo: f"{fifo}/stdout is not a regular file; rank logs would be written into it",
+        afile: f"{afile} exists and is not a folder",
+    }
+    for folder, message in cases.items():
+        proc = run_cli("run", "all_reduce", "-r", 2, "-b", 8, "--mpi-log-dir", folder,
+                       "--out", out, timeout=60)
+        assert (proc.returncode, proc.stderr) == (2, f"ccbench: error: --mpi-log-dir: {message}\n")
+    assert not out.exists() and list(elsewhere.iterdir()) == []
+
+
+def test_debug_shows_the_launch_and_the_ranks_stderr(tmp_path):
+    out = tmp_path / "r.nc"
+    # a variable the user set (the kit lists only its own)
+    env = {**os.environ, "OMPI_MCA_coll_tuned_priority": "31"}
+    proc = run_cli("run", "all_reduce", "-r", 3, "-b", 8, "-e", 8, "-n", 2, "-w", 1, "--debug",
+                   "--mpi-log-dir", tmp_path / "logs", "--out", out, env=env, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    err = proc.stderr.splitlines()
+    launch = [ln for ln in err if ln.startswith("# debug: launch: ")]
+    assert len(launch) == 1
+    words = launch[0].split()
+    assert "-np" in words and words[words.index("-np") + 1] == "3"
+    assert words[words.index("--output-filename") + 1] == str(tmp_path / "logs")
+    assert "ccbench_kit.launch.worker" in words
+    envs = [ln[len("# debug: rank environment: "):] for ln in err
+            if ln.startswith("# debug: rank environment: ")]
+    assert "OMPI_MCA_rmaps_base_oversubscribe=1" in envs
+    assert any(e.startswith("CCB_RUN_ID=") for e in envs)
+    # set by the user, not by the kit: not listed
+    assert not any(e.startswith("OMPI_MCA_coll_tuned_priority") for e in envs)
+    # --debug implies --non-interactive: no progress lines
+    assert not any(ln.lstrip().startswith("[all_reduce ") for ln in err)
+    # the ranks' stderr (runpy's warning on every rank), relayed as it came,
+    # where it is otherwise kept for the error message only
+    rank2 = (tmp_path / "logs" / "1" / "rank.2" / "stderr").read_text().splitlines()
+    assert rank2 and all(line in err for line in rank2)
+    quiet = run_cli("run", "all_reduce", "-r", 3, "-b", 8, "-e", 8, "-n", 2, "-w", 1,
+                    "--non-interactive", "--out", tmp_path / "q.nc", env=env, timeout=240)
+    assert quiet.returncode == 0 and not any(line in quiet.stderr.splitlines()
+                                             for line in rank2 if line.strip())
+
+
+def test_debug_turns_on_nccl_logging_unless_set():
+    from ccbench_kit.launch.debug import rank_env, launch_lines
+    assert rank_env("nccl", {"A": "1"}, environ={}) == {"A": "1", "NCCL_DEBUG": "INFO"}
+    assert rank_env("nccl", {}, environ={"NCCL_DEBUG": "WARN"}) == {}
+    assert rank_env("nccl", {"NCCL_DEBUG": "TRACE"}, environ={}) == {"NCCL_DEBUG": "TRACE"}
+    assert rank_env("mpi", None, environ={}) == {}
+    assert launch_lines(["mpirun", "-np", "2", "a b"], {"X": "1", "Y": "same y"},
+                        environ={"Y": "same y"}) == [
+        "# debug: launch: mpirun -np 2 'a b'", "# debug: rank environment: X=1"]
