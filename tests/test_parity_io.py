@@ -104,3 +104,40 @@ def test_debug_turns_on_nccl_logging_unless_set():
     assert launch_lines(["mpirun", "-np", "2", "a b"], {"X": "1", "Y": "same y"},
                         environ={"Y": "same y"}) == [
         "# debug: launch: mpirun -np 2 'a b'", "# debug: rank environment: X=1"]
+
+
+def test_setup_script_default_is_the_kits_node_check(tmp_path):
+    """nccom-test's `--slurm-setup-script default` prepares every node (it
+    installs Neuron); the kit's checks each node can run the ranks."""
+    import subprocess
+    import sys
+    from ccbench_kit import __version__
+    from ccbench_kit.cli import build_parser
+    from ccbench_kit.cli.cluster import launch_options
+    from ccbench_kit.launch import slurm as S
+    args = build_parser().parse_args(["run", "all_reduce", "-S", "--slurm-setup-script",
+                                      "default"])
+    opts = launch_options(args)["slurm"]
+    assert opts["setup_script"] == "default"
+    step = [sys.executable, "-m", "ccbench_kit.launch.node_setup", __version__]
+    cmd = S.srun_command(4, ["rank"], opts, nnodes=2, environ={"SLURM_JOB_ID": "7"})
+    assert cmd == ["sh", "-c", "srun --jobid 7 --nodes 2 --ntasks 2 --ntasks-per-node 1 "
+                   + " ".join(step) + " && exec srun --jobid 7 --nodes 2 --ntasks 4 "
+                   "--ntasks-per-node 2 --kill-on-bad-exit=1 rank"]
+    assert " ".join(step) in S.sbatch_script(["rank"], opts, 2, 2)
+    # the step itself, run here as srun runs it on a node
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    ok = subprocess.run(step, capture_output=True, text=True, timeout=60, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.endswith(f"ccbench_kit {__version__}, {sys.executable}, engine for "
+                              "Open MPI v4.1.4: ready\n")
+    bad = subprocess.run(step[:-1] + ["0.0.1"], capture_output=True, text=True, timeout=60,
+                         env=env)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.endswith(f"not ready: ccbench_kit {__version__} here "
+                               f"({os.path.dirname(S.__file__)[:-len('/launch')]}), 0.0.1 on "
+                               "the launching host\n")
+    # a file called default is ./default
+    (tmp_path / "default").write_text("#!/bin/sh\n")
+    assert S.as_options({"setup_script": str(tmp_path / "default")}).setup_script == \
+        str(tmp_path / "default")

@@ -33,7 +33,9 @@ def add_launch_arguments(p, nnodes_short=True, rank_output=True):
                         "new one (salloc)")
     g.add_argument("--slurm-job-id", default=None, help="existing Slurm allocation to run in")
     g.add_argument("--slurm-setup-script", default=None, metavar="SCRIPT",
-                   help="run on every node before the ranks (Slurm mode)")
+                   help="run on every node before the ranks (Slurm mode); `default`: the "
+                        "kit's check that each node has this Python, this ccbench_kit and "
+                        "its MPI engine")
     g.add_argument("--slurm-partition", default=None, help="partition of a new allocation")
     g.add_argument("--slurm-time", default=None, help="time limit of a new allocation")
     g.add_argument("--srun-mpi", default=None, help="srun's --mpi plugin (e.g. pmix)")
@@ -51,10 +53,6 @@ def add_launch_arguments(p, nnodes_short=True, rank_output=True):
 def launch_options(args):
     """The launch keyword arguments of `ccbench_kit.run` from parsed flags."""
     slurm = None
-    if args.slurm_setup_script == "default":
-        raise ConfigError("'default' is nccom-test's script that installs the Neuron software "
-                          "on every node; the kit has none: give the path of a script",
-                          "--slurm-setup-script")
     if args.slurm_mode:
         slurm = {"job_id": args.slurm_job_id, "setup_script": args.slurm_setup_script,
                  "partition": args.slurm_partition, "time_limit": args.slurm_time,
