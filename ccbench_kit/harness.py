@@ -59,9 +59,12 @@ def unique_layouts(coll, sizes, itemsize, nranks):
 class Sweep:
     """One rank's part of a run.  Use `run()`; rank 0 gets the Dataset."""
 
-    def __init__(self, comm, cfg, emit=None, checkpoint=None, backend=None, reporter=None):
+    def __init__(self, comm, cfg, emit=None, checkpoint=None, backend=None, reporter=None,
+                 table=None):
         """`checkpoint` (rank 0): a `dataset.checkpoint.Checkpoint`, or None
-        to keep the results in memory only."""
+        to keep the results in memory only.  `table` (rank 0): a
+        `formats.nccl_tests.live_table.LiveTable` that prints each size's
+        rows as it completes (a batch job's log), or None."""
         # self.comm is the world; collectives run on self.group_comm, and
         # self.rank / self.nranks are this rank's place in its replica group.
         self.comm, self.cfg = comm, cfg
@@ -70,6 +73,7 @@ class Sweep:
         self.rank, self.nranks = self.group_comm.Get_rank(), self.group_comm.Get_size()
         self.emit = emit or _warn_only
         self.checkpoint = checkpoint
+        self.table = table
         self.reporter = reporter or RankReporter(None, comm.Get_rank())
         self.skipped_oversize = []
         groups = cfg.inputs.groups
@@ -132,6 +136,7 @@ class Sweep:
                     continue
                 lat_all, start_all = np.stack(lat_all, axis=2), np.stack(start_all, axis=2)
                 blocks.append((layout, lat_all, start_all, wrong_all))
+                self._show(blocks[-1], ranks_info, offsets)
                 self.emit({"event": "size", "collective": cfg.collective, "index": k,
                            "total": len(layouts),
                            "size": layout.size, "busbw": self._busbw(layout, lat_all)})
@@ -186,6 +191,11 @@ class Sweep:
         cfg = self.cfg
         return dict(count=layout.engine_count, dtype=self.dtype, op=OPS.get(cfg.sweep.op, 0),
                     root=cfg.sweep.root, **self.coll.engine_vectors(self.rank, self.nranks, layout))
+
+    def _show(self, block, ranks_info, offsets):
+        """The rows of the size in `block` in the live table, if there is one."""
+        if self.table is not None:
+            self.table.add(self._dataset([block], ranks_info, offsets, complete=False))
 
     def _save(self, ds):
         if self.checkpoint is not None:

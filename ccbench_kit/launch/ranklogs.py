@@ -22,9 +22,10 @@ from ..output_path import OutputError, check_output_folder
 FLAG = "--mpi-log-dir"
 
 # bash: run the rank with both streams copied into DIR ($0) under the
-# node's name and the rank Slurm gave; `exec` keeps the rank's pid the
-# step's task, the tees are its children
-_SRUN_TEE = ('log="$0/${SLURMD_NODENAME:-$(hostname)}.rank.${SLURM_PROCID}"; '
+# node's name and the rank Slurm gave (the folder made on a node that does
+# not share it); `exec` keeps the rank's pid the step's task, the tees are
+# its children
+_SRUN_TEE = ('mkdir -p -- "$0"; log="$0/${SLURMD_NODENAME:-$(hostname)}.rank.${SLURM_PROCID}"; '
              'exec "$@" > >(exec tee -a "$log.stdout") 2> >(exec tee -a "$log.stderr" >&2)')
 
 
@@ -33,7 +34,8 @@ def check_log_dir(folder):
     (`output_path.check_output_folder`), and refused when it, or anything
     already in it, is a symbolic link, a device, a FIFO or a socket: the
     launcher writes files there under names of its own, which must not lead
-    out of the folder or into something that is not a file."""
+    out of the folder or into something that is not a file.  The folder is
+    made here (on the launching host)."""
     if folder is None:
         return None
     folder = os.path.abspath(check_output_folder(os.fspath(folder), FLAG))
@@ -49,6 +51,7 @@ def check_log_dir(folder):
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 raise OutputError(f"{path} is not a regular file; rank logs would be "
                                   "written into it", FLAG)
+    os.makedirs(folder, exist_ok=True)
     return folder
 
 

@@ -13,7 +13,8 @@ def _num(v, width=7):
 
 
 def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
-    """Lines of the results table and the "Avg bus bandwidth" footer.
+    """Lines of the results table and the "Avg bus bandwidth" footer
+    (`table_parts`, joined).
 
     A checked run (``--check``) ends with nccl-tests' ``# Out of bounds
     values : N OK|FAILED`` line before that footer (N: results with wrong
@@ -25,6 +26,13 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
     printed numbers mean something else than the table's (bandwidths in
     GiB/s, another count) is preceded by lines that say so (`converted_notes`).
     """
+    head, rows, foot = table_parts(ds, stats, rank_stat, show_io)
+    return head + rows + foot
+
+
+def table_parts(ds, stats=("avg",), rank_stat="max", show_io=False):
+    """`format_table`'s lines in three lists: the lines above the rows, one
+    row per size and algorithm, and the lines below."""
     df = ds.ccb.summary(stats=stats, rank_stat=rank_stat)
     placements = [str(p) for p in ds["placement"].values]
     stats = [c[1][5:] for c in df.columns if isinstance(c, tuple) and c[0] == placements[0]
@@ -49,7 +57,8 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
     for _ in placements:
         head += "".join(f" {c:>{w}}" for c, w in zip(group_cols, widths))
         units += "".join(f" {u:>{w}}" for u, w in zip(group_units, widths))
-    lines = converted_notes(ds) + [title.rstrip(), head, units]
+    top = converted_notes(ds) + [title.rstrip(), head, units]
+    lines = []
     for _, row in df.iterrows():
         io = "".join(f" {b:>12}" for b in io_bytes[row[("size", "")]]) if show_io else ""
         key = {k: row[(k, "")] for k in ("size", "count", "type", "redop", "root", "algorithm")}
@@ -61,12 +70,13 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
             wrong = row[(p, "#wrong")]
             line += f" {('N/A' if wrong < 0 else str(wrong)):>{widths[-1]}}"
         lines.append(line)
+    foot = []
     if (ds["wrong"].values >= 0).any():
         failed = ds.ccb.failed_checks()
-        lines.append(f"# {'Out of bounds values':<20} : {failed} {'FAILED' if failed else 'OK'}")
-    lines.append(f"# Avg bus bandwidth    : {ds.ccb.avg_busbw(stats[0], rank_stat):.6g} "
-                 f"(GB/s; time = {describe(stats[0], rank_stat)})")
-    return lines
+        foot.append(f"# {'Out of bounds values':<20} : {failed} {'FAILED' if failed else 'OK'}")
+    foot.append(f"# Avg bus bandwidth    : {ds.ccb.avg_busbw(stats[0], rank_stat):.6g} "
+                f"(GB/s; time = {describe(stats[0], rank_stat)})")
+    return top, lines, foot
 
 
 def converted_notes(ds):
