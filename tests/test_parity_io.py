@@ -141,3 +141,62 @@ def test_setup_script_default_is_the_kits_node_check(tmp_path):
     (tmp_path / "default").write_text("#!/bin/sh\n")
     assert S.as_options({"setup_script": str(tmp_path / "default")}).setup_script == \
         str(tmp_path / "default")
+
+
+def _ran_column(stdout):
+    """{(size, algorithm): the row's last word} of a --show-algorithm table."""
+    return {(int(w[0]), w[5]): w[-1] for w in map(str.split, stdout.splitlines())
+            if w and w[0].isdigit()}
+
+
+def test_show_algorithm_says_what_ran_at_each_size(tmp_path):
+    """--show-algorithm ends each row with what ran: the algorithm the
+    environment forced Open MPI's coll/tuned to run (named as this Open MPI's
+    ompi_info names it), or '-' with a line saying a release build does not
+    report coll/tuned's choice; the kit's own algorithms are its own."""
+    from ccbench_kit import load
+    args = ["run", "all_reduce", "-r", 3, "-b", 8, "-e", 64, "-f", 8, "-n", 2, "-w", 1,
+            "--algorithms", "mpi,ring", "--show-algorithm", "--non-interactive"]
+    forced = {**os.environ, "OMPI_MCA_coll_tuned_use_dynamic_rules": "1",
+              "OMPI_MCA_coll_tuned_allreduce_algorithm": "3"}
+    proc = run_cli(*args, "--out", tmp_path / "f.nc", env=forced, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert _ran_column(proc.stdout) == {
+        (8, "mpi"): "recursive_doubling", (8, "ring"): "ccbench:ring",
+        (64, "mpi"): "recursive_doubling", (64, "ring"): "ccbench:ring"}
+    assert load(tmp_path / "f.nc").attrs["library_ran"] == "recursive_doubling"
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("OMPI_MCA_coll_tuned")}
+    proc = run_cli(*args, "--out", tmp_path / "p.nc", env=plain, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert _ran_column(proc.stdout) == {
+        (8, "mpi"): "-", (8, "ring"): "ccbench:ring", (64, "mpi"): "-",
+        (64, "ring"): "ccbench:ring"}
+    assert any(ln.startswith("# ran: ") and "- = not reported: a release build of Open MPI "
+               "does not report coll/tuned's choice" in ln for ln in proc.stdout.splitlines())
+    assert load(tmp_path / "p.nc").attrs["library_ran"] == ""
+    # without the flag: no column, no note
+    proc = run_cli(*args[:-2], "--non-interactive", "--out", tmp_path / "n.nc", timeout=240)
+    assert proc.returncode == 0 and "# ran:" not in proc.stdout
+    assert set(_ran_column(proc.stdout).values()) == {"N/A"}
+
+
+def test_show_algorithm_prints_what_nccl_ran_per_size():
+    """The nccl backend records NCCL's choice per algorithm and size (attr
+    nccl_ran, from NCCL's TUNING log); the table prints it at each row."""
+    import numpy as np
+    from ccbench_kit.dataset.schema import make_dataset
+    from ccbench_kit.formats.nccl_tests.write_table import format_table
+    lat = np.full((2, 1, 2, 2, 3), 10.0)
+    ds = make_dataset(algorithms=["nccl", "nccl:ring/ll"], placements=["out_of_place"],
+                      sizes=[1024, 1 << 20], counts=[256, 1 << 18], in_bytes=[1024, 1 << 20],
+                      out_bytes=[1024, 1 << 20], latency=lat, wrong=np.full((2, 1, 2), -1),
+                      ranks=[0, 1], hosts=["a", "a"], devices=["gpu0", "gpu1"],
+                      attrs={"collective": "all_reduce", "dtype": "fp32", "nranks": 2,
+                             "nccl_ran": json.dumps({
+                                 "nccl": {"1024": "RING/LL x2ch", "1048576": "TREE/SIMPLE x8ch"},
+                                 "nccl:ring/ll": {"1024": "RING/LL x2ch"}})})
+    lines = format_table(ds, show_ran=True)
+    rows = [ln for ln in lines if ln.split() and ln.split()[0].isdigit()]
+    assert [(r.split()[0], r.split()[5], r.split("  ")[-1]) for r in rows] == [
+        ("1024", "nccl", "RING/LL x2ch"), ("1024", "nccl:ring/ll", "RING/LL x2ch"),
+        ("1048576", "nccl", "TREE/SIMPLE x8ch"), ("1048576", "nccl:ring/ll", "-")]

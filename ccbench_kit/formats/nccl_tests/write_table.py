@@ -1,7 +1,13 @@
 """nccl-tests' table layout, with an algorithm column, from a Dataset."""
 import math
 
+from ...dataset.schema import attr_json
 from ...dataset.stats import describe
+
+RAN_NOTE = ("# ran: what the library ran (NCCL: its TUNING log; Open MPI: only what "
+            "OMPI_MCA_coll_tuned_use_dynamic_rules=1 with OMPI_MCA_coll_tuned_<coll>_algorithm "
+            "forces; - = not reported: a release build of Open MPI does not report "
+            "coll/tuned's choice)")
 
 
 def _num(v, width=7):
@@ -12,7 +18,7 @@ def _num(v, width=7):
     return f"{v:{width}.2f}"
 
 
-def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
+def format_table(ds, stats=("avg",), rank_stat="max", show_io=False, show_ran=False):
     """Lines of the results table and the "Avg bus bandwidth" footer
     (`table_parts`, joined).
 
@@ -25,12 +31,33 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
     nccom-test's ``--show-input-output-size`` does.  An imported file whose
     printed numbers mean something else than the table's (bandwidths in
     GiB/s, another count) is preceded by lines that say so (`converted_notes`).
+
+    `show_ran` (``--show-algorithm``) ends each row with what the library
+    ran for that algorithm and size (`ran_at`), and the table with a line
+    saying where that comes from.
     """
-    head, rows, foot = table_parts(ds, stats, rank_stat, show_io)
+    head, rows, foot = table_parts(ds, stats, rank_stat, show_io, show_ran)
     return head + rows + foot
 
 
-def table_parts(ds, stats=("avg",), rank_stat="max", show_io=False):
+def ran_at(ds):
+    """``ran(algorithm, size)``: what ran, as far as the Dataset knows: NCCL's
+    choice from its TUNING log (attr ``nccl_ran``), the algorithm the
+    environment forced Open MPI's coll/tuned to run (attr ``library_ran``),
+    ``ccbench:NAME`` for the kit's own algorithms, else ``-`` (not reported)."""
+    nccl_ran = attr_json(ds, "nccl_ran", {}) or {}
+    library = ds.attrs.get("library_ran") or "-"
+
+    def ran(alg, size):
+        if isinstance(nccl_ran, dict) and alg in nccl_ran:
+            return str(nccl_ran[alg].get(str(size), "-"))
+        if alg in ("mpi", "nccl"):      # the library's own call
+            return library
+        return f"ccbench:{alg}"         # the kit's own implementation
+    return ran
+
+
+def table_parts(ds, stats=("avg",), rank_stat="max", show_io=False, show_ran=False):
     """`format_table`'s lines in three lists: the lines above the rows, one
     row per size and algorithm, and the lines below."""
     df = ds.ccb.summary(stats=stats, rank_stat=rank_stat)
@@ -57,6 +84,9 @@ def table_parts(ds, stats=("avg",), rank_stat="max", show_io=False):
     for _ in placements:
         head += "".join(f" {c:>{w}}" for c, w in zip(group_cols, widths))
         units += "".join(f" {u:>{w}}" for u, w in zip(group_units, widths))
+    ran = ran_at(ds) if show_ran else None
+    if ran:
+        head += "  ran"
     top = converted_notes(ds) + [title.rstrip(), head, units]
     lines = []
     for _, row in df.iterrows():
@@ -69,8 +99,12 @@ def table_parts(ds, stats=("avg",), rank_stat="max", show_io=False):
             line += "".join(f" {_num(v, w)}" for v, w in zip(vals, widths))
             wrong = row[(p, "#wrong")]
             line += f" {('N/A' if wrong < 0 else str(wrong)):>{widths[-1]}}"
+        if ran:
+            line += f"  {ran(key['algorithm'], key['size'])}"
         lines.append(line)
     foot = []
+    if ran:
+        foot.append(RAN_NOTE)
     if (ds["wrong"].values >= 0).any():
         failed = ds.ccb.failed_checks()
         foot.append(f"# {'Out of bounds values':<20} : {failed} {'FAILED' if failed else 'OK'}")
