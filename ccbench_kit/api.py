@@ -157,6 +157,10 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         check_run(cfg, ranks_here=0)  # the workers run already: the output and results only
         return _dask.run_on_workers(client, workers, cfg, progress=progress, timeout=timeout)
     if inside_mpi_job():
+        if mpi_log_dir or debug:  # the user's own launcher started these ranks
+            raise ConfigError("applies when ccbench starts the ranks; this process is already "
+                              "a rank of an MPI job (give its launcher the option instead)",
+                              "--mpi-log-dir" if mpi_log_dir else "--debug")
         cfg = cfg or make_config(collective, job_size(None), sizes, timeout=timeout, **options)
         return _run_in_process(cfg, progress=progress)
     cfg = cfg or make_config(collective, 2 if nranks is None else nranks, sizes,

@@ -200,3 +200,20 @@ def test_show_algorithm_prints_what_nccl_ran_per_size():
     assert [(r.split()[0], r.split()[5], r.split("  ")[-1]) for r in rows] == [
         ("1024", "nccl", "RING/LL x2ch"), ("1024", "nccl:ring/ll", "RING/LL x2ch"),
         ("1048576", "nccl", "TREE/SIMPLE x8ch"), ("1048576", "nccl:ring/ll", "-")]
+
+
+def test_rank_output_flags_inside_the_users_own_mpirun(tmp_path):
+    """Ranks the user's mpirun started: their output is that launcher's to
+    keep; --mpi-log-dir and --debug say so in one line."""
+    import subprocess
+    import sys
+    from ccbench_kit.launch.mpirun import mpirun_command, mpirun_env
+    ccbench = os.path.join(os.path.dirname(sys.executable), "ccbench")
+    cmd = mpirun_command(2, [ccbench, "run", "all_reduce", "-b", "8", "--mpi-log-dir",
+                             str(tmp_path / "logs"), "--out", str(tmp_path / "r.nc")])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=mpirun_env())
+    assert proc.returncode != 0
+    assert ("ccbench: error: --mpi-log-dir: applies when ccbench starts the ranks; this "
+            "process is already a rank of an MPI job (give its launcher the option instead)"
+            in proc.stderr.splitlines())
+    assert not (tmp_path / "r.nc").exists() and not (tmp_path / "logs").exists()
