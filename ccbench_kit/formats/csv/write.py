@@ -122,8 +122,8 @@ def _env_pattern(key, value):
         if key == "NCCL_TESTS_SPLIT_MASK":
             return hex(read_mask(value, key))
         op, number = parse_split(value, key)
-    except ConfigError:
-        return re.sub(r"[^A-Za-z0-9.\-]", "", value.replace("&", "AND")) or "0x0"
+    except ConfigError:  # as recorded, without blanks: `derived_file` judges the name
+        return value.replace(" ", "").replace("&", "AND")
     if op == "&":
         return hex(number)
     return {"|": "OR", "%": "MOD", "/": "DIV"}[op] + str(number)
