@@ -217,3 +217,16 @@ def test_rank_output_flags_inside_the_users_own_mpirun(tmp_path):
             "process is already a rank of an MPI job (give its launcher the option instead)"
             in proc.stderr.splitlines())
     assert not (tmp_path / "r.nc").exists() and not (tmp_path / "logs").exists()
+
+
+def test_mpi_log_dir_under_mpich_is_refused():
+    """Hydra's -outfile-pattern would take the ranks' output from the
+    launcher (the kit reads its progress there): one line, exit 2."""
+    import pytest
+    from ccbench_kit.errors import ConfigError
+    from ccbench_kit.launch import mpi_impl
+    with pytest.raises(ConfigError) as e:
+        mpi_impl.hydra_command("mpiexec", 2, ["p"], log_dir="/tmp/x")
+    assert (str(e.value), e.value.exit_code) == (
+        "--mpi-log-dir: MPICH's mpiexec cannot copy each rank's output into files (its "
+        "-outfile-pattern takes it from the launcher); use Open MPI or -S/--slurm-mode", 2)

@@ -10,7 +10,7 @@ import time
 import uuid
 import ctypes
 
-from ..errors import EXIT_SIGINT, EXIT_SIGTERM, ConfigError, RunError, CCBenchError
+from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError, CCBenchError
 from ..progress_board import Board, ALG, PLACEMENT
 from . import events, leftovers, lifeline, worker, mpi_impl, ranklogs
 from .debug import launch_lines
@@ -43,12 +43,9 @@ def mpirun_command(nranks, argv, hosts=None, mca=None, hostfile=None, ranks_per_
     fam = mpi_impl.family()
     mpirun = mpi_impl.launcher_path(fam)
     if fam == mpi_impl.MPICH:
-        if log_dir:
-            raise ConfigError("MPICH's mpiexec cannot copy each rank's output into files "
-                              "(its -outfile-pattern takes it from the launcher); use Open "
-                              "MPI or -S/--slurm-mode", ranklogs.FLAG)
         return mpi_impl.hydra_command(mpirun, nranks, argv, hosts=hosts, hostfile=hostfile,
-                                      ranks_per_node=ranks_per_node, export=export, mca=mca)
+                                      ranks_per_node=ranks_per_node, export=export, mca=mca,
+                                      log_dir=log_dir)
     cmd = [mpirun, "-np", str(nranks)]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
