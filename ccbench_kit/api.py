@@ -15,6 +15,7 @@ from .preflight import check_run
 from .dataset.checkpoint import Checkpoint
 from .harness import Sweep
 from .launch.command import launcher
+from .launch.debug import rank_env as debug_env
 from .launch.cycles import check_cycles, run_cycles
 from .launch.stable import check_target, run_until_stable
 from .launch.mpirun import launch
@@ -94,7 +95,8 @@ def job_size(default):
 
 def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hosts=None,
         hosts_file=None, nnodes=None, ranks_per_node=None, slurm=None, env=None,
-        client=None, cycles=1, until_stable=None, stable_cap=None, **options):
+        client=None, cycles=1, until_stable=None, stable_cap=None, mpi_log_dir=None,
+        debug=False, **options):
     """Benchmark one collective and return its results Dataset (docs/data-contract.md).
 
     Every keyword below that ``ccbench run`` has a flag for is declared once
@@ -157,6 +159,13 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         Launch with srun, in an allocation or a new one (``-S``).
     env : dict, optional
         Environment variables for the ranks (NCCL_*, OMPI_*...).
+    mpi_log_dir : str, optional
+        Also keep each rank's stdout and stderr in files in this folder
+        (``--mpi-log-dir``; `launch.ranklogs`).
+    debug : bool
+        Print the launch command and the ranks' environment, relay the
+        ranks' stderr, and NCCL_DEBUG=INFO for the nccl backend
+        (``--debug``; `launch.debug`).
     client : distributed.Client, optional
         Run on the workers of a Dask-MPI cluster (``ccbench cluster start``);
         see `launch.dask`.  `timeout` is then the whole sweep's, and
@@ -176,7 +185,8 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         On rank 0 when run in-process inside an MPI job; None on other ranks.
     """
     launch_kw = dict(progress=progress, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
-                     ranks_per_node=ranks_per_node, slurm=slurm, env=env, client=client)
+                     ranks_per_node=ranks_per_node, slurm=slurm, env=env, client=client,
+                     mpi_log_dir=mpi_log_dir, debug=debug)
     for key in ("dtype", "op"):
         if _each(options.get(key), ()) != [options.get(key)]:  # "all" or a list
             raise ConfigError(f"{options[key]!r} makes one run per {key}: use "
@@ -199,7 +209,8 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     if client is not None:
         placed = [f for f, v in (("hosts", hosts), ("hosts_file", hosts_file),
                                  ("nnodes", nnodes), ("ranks_per_node", ranks_per_node),
-                                 ("slurm", slurm), ("env", env)) if v]
+                                 ("slurm", slurm), ("env", env),
+                                 ("mpi_log_dir", mpi_log_dir), ("debug", debug)) if v]
         if placed:
             raise ConfigError(f"{placed[0]} applies when ccbench starts the ranks; a "
                               "cluster's ranks already run (choose them at `ccbench "
@@ -211,14 +222,20 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         check_run(cfg, ranks_here=0)  # the workers run already: the output and results only
         return _dask.run_on_workers(client, workers, cfg, progress=progress, timeout=timeout)
     if inside_mpi_job():
+        if mpi_log_dir or debug:  # the user's own launcher started these ranks
+            raise ConfigError("applies when ccbench starts the ranks; this process is already "
+                              "a rank of an MPI job (give its launcher the option instead)",
+                              "--mpi-log-dir" if mpi_log_dir else "--debug")
         cfg = cfg or make_config(collective, job_size(None), sizes, timeout=timeout, **options)
         return _run_in_process(cfg, progress=progress)
     cfg = cfg or make_config(collective, 2 if nranks is None else nranks, sizes,
                              timeout=timeout, **options)
     # before mpirun starts: where the results go, and whether the ranks fit here
     check_run(cfg, ranks_here=0 if (hosts or hosts_file or slurm) else cfg.nranks)
+    if debug:
+        env = debug_env(cfg.backend.name, env)
     command = launcher(cfg.nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
-                       ranks_per_node=ranks_per_node, slurm=slurm, env=env)
+                       ranks_per_node=ranks_per_node, slurm=slurm, env=env, log_dir=mpi_log_dir)
     tmp = None
     if not cfg.output.out:
         fd, tmp = tempfile.mkstemp(prefix="ccbench-", suffix=".nc")
@@ -227,7 +244,7 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         if command:  # so that a file rank 0 wrote elsewhere is not mistaken for it
             os.unlink(tmp)
 
-    launch(cfg, on_event=progress, command=command, env=env)
+    launch(cfg, on_event=progress, command=command, env=env, debug=debug)
     out = cfg.output.out
     if command and not os.path.exists(out):
         raise RunError(f"the run finished but {out} is not here: rank 0 wrote it on "
@@ -302,7 +319,7 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until
     dict
         {name: xarray.Dataset}; None on ranks other than 0 of an MPI job.
     """
-    launch_keys = {"progress", "slurm", "env", "client",
+    launch_keys = {"progress", "slurm", "env", "client", "mpi_log_dir", "debug",
                    *(f.name for f in run_fields.in_section(run_fields.PLACE))}
     launch_kw = {k: v for k, v in options.items() if k in launch_keys}
     config_kw = {k: v for k, v in options.items() if k not in launch_keys}

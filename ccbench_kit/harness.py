@@ -59,9 +59,12 @@ def unique_layouts(coll, sizes, itemsize, nranks):
 class Sweep:
     """One rank's part of a run.  Use `run()`; rank 0 gets the Dataset."""
 
-    def __init__(self, comm, cfg, emit=None, checkpoint=None, backend=None, reporter=None):
+    def __init__(self, comm, cfg, emit=None, checkpoint=None, backend=None, reporter=None,
+                 table=None):
         """`checkpoint` (rank 0): a `dataset.checkpoint.Checkpoint`, or None
-        to keep the results in memory only."""
+        to keep the results in memory only.  `table` (rank 0): a
+        `formats.nccl_tests.live_table.LiveTable` that prints each size's
+        rows as it completes (a batch job's log), or None."""
         # self.comm is the world; collectives run on self.group_comm, and
         # self.rank / self.nranks are this rank's place in its replica group.
         self.comm, self.cfg = comm, cfg
@@ -70,6 +73,7 @@ class Sweep:
         self.rank, self.nranks = self.group_comm.Get_rank(), self.group_comm.Get_size()
         self.emit = emit or _warn_only
         self.checkpoint = checkpoint
+        self.table = table
         self.reporter = reporter or RankReporter(None, comm.Get_rank())
         self.skipped_oversize = []
         self._buffer_bytes = 0      # the most buffer bytes one timed call held (-M)
@@ -86,26 +90,32 @@ class Sweep:
             raise RunError(f"configured for {cfg.launch.nranks} ranks but the communicator has "
                            f"{self.world_size}")
 
-    def run(self):
-        cfg, comm = self.cfg, self.comm
+    def _start(self, comm):
+        """The facts every size shares, measured once: cores per host and the
+        memcpy peak (the Dataset's attrs), the clocks' offsets, the ranks'
+        hosts and devices; (ranks_info, offsets) on rank 0."""
         from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
 
-        # cores per host and memcpy peak: measured now, kept in the Dataset's attrs
-        self._facts, crowded = hostinfo.run_facts(comm, backend_class(cfg.backend.name).host_buffers)
+        host_buffers = backend_class(self.cfg.backend.name).host_buffers
+        self._facts, crowded = hostinfo.run_facts(comm, host_buffers)
         if crowded and self.world_rank == 0:
             self.emit({"event": "warning", "message": crowded})
         clock = estimate_offsets(comm)
-        epoch = comm.bcast(MPI.Wtime() if self.world_rank == 0 else None)
-        self._start_ref = epoch
+        self._start_ref = comm.bcast(MPI.Wtime() if self.world_rank == 0 else None)
         self._offset = clock.offset
+        self._ranks_per_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
         ranks_info = comm.gather((socket.gethostname(), self.backend.device_name), root=0)
         offsets = comm.gather((clock.offset * 1e6, clock.error * 1e6), root=0)
+        return ranks_info, offsets
+
+    def run(self):
+        cfg, comm = self.cfg, self.comm
+        ranks_info, offsets = self._start(comm)
         layouts = unique_layouts(self.coll, cfg.sweep.sizes, self.dtype.itemsize, self.nranks)
         self._parts = {}
         if cfg.inputs.coalesced_ratio:
             layouts = list({w.size: w for w in map(self._coalesce, layouts)}.values())
         blocks = []
-        self._ranks_per_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
         ds = None
         every = cfg.output.checkpoint_every
         saved_at, saved_n = time.monotonic(), 0
@@ -135,6 +145,7 @@ class Sweep:
                     continue
                 lat_all, start_all = np.stack(lat_all, axis=2), np.stack(start_all, axis=2)
                 blocks.append((layout, lat_all, start_all, wrong_all))
+                self._show(blocks[-1], ranks_info, offsets)
                 self.emit({"event": "size", "collective": cfg.collective, "index": k,
                            "total": len(layouts),
                            "size": layout.size, "busbw": self._busbw(layout, lat_all)})
@@ -201,6 +212,11 @@ class Sweep:
 
     def _memory_scope(self):
         return "host" if backend_class(self.cfg.backend.name).host_buffers else "device"
+
+    def _show(self, block, ranks_info, offsets):
+        """The rows of the size in `block` in the live table, if there is one."""
+        if self.table is not None:
+            self.table.add(self._dataset([block], ranks_info, offsets, complete=False))
 
     def _save(self, ds):
         if self.checkpoint is not None:

@@ -61,3 +61,34 @@ def test_export_cli(cli, tmp_path):
     p = cli("export", DATA / "all_reduce_h200x2.json")
     assert p.returncode == 2 and p.stderr.strip() == \
         "ccbench: error: --csv: say where: --csv [OUT], --nccl-tuner-csv [OUT] or --aws-naming DIR"
+
+
+def test_aws_naming_names_the_split_mask(cli, tmp_path):
+    """The recipe's pattern field is the run's NCCL_TESTS_SPLIT mask: a real
+    4-rank run with --split 'AND 0x1' (groups [0, 2] and [1, 3]) is named
+    _0x1_, not _0x0_."""
+    from ccbench_kit.inputs.groups import groups_from_colors, mask_of_groups, split_colors
+    out = tmp_path / "split.nc"
+    r = cli("run", "all_reduce", "-r", 4, "-b", 8, "-n", 2, "-w", 1, "--split", "AND 0x1",
+            "--non-interactive", "--out", out, timeout=240)
+    assert r.returncode == 0, r.stderr
+    r = cli("export", out, "--aws-naming", tmp_path / "aws")
+    assert r.returncode == 0, r.stderr
+    [name] = [f.name for f in (tmp_path / "aws").iterdir()]
+    assert name.startswith("nccl_1_ami_allreduce_0x1_") and name.endswith("_results.csv")
+    # the mask that makes a run's groups, whichever way they were given
+    for spec, nranks, mask in (("AND 0x7", 16, 0x7), ("MOD 8", 8, 0x7), ("DIV 4", 8, 0x4),
+                               ("OR 1", 4, 0x2), ("DIV 3", 9, None)):
+        assert mask_of_groups(groups_from_colors(split_colors(spec, nranks)), nranks) == mask
+    assert mask_of_groups([], 8) == 0
+
+
+def test_aws_naming_of_recorded_split_variables():
+    from ccbench_kit.formats.csv.write import _env_pattern
+    assert _env_pattern("NCCL_TESTS_SPLIT_MASK", "7") == "0x7"        # strtoul(s, 0, 16)
+    assert _env_pattern("NCCL_TESTS_SPLIT_MASK", "0x7") == "0x7"
+    assert _env_pattern("NCCL_TESTS_SPLIT", "AND 0x7") == "0x7"
+    assert _env_pattern("NCCL_TESTS_SPLIT", "%8") == "MOD8"
+    assert _env_pattern("NCCL_TESTS_SPLIT", "DIV 4") == "DIV4"
+    # what cannot be read stays as recorded, for the file-name check to judge
+    assert _env_pattern("NCCL_TESTS_SPLIT", "../x y") == "../xy"

@@ -290,11 +290,9 @@ def _kernel_gives_advised_huge_pages():
     assert bad.returncode == 2 and "--huge-pages: invalid choice: 'always'" in bad.stderr
 
 
-def test_nccom_hosts_default_and_setup_script_keyword(tmp_path, monkeypatch):
+def test_nccom_hosts_default(tmp_path, monkeypatch):
     """nccom-test reads ~/hosts when several nodes are asked for and no host
-    is given; its `--slurm-setup-script default` (install Neuron) has no
-    counterpart and says so in one line."""
-    from conftest import run_cli
+    is given (its `--slurm-setup-script default`: test_parity_io)."""
     from ccbench_kit.cli import build_parser
     from ccbench_kit.cli.cluster import launch_options
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -305,11 +303,6 @@ def test_nccom_hosts_default_and_setup_script_keyword(tmp_path, monkeypatch):
         str(tmp_path / "hosts")
     for argv in (["-N", "1"], ["-N", "2", "--hosts", "x", "y"], []):
         assert launch_options(parse(["run", "all_reduce", *argv]))["hosts_file"] is None
-    proc = run_cli("run", "all_reduce", "-S", "--slurm-setup-script", "default")
-    assert proc.returncode == 2
-    assert proc.stderr == ("ccbench: error: --slurm-setup-script: 'default' is nccom-test's "
-                           "script that installs the Neuron software on every node; the kit has "
-                           "none: give the path of a script\n")
 
 
 def test_show_algorithm_says_what_open_mpi_ran(tmp_path):

@@ -119,9 +119,10 @@ def test_suite_slurm_values_never_become_script_lines(tmp_path, field, value):
         _script_lines_are_data(scripts[0], marker)
         import shlex
         srun = [ln for ln in scripts[0].read_text().splitlines() if ln.startswith("srun")][0]
+        # then the rank's 5 words: python -m ccbench_kit.launch.worker CONFIG --table
         assert shlex.split(value.format(m=marker)) == \
-            shlex.split(srun)[len(shlex.split(srun)) - 4 - len(shlex.split(value.format(m=marker))):
-                              len(shlex.split(srun)) - 4]
+            shlex.split(srun)[len(shlex.split(srun)) - 5 - len(shlex.split(value.format(m=marker))):
+                              len(shlex.split(srun)) - 5]
     else:
         assert rc == 2 and f"slurm.{field}" in err and "\n" not in err.split(": ", 1)[0], err
     assert not marker.exists()

@@ -132,7 +132,8 @@ def test_slurm_dry_run_scripts_status_collect(tmp_path, cli):
     # the n1 job "ran": its own command line, started by mpirun instead of srun
     from ccbench_kit.launch.mpirun import launch
     n1 = (work / "jobs" / "all_gather--n1.sbatch").read_text().splitlines()[-1].split()
-    launch(read_config(n1[-1]))
+    assert n1[-1] == "--table"            # rank 0 prints the table into the job's log
+    launch(read_config(n1[n1.index("ccbench_kit.launch.worker") + 1]))
     r = cli("suite", "collect", path, timeout=120)
     assert r.returncode == 3
     assert r.stderr.strip().splitlines()[-1] == (

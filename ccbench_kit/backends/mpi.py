@@ -12,6 +12,7 @@ from . import hostpages
 from .base import Backend
 from ..mpi_env import inside_mpi_job
 from .offcache import buffer_sets, off_cache_bytes
+from .ompi_tuned import forced_algorithm
 
 
 def engine():
@@ -144,6 +145,7 @@ class MPIBackend(Backend):
         super().__init__(comm, options, world)
         self.engine = _engine()
         self._largest = (0, None, 0)  # (bytes, huge kB, page offset) of the largest written
+        self._collectives = set()   # those timed, for `library_ran`
         # process-wide, for as long as the backend lives (close() restores it):
         # the rank's every array, not only its buffers, must leave the heap's
         # pages unadvised, as a malloc-only peer's process does
@@ -193,7 +195,17 @@ class MPIBackend(Backend):
 
     def dataset_attrs(self, layouts):
         return {**hostpages.describe(self.options.huge_pages, self._largest),
-                "library_algorithm": library_algorithm(self.library)}
+                "library_algorithm": library_algorithm(self.library),
+                "library_ran": self.library_ran()}
+
+    def library_ran(self):
+        """What the library's own call (`mpi`) ran, the same at every size:
+        the algorithm the environment forced Open MPI's coll/tuned to run
+        (`ompi_tuned`); "" where the library does not report it
+        (`library_algorithm` says why)."""
+        if self.library.startswith("Open MPI") and len(self._collectives) == 1:
+            return forced_algorithm(next(iter(self._collectives)), os.environ) or ""
+        return ""
 
     def close(self):
         super().close()
@@ -210,6 +222,7 @@ class MPIBackend(Backend):
 
         `progress` (2 int64, shared with the launcher's watchdog) counts the
         calls entered and left."""
+        self._collectives.add(collective)
         return self.engine.time_loop(
             self.comm, collective, algorithm, buffers, dtype=dtype.engine, op=op,
             count=count, root=max(root, 0), warmup=warmup, iters=iters, agg=agg,

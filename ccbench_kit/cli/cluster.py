@@ -15,8 +15,9 @@ from ..launch.hosts import topology_sort_file
 from ..output_path import check_output
 
 
-def add_launch_arguments(p, nnodes_short=True):
-    """--hosts, --hosts-file, -N, --ranks-per-node and the Slurm flags."""
+def add_launch_arguments(p, nnodes_short=True, rank_output=True):
+    """--hosts, --hosts-file, -N, --ranks-per-node and the Slurm flags; with
+    `rank_output`, --mpi-log-dir and --debug (a run's, not a cluster's)."""
     g = p.add_argument_group(run_fields.HOSTS)
     for f in run_fields.in_group(run_fields.HOSTS):  # --hosts, --hosts-file, -N, --ranks-per-node
         flags = [x for x in f.flags if nnodes_short or x != "-N"]
@@ -26,20 +27,26 @@ def add_launch_arguments(p, nnodes_short=True):
                         "new one (salloc)")
     g.add_argument("--slurm-job-id", default=None, help="existing Slurm allocation to run in")
     g.add_argument("--slurm-setup-script", default=None, metavar="SCRIPT",
-                   help="run on every node before the ranks (Slurm mode)")
+                   help="run on every node before the ranks (Slurm mode); `default`: the "
+                        "kit's check that each node has this Python, this ccbench_kit and "
+                        "its MPI engine")
     g.add_argument("--slurm-partition", default=None, help="partition of a new allocation")
     g.add_argument("--slurm-time", default=None, help="time limit of a new allocation")
     g.add_argument("--srun-mpi", default=None, help="srun's --mpi plugin (e.g. pmix)")
+    if rank_output:
+        g.add_argument("--mpi-log-dir", default=None, type=T.path("a folder"), metavar="DIR",
+                       help="also keep each rank's stdout and stderr in files in DIR (Open "
+                            "MPI: DIR/1/rank.N/; srun: DIR/HOST.rank.N.*)")
+        g.add_argument("--debug", action="store_true",
+                       help="print the launch command and the ranks' environment, show the "
+                            "ranks' stderr as it comes, NCCL_DEBUG=INFO (nccl); implies "
+                            "--non-interactive")
     return g
 
 
 def launch_options(args):
     """The launch keyword arguments of `ccbench_kit.run` from parsed flags."""
     slurm = None
-    if args.slurm_setup_script == "default":
-        raise ConfigError("'default' is nccom-test's script that installs the Neuron software "
-                          "on every node; the kit has none: give the path of a script",
-                          "--slurm-setup-script")
     if args.slurm_mode:
         slurm = {"job_id": args.slurm_job_id, "setup_script": args.slurm_setup_script,
                  "partition": args.slurm_partition, "time_limit": args.slurm_time,
@@ -54,8 +61,11 @@ def launch_options(args):
     hosts_file = args.hosts_file
     if hosts_file is None and not args.hosts and slurm is None and (args.nnodes or 1) > 1:
         hosts_file = home_hosts()
-    return {"hosts": args.hosts, "hosts_file": hosts_file, "nnodes": args.nnodes,
-            "ranks_per_node": args.ranks_per_node, "slurm": slurm}
+    options = {"hosts": args.hosts, "hosts_file": hosts_file, "nnodes": args.nnodes,
+               "ranks_per_node": args.ranks_per_node, "slurm": slurm}
+    if hasattr(args, "debug"):  # `add_launch_arguments(rank_output=True)`
+        options.update(mpi_log_dir=args.mpi_log_dir, debug=args.debug)
+    return options
 
 
 def home_hosts():
@@ -85,7 +95,7 @@ def add_parser(sub):
     s.add_argument("--dashboard", default=None, metavar="ADDRESS",
                    help="serve the dashboard at ADDRESS (e.g. 127.0.0.1:8787); default none")
     s.add_argument("--timeout", type=T.seconds, default=120, help="seconds to wait for the workers")
-    add_launch_arguments(s)
+    add_launch_arguments(s, rank_output=False)
     s.set_defaults(func=start)
 
     t = csub.add_parser("stop", help="shut the cluster down and wait for every rank to exit")

@@ -29,7 +29,7 @@ def add_parser(sub):
                                    "pairs) through --backend nccl, mpi or tcp; name the node, "
                                    "link or uplink that stands out. Exit 0 healthy, 1 outlier "
                                    "(or cannot tell), 2 bad input, 3 run failed.")
-    add_launch_arguments(p)
+    add_launch_arguments(p, rank_output=False)
     p.add_argument("--scheduler-file", default=None,
                    help="check the hosts of a Dask-MPI cluster (ccbench cluster start)")
     g = p.add_argument_group("measurement")

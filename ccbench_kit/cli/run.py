@@ -49,7 +49,9 @@ def add_parser(sub):
                    "then rank 0's (0), the avg (1), min (2) or max (3) across ranks "
                    "(default: the max over ranks of each iteration); the file keeps every rank")
     g.add_argument("--show-algorithm", action="store_true",
-                   help="the algorithm column in the table (always there) and in the JSON")
+                   help="the algorithm in the JSON, and what the library ran at each size "
+                        "(NCCL's choice; Open MPI's where the environment forces it) at the "
+                        "end of each row")
     g.add_argument("--show-input-output-size", action="store_true",
                    help="each rank's input and output bytes, in the table and the JSON")
     g.add_argument("--report-to-json-file", dest="json_file", default=None,
@@ -118,7 +120,7 @@ def main(args):
     cfgs = api.make_configs(names, api.job_size(args.nworkers), _explicit_sizes(args),
                             **_config_keywords(args, argv))
     parts = api.part_names(cfgs)
-    progress = None if args.non_interactive else \
+    progress = None if args.non_interactive or args.debug else \
         Progress({p: len(c.sweep.sizes) for p, c in zip(parts, cfgs)})
     _check_json_outputs(args, parts)
     if cfgs[0].inputs.check == "random" and _prints():  # every rank runs rank 0's seed (api)
@@ -170,7 +172,8 @@ def _print_tables(results, args, rank_stat):
         if args.show_algorithm and "library_algorithm" in ds.attrs:
             print(f"# algorithm mpi: {ds.attrs['library_algorithm']}")
         for line in format_table(ds, stats=args.stats, rank_stat=rank_stat,
-                                 show_io=args.show_input_output_size):
+                                 show_io=args.show_input_output_size,
+                                 show_ran=args.show_algorithm):
             print(line)
 
 

@@ -62,11 +62,12 @@ def read_text(text, name="<text>", *, collective=None, nranks=None, partial=Fals
 
 
 def unique_names(datasets):
-    """{name: Dataset}: the collective, made unique with dtype, op and root."""
+    """{name: Dataset}: the collective (or the labels of a recipe's log,
+    `recipe_dir.labels`), made unique with dtype, op and root."""
     out = {}
     for ds in datasets:
         a = ds.attrs
-        name = a.get("collective") or "results"
+        name = a.get("recipe_name") or a.get("collective") or "results"
         if a.get("comm_id"):            # one communicator of a production job
             name = f"{name}-{a['comm_id']}"
         if name in out:

@@ -80,6 +80,21 @@ def groups_from_colors(colors):
     return list(by_color.values())
 
 
+def mask_of_groups(groups, nranks):
+    """The ``AND`` mask that splits `nranks` ranks into `groups` (0 for one
+    group of all, or no groups), or None when no mask does (``DIV 3``).
+
+    Bit b is in the mask when rank 2^b is not in rank 0's group; the groups
+    the mask makes are then compared with `groups`."""
+    if not groups:
+        return 0
+    color = {r: k for k, g in enumerate(groups) for r in g}
+    mask = sum(1 << b for b in range(max(nranks - 1, 1).bit_length())
+               if (1 << b) < nranks and color.get(1 << b) != color.get(0))
+    made = groups_from_colors([r & mask for r in range(nranks)])
+    return mask if sorted(map(sorted, made)) == sorted(map(sorted, groups)) else None
+
+
 def data_parallel_groups(dim, nranks, flag=DP_FLAG):
     """``nranks / dim`` groups of `dim` ranks, members ``nranks / dim`` apart."""
     src = Source(flag)
@@ -156,7 +171,7 @@ def resolve_groups(nranks, split=None, data_parallel_dimension=None, replica_gro
         else:
             groups = read_replica_groups(value, nranks, flag)
     elif env.get("NCCL_TESTS_SPLIT_MASK"):
-        mask = parse_number(_hex(env["NCCL_TESTS_SPLIT_MASK"]), Source("NCCL_TESTS_SPLIT_MASK"))
+        mask = read_mask(env["NCCL_TESTS_SPLIT_MASK"])
         groups = groups_from_colors([r & mask for r in range(nranks)])
     elif env.get("NCCL_TESTS_SPLIT"):
         groups = groups_from_colors(split_colors(env["NCCL_TESTS_SPLIT"], nranks,
@@ -167,6 +182,11 @@ def resolve_groups(nranks, split=None, data_parallel_dimension=None, replica_gro
         return []
     flag = given[0][0] if given else "NCCL_TESTS_SPLIT"
     return check_groups(groups, nranks, Source(flag))
+
+
+def read_mask(text, name="NCCL_TESTS_SPLIT_MASK"):
+    """The value of NCCL_TESTS_SPLIT_MASK, read as nccl-tests reads it."""
+    return parse_number(_hex(text), Source(name))
 
 
 def _hex(text):

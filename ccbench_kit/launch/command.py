@@ -4,12 +4,12 @@ import tempfile
 import weakref
 
 from ..errors import ConfigError
-from . import hosts as _hosts, slurm as _slurm
+from . import hosts as _hosts, ranklogs, slurm as _slurm
 from .mpirun import mpirun_command
 
 
 def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node=None,
-             slurm=None, env=None):
+             slurm=None, env=None, log_dir=None):
     """A ``command(argv)`` building the whole launch command, or None for plain
     ``mpirun -np N`` on this machine; its ``env`` (srun), if any, is added to
     the launcher's environment (`slurm.step_env`).
@@ -22,7 +22,11 @@ def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node
         Launch with srun (nccom-test's ``-S``).
     env : dict, optional
         Variables the ranks need on every host (exported with ``-x``).
+    log_dir : str, optional
+        Also keep each rank's output in files there (``--mpi-log-dir``;
+        `ranklogs`).
     """
+    log_dir = ranklogs.check_log_dir(log_dir)
     if slurm:
 
         opts = _slurm.as_options(slurm)
@@ -44,8 +48,8 @@ def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node
                               "-N/--nnodes")
 
         def srun(argv):
-            return _slurm.srun_command(nranks, argv, opts, nnodes=nnodes,
-                                       hosts=names[:nnodes] if names else None)
+            return _slurm.srun_command(nranks, ranklogs.srun_argv(argv, log_dir), opts,
+                                       nnodes=nnodes, hosts=names[:nnodes] if names else None)
         srun([])  # raise bad options now, not at launch
         srun.env = _slurm.step_env()
         _slurm.require_tools(*_slurm.tools_needed(opts))
@@ -59,7 +63,9 @@ def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node
         return srun
     placement = _hosts.place(nranks, hosts, hosts_file, nnodes, ranks_per_node)
     if placement is None:
-        return None
+        if log_dir is None:
+            return None
+        return lambda argv: mpirun_command(nranks, argv, log_dir=log_dir)
     export = sorted(env or {})
     fd, hostfile = tempfile.mkstemp(prefix="ccbench-hosts-", suffix=".txt")
     os.close(fd)
@@ -67,7 +73,8 @@ def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node
 
     def mpirun(argv):
         return mpirun_command(nranks, argv, hostfile=hostfile,
-                              ranks_per_node=placement.ranks_per_node, export=export)
+                              ranks_per_node=placement.ranks_per_node, export=export,
+                              log_dir=log_dir)
     # the host file lives as long as the command that names it
     weakref.finalize(mpirun, _unlink, hostfile)
     mpirun.placement = placement

@@ -25,7 +25,8 @@ carrying the run's id), so neither launcher's timeout flags are used.
 import functools
 import shutil
 
-from ..errors import RunError
+from ..errors import ConfigError, RunError
+from .ranklogs import FLAG as LOG_DIR_FLAG
 from ..backends.mpi import engine
 
 OPEN_MPI, MPICH = "openmpi", "mpich"
@@ -57,8 +58,14 @@ def launcher_path(fam=None):
 
 
 def hydra_command(exe, nranks, argv, hosts=None, hostfile=None, ranks_per_node=None,
-                  export=(), mca=None):
-    """Hydra's ``mpiexec`` command line for `nranks` ranks running `argv`."""
+                  export=(), mca=None, log_dir=None):
+    """Hydra's ``mpiexec`` command line for `nranks` ranks running `argv`;
+    `log_dir` (``--mpi-log-dir``) is refused: Hydra has no copy of the
+    ranks' output that leaves it to the launcher."""
+    if log_dir:
+        raise ConfigError("MPICH's mpiexec cannot copy each rank's output into files (its "
+                          "-outfile-pattern takes it from the launcher); use Open MPI or "
+                          "-S/--slurm-mode", LOG_DIR_FLAG)
     if mca:
         raise RunError("MCA parameters are Open MPI's; with MPICH set MPIR_CVAR_* "
                        "variables instead: " + ", ".join(mca))

@@ -12,7 +12,8 @@ import ctypes
 
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError, CCBenchError
 from ..progress_board import Board, ALG, PLACEMENT
-from . import events, leftovers, lifeline, worker, mpi_impl
+from . import events, leftovers, lifeline, worker, mpi_impl, ranklogs
+from .debug import launch_lines
 from .heartbeat import Beats
 from .watchdog import (Monitor, dead_ranks, kill_tree, unanswered_hosts, unanswered_message,
                        describe_stall)
@@ -28,7 +29,7 @@ def usable_cores():
 
 
 def mpirun_command(nranks, argv, hosts=None, mca=None, hostfile=None, ranks_per_node=None,
-                   export=()):
+                   export=(), log_dir=None):
     """The launcher command line for `nranks` ranks running `argv`: Open
     MPI's mpirun, or Hydra's mpiexec when the kit runs an MPICH-family MPI.
 
@@ -36,12 +37,15 @@ def mpirun_command(nranks, argv, hosts=None, mca=None, hostfile=None, ranks_per_
     order (``--map-by ppr:K:node``; a host without ``slots=`` counts its
     cores, so Open MPI itself sees oversubscription).  `export` names
     environment variables to pass to ranks on other hosts (``-x``).
+    `log_dir` (checked by `ranklogs.check_log_dir`) also keeps each rank's
+    output in files there (``--mpi-log-dir``).
     """
     fam = mpi_impl.family()
     mpirun = mpi_impl.launcher_path(fam)
     if fam == mpi_impl.MPICH:
         return mpi_impl.hydra_command(mpirun, nranks, argv, hosts=hosts, hostfile=hostfile,
-                                      ranks_per_node=ranks_per_node, export=export, mca=mca)
+                                      ranks_per_node=ranks_per_node, export=export, mca=mca,
+                                      log_dir=log_dir)
     cmd = [mpirun, "-np", str(nranks)]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")
@@ -55,7 +59,7 @@ def mpirun_command(nranks, argv, hosts=None, mca=None, hostfile=None, ranks_per_
         cmd += ["-x", name]
     for k, v in (mca or {}).items():
         cmd += ["--mca", k, str(v)]
-    return cmd + list(argv)
+    return cmd + ranklogs.mpirun_options(log_dir) + list(argv)
 
 
 _CMA_PROBE = r"""
@@ -109,7 +113,7 @@ def mpirun_env():
     return env
 
 
-def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None):
+def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None, debug=False):
     """Run `cfg` on `cfg.nranks` ranks under mpirun; return the Dataset path.
 
     Parameters
@@ -126,12 +130,14 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None)
         on several hosts, srun); default ``mpirun -np N`` here or on `hosts`.
     env : dict, optional
         Variables added to the launcher's environment (NCCL_*, OMPI_*...).
+    debug : bool
+        Show the command, the ranks' environment and their stderr (`debug`).
     """
     with output_lock(cfg.output.out):     # one run writes a file at a time
-        return _launch(cfg, on_event, timeout, hosts, command, env, new_run_id())
+        return _launch(cfg, on_event, timeout, hosts, command, env, new_run_id(), debug)
 
 
-def _launch(cfg, on_event, timeout, hosts, command, env, run_id):
+def _launch(cfg, on_event, timeout, hosts, command, env, run_id, debug=False):
     earlier = _stamp(cfg.output.out)  # a file from an earlier run is not this run's result
     leftovers.sweep()                 # what runs killed by SIGKILL left in TMPDIR
     with tempfile.TemporaryDirectory(prefix=leftovers.run_prefix()) as run_dir:
@@ -143,7 +149,7 @@ def _launch(cfg, on_event, timeout, hosts, command, env, run_id):
             "ccbench_kit.launch.worker", [worker.inline_config(cfg) if command else cfg_path],
             cfg.nranks, run_dir, describe=lambda stall: stall_message(stall, cfg),
             call_timeout=cfg.launch.timeout, on_event=on_event, timeout=timeout,
-            hosts=hosts, command=command, env=env, run_id=run_id)
+            hosts=hosts, command=command, env=env, run_id=run_id, debug=debug)
     if failure is not None:
         rescued = bool(errors) and errors[0].get("kind") == "ResultsRescued"
         if rescued:  # rank 0 put every size done elsewhere, and said where
@@ -156,11 +162,12 @@ def _launch(cfg, on_event, timeout, hosts, command, env, run_id):
 
 
 def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_event=None,
-              timeout=None, hosts=None, command=None, env=None, run_id=None):
+              timeout=None, hosts=None, command=None, env=None, run_id=None, debug=False):
     """Run ``python -m MODULE ARGS --board=PATH`` on `nranks` ranks and watch it.
 
     `run_id` (CCB_RUN_ID of every process) names the run's sidecar files
-    and finds its processes; default a new one.
+    and finds its processes; default a new one.  `debug` prints the command
+    and the ranks' environment first and relays their stderr (`debug`).
 
     The ranks beat (`heartbeat`) and fill the board in `run_dir`; a stall is
     turned into a message by ``describe(stall)``.  Returns ``(failure,
@@ -180,12 +187,15 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
     run_id = run_id or uuid.uuid4().hex
     job_env = {**mpirun_env(), **getattr(command, "env", {}), **(env or {}),
                **lifeline.launcher_env(), "CCB_RUN_ID": run_id}
+    if debug:
+        for line in launch_lines(cmd, job_env):
+            print(line, file=sys.stderr, flush=True)
     beats = Beats()
     # mpirun and the ranks die with this process, even by SIGKILL (`lifeline`)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=job_env, start_new_session=True,
                             preexec_fn=lifeline.terminate_with_parent)
-    output = _Output(proc, on_event, beats)
+    output = _Output(proc, on_event, beats, relay_stderr=debug)
     exit_code = RunError.exit_code
     failure = None
     stalls = []
@@ -241,8 +251,9 @@ class Interrupted(Exception):
 class _Output:
     """Relays the job's output; keeps progress events, errors and a tail."""
 
-    def __init__(self, proc, on_event, beats=None):
+    def __init__(self, proc, on_event, beats=None, relay_stderr=False):
         self.errors, self.tail, self.on_event, self.beats = [], [], on_event, beats
+        self.relay_stderr = relay_stderr
         self.threads = [threading.Thread(target=self._pump, args=(proc.stdout, True), daemon=True),
                         threading.Thread(target=self._pump, args=(proc.stderr, False), daemon=True)]
         for t in self.threads:
@@ -256,6 +267,9 @@ class _Output:
                 del self.tail[:-40]
                 if is_stdout:
                     sys.stdout.write(line)
+                elif self.relay_stderr:
+                    sys.stderr.write(line)
+                    sys.stderr.flush()
             elif ev.get("event") == "error":
                 self.errors.append(ev)
             elif ev.get("event") == "warning":  # shown even without a progress callback

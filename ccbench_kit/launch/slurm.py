@@ -14,7 +14,9 @@ import subprocess
 from dataclasses import dataclass, field
 import getpass
 
+from .._version import __version__
 from ..errors import ConfigError, RunError
+from . import node_setup
 
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
 # a partition, account, time limit or MPI plugin: Slurm's own names use
@@ -37,7 +39,9 @@ class SlurmOptions:
         An existing allocation (``--slurm-job-id``); default the one this
         process runs in (SLURM_JOB_ID), else a new one.
     setup_script : str, optional
-        Run on each node before the ranks (``--slurm-setup-script``).
+        Run on each node before the ranks (``--slurm-setup-script``); the
+        keyword ``default`` runs the kit's own check of each node instead
+        (`node_setup`; a file named so is ``./default``).
     partition, time_limit, account : str, optional
         For a new allocation or batch job (``-p``, ``-t``, ``-A``).
     mpi : str, optional
@@ -74,7 +78,7 @@ class SlurmOptions:
             if not _JOB_ID.match(self.job_id):
                 raise ConfigError(f"{self.job_id!r} is not a Slurm job id (digits, or "
                                   "ARRAYJOB_TASK)", "--slurm-job-id")
-        if self.setup_script:
+        if self.setup_script and self.setup_script != node_setup.KEYWORD:
             if not isinstance(self.setup_script, (str, os.PathLike)) or \
                     _CONTROL.search(os.fspath(self.setup_script)):
                 raise ConfigError(f"{self.setup_script!r} is not a file name",
@@ -142,6 +146,14 @@ def as_options(slurm):
                               + ", ".join(SlurmOptions.__dataclass_fields__), "slurm")
         return SlurmOptions(**slurm).validate()
     raise ConfigError(f"cannot read Slurm options from {slurm!r}", "-S/--slurm-mode")
+
+
+def setup_argv(opts):
+    """The command of the setup step on each node: the user's script, or
+    the kit's own check for the keyword ``default`` (`node_setup`)."""
+    if opts.setup_script == node_setup.KEYWORD:
+        return node_setup.argv(__version__)
+    return [opts.setup_script]
 
 
 def require_tools(*tools):
@@ -235,7 +247,7 @@ def srun_command(nranks, argv, opts, nnodes=1, hosts=None, environ=None):
         setup = [srun] + (["--jobid", job] if job else []) + [
             "--nodes", str(nnodes), "--ntasks", str(nnodes), "--ntasks-per-node", "1"] \
             + (["--nodelist", ",".join(dict.fromkeys(hosts))] if hosts else []) \
-            + [opts.setup_script]
+            + setup_argv(opts)
         inner = ["sh", "-c", f"{shlex.join(setup)} && exec {shlex.join(ranks)}"]
     else:
         inner = ranks
@@ -283,7 +295,7 @@ def sbatch_script(argv, opts, nranks, nnodes=1, job_name="ccbench", output=None,
         srun.append(f"--mpi={opts.mpi}")
     srun += list(opts.srun_args)
     if opts.setup_script:
-        lines.append(shlex.join(["srun", "--ntasks-per-node", "1", opts.setup_script]))
+        lines.append(shlex.join(["srun", "--ntasks-per-node", "1", *setup_argv(opts)]))
     lines.append(shlex.join(srun + list(argv)))
     return "\n".join(lines) + "\n"
 

@@ -14,6 +14,7 @@ from ..config import RunConfig
 from ..errors import CCBenchError
 from . import events
 from ..dataset.checkpoint import Checkpoint
+from ..formats.nccl_tests.live_table import LiveTable
 from ..harness import Sweep
 from ..progress_board import Board, RankReporter, WIDTH
 from .faults import FaultPlan
@@ -22,6 +23,8 @@ from .lifeline import guard_rank
 
 
 _INLINE = "json64:"
+#: the argument that makes rank 0 print the table as sizes complete
+TABLE_FLAG = "--table"
 
 
 def inline_config(cfg):
@@ -91,13 +94,17 @@ def main(argv=None):
 
 
         emit = events.emit if rank == 0 else None
+        # a batch job's log shows the table as it grows (`live_table`)
+        table = LiveTable() if rank == 0 and TABLE_FLAG in argv[1:] else None
         faults = FaultPlan.from_environment(rank)  # empty outside the tests
         sweep = Sweep(comm, faults.config(cfg), emit=emit, checkpoint=Checkpoint(cfg.output.out),
-                      reporter=faults.reporter(reporter))
+                      reporter=faults.reporter(reporter), table=table)
         sweep.backend = faults.backend(sweep.backend)  # the same backend outside the tests
-        sweep.run()
+        ds = sweep.run()
         comm.Barrier()
         if rank == 0:
+            if table is not None and ds is not None:
+                table.close(ds)
             events.emit({"event": "done", "out": cfg.output.out})
     except CCBenchError as e:
         events.emit({"event": "error", "rank": rank, "message": str(e), "kind": type(e).__name__})

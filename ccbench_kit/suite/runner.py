@@ -22,7 +22,7 @@ from .. import api
 from ..api import make_config
 from ..dataset import open_parts, save
 from ..launch import hosts as _hosts, slurm as _slurm
-from ..launch.worker import inline_config
+from ..launch.worker import TABLE_FLAG, inline_config
 from ..output_path import check_output, check_output_folder
 from ..report.driver import render
 
@@ -178,7 +178,9 @@ def _submit_all(suite, entries, dry_run, progress):
             cfg = make_config(combo.collective, combo.nranks, out=entry.part,
                               command=f"ccbench suite {suite.path}  # {combo.key}",
                               **combo.options)
-            argv = [sys.executable, "-m", "ccbench_kit.launch.worker", inline_config(cfg)]
+            # the job's log shows the table as sizes complete (tail -f)
+            argv = [sys.executable, "-m", "ccbench_kit.launch.worker", inline_config(cfg),
+                    TABLE_FLAG]
             text = _slurm.sbatch_script(
                 argv, dict(suite.slurm), combo.nranks, nnodes,
                 job_name=f"ccb-{suite.name}-{combo.flat}"[:120],

@@ -15,6 +15,7 @@ from ..._files import atomic_write_text
 from ...dataset.schema import attr_json
 from ...dataset.stats import check_stat
 from ...errors import ConfigError
+from ...inputs.groups import SPLIT_ENV, mask_of_groups, parse_split, read_mask
 from ...output_path import derived_file
 
 DEFAULT_STATS = ("avg", "min", "max", "p50", "p99", "std")
@@ -94,13 +95,38 @@ def _nodes(ds):
 
 
 def _pattern(ds):
+    """The recipe's split-mask field: the ``AND`` mask of the run's replica
+    groups (``--split 'AND 0x1'``, ``MOD 8`` on 8 ranks, the environment's
+    NCCL_TESTS_SPLIT_MASK...), ``0x0`` for one group; groups no mask makes
+    are named by their count and size (``groups3x2``).  A file without
+    groups (an import) is named from the NCCL_TESTS_SPLIT variables it
+    recorded."""
+    groups = attr_json(ds, "groups", None)
+    if groups:
+        nranks = int(ds.attrs.get("nranks") or sum(len(g) for g in groups))
+        mask = mask_of_groups(groups, nranks)
+        return f"groups{len(groups)}x{len(groups[0])}" if mask is None else hex(mask)
     env = attr_json(ds, "env", {}) or {}
     if not isinstance(env, dict):
         return "0x0"
-    for key in ("NCCL_TESTS_SPLIT_MASK", "NCCL_TESTS_SPLIT"):
+    for key in SPLIT_ENV:
         if env.get(key):
-            return str(env[key]).replace(" ", "").replace("&", "AND")
+            return _env_pattern(key, str(env[key]))
     return "0x0"
+
+
+def _env_pattern(key, value):
+    """An NCCL_TESTS_SPLIT(_MASK) value as the recipe's field: a mask in
+    hex, other operations as written without blanks (``MOD8``)."""
+    try:
+        if key == "NCCL_TESTS_SPLIT_MASK":
+            return hex(read_mask(value, key))
+        op, number = parse_split(value, key)
+    except ConfigError:  # as recorded, without blanks: `derived_file` judges the name
+        return value.replace(" ", "").replace("&", "AND")
+    if op == "&":
+        return hex(number)
+    return {"|": "OR", "%": "MOD", "/": "DIV"}[op] + str(number)
 
 
 def _timestamp(ds):

@@ -11,6 +11,11 @@ from .write_json import iter_stats
 PER_ITER_COLUMNS = (("i_min", "(us)", "min"), ("i_max", "(us)", "max"),
                     ("i_p99", "(us)", "p99"), ("i_cv%", "(%)", "cv_pct"))
 
+RAN_NOTE = ("# ran: what the library ran (NCCL: its TUNING log; Open MPI: only what "
+            "OMPI_MCA_coll_tuned_use_dynamic_rules=1 with OMPI_MCA_coll_tuned_<coll>_algorithm "
+            "forces; - = not reported: a release build of Open MPI does not report "
+            "coll/tuned's choice)")
+
 
 def _num(v, width=7):
     if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -25,8 +30,9 @@ def run_flag(ds, name):
     return ds.attrs.get(name) in (True, 1, "true", "1")
 
 
-def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
-    """Lines of the results table and the "Avg bus bandwidth" footer.
+def format_table(ds, stats=("avg",), rank_stat="max", show_io=False, show_ran=False):
+    """Lines of the results table and the "Avg bus bandwidth" footer
+    (`table_parts`, joined).
 
     A checked run (``--check``) ends with nccl-tests' ``# Out of bounds
     values : N OK|FAILED`` line before that footer (N: results with wrong
@@ -44,7 +50,34 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
     placement, nccl-tests' statistics (`write_json.iter_stats`) of each
     iteration's max over ranks, the first ``per_iter_skip`` (-K) iterations
     left out; ``memory_report`` (-M 1) ends it with the memory usage line.
+    `show_ran` (``--show-algorithm``) ends each row with what the library
+    ran for that algorithm and size (`ran_at`), and the table with a line
+    saying where that comes from.
     """
+    head, rows, foot = table_parts(ds, stats, rank_stat, show_io, show_ran)
+    return head + rows + foot
+
+
+def ran_at(ds):
+    """``ran(algorithm, size)``: what ran, as far as the Dataset knows: NCCL's
+    choice from its TUNING log (attr ``nccl_ran``), the algorithm the
+    environment forced Open MPI's coll/tuned to run (attr ``library_ran``),
+    ``ccbench:NAME`` for the kit's own algorithms, else ``-`` (not reported)."""
+    nccl_ran = attr_json(ds, "nccl_ran", {}) or {}
+    library = ds.attrs.get("library_ran") or "-"
+
+    def ran(alg, size):
+        if isinstance(nccl_ran, dict) and alg in nccl_ran:
+            return str(nccl_ran[alg].get(str(size), "-"))
+        if alg in ("mpi", "nccl"):      # the library's own call
+            return library
+        return f"ccbench:{alg}"         # the kit's own implementation
+    return ran
+
+
+def table_parts(ds, stats=("avg",), rank_stat="max", show_io=False, show_ran=False):
+    """`format_table`'s lines in three lists: the lines above the rows, one
+    row per size and algorithm, and the lines below."""
     df = ds.ccb.summary(stats=stats, rank_stat=rank_stat)
     placements = [str(p) for p in ds["placement"].values]
     stats = [c[1][5:] for c in df.columns if isinstance(c, tuple) and c[0] == placements[0]
@@ -75,7 +108,11 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
     for _ in placements:
         head += "".join(f" {c:>{w}}" for c, w in zip(group_cols, widths))
         units += "".join(f" {u:>{w}}" for u, w in zip(group_units, widths))
-    lines = converted_notes(ds) + [title.rstrip(), head, units]
+    ran = ran_at(ds) if show_ran else None
+    if ran:
+        head += "  ran"
+    top = converted_notes(ds) + [title.rstrip(), head, units]
+    lines = []
     for _, row in df.iterrows():
         io = "".join(f" {b:>12}" for b in io_bytes[row[("size", "")]]) if show_io else ""
         key = {k: row[(k, "")] for k in ("size", "count", "type", "redop", "root", "algorithm")}
@@ -91,15 +128,20 @@ def format_table(ds, stats=("avg",), rank_stat="max", show_io=False):
                 st = per_iter.get((str(key["algorithm"]), p, int(key["size"])))
                 line += "".join(f" {_num(st[k] if st else None, w)}"
                                 for (_, _, k), w in zip(PER_ITER_COLUMNS, widths[nw + 1:]))
+        if ran:
+            line += f"  {ran(key['algorithm'], key['size'])}"
         lines.append(line)
+    foot = []
+    if ran:
+        foot.append(RAN_NOTE)
     if (ds["wrong"].values >= 0).any():
         failed = ds.ccb.failed_checks()
-        lines.append(f"# {'Out of bounds values':<20} : {failed} {'FAILED' if failed else 'OK'}")
-    lines.append(f"# Avg bus bandwidth    : {ds.ccb.avg_busbw(stats[0], rank_stat):.6g} "
-                 f"(GB/s; time = {describe(stats[0], rank_stat)})")
+        foot.append(f"# {'Out of bounds values':<20} : {failed} {'FAILED' if failed else 'OK'}")
+    foot.append(f"# Avg bus bandwidth    : {ds.ccb.avg_busbw(stats[0], rank_stat):.6g} "
+                f"(GB/s; time = {describe(stats[0], rank_stat)})")
     if run_flag(ds, "memory_report"):
-        lines.append(memory_line(ds))
-    return lines
+        foot.append(memory_line(ds))
+    return top, lines, foot
 
 
 def per_iter_stats(ds):
