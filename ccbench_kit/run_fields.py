@@ -92,8 +92,11 @@ class Field:
 
     @property
     def flag(self):
-        """The flag as error lines name it: ``-n/--iters``."""
-        return "/".join(self.flags[:2]) if self.flags else self.name
+        """The flag as error lines name it: ``-n/--iters``, or the first long
+        spelling alone where there is no short one (``--per_iter_timing``)."""
+        if not self.flags:
+            return self.name
+        return self.flags[0] if self.flags[0].startswith("--") else "/".join(self.flags[:2])
 
     def validate(self, value):
         """`value` checked (and normalised) by the field's `check`."""

@@ -23,7 +23,7 @@ from ccbench_kit.suite.spec import parse_suite
 CLI_ONLY = {"help", "collective", "nworkers", "sizes", "msglen", "history", "average",
             "show_algorithm", "show_input_output_size", "json_file", "json_format",
             "non_interactive", "slurm_mode", "slurm_job_id", "slurm_setup_script", "slurm_partition",
-            "slurm_time", "srun_mpi"}
+            "slurm_time", "srun_mpi", "mpi_log_dir", "debug"}
 
 
 def _run_parser():
