@@ -7,11 +7,10 @@ it starts.  IMB, OSU and nccl-tests' host side take their buffers from plain
 wide vector loads of the reduction straddle cache lines.  numpy's arrays
 start 64 B-aligned.  So ``off`` (the default) takes the buffers from libc's
 ``malloc`` itself (`malloc_array`): the peers' allocator, alignment and
-pages, not an imitation of them.  glibc raises its ``mmap`` threshold each
-time a large block is freed, after which large blocks come from the heap at
-any 16 B offset; the peers allocate once, so their blocks are always fresh
-``mmap`` s.  `fix_mmap_threshold` pins the threshold at glibc's initial
-128 KiB, so the kit's per-size buffers are fresh ``mmap`` s too.
+pages, not an imitation of them.  (glibc's mmap threshold is left to move
+as it does in the peers: pinning it, to make every buffer a fresh mapping,
+made Open MPI's own temporaries fresh mappings too, and its large
+all_reduce 2x slower; bench/RESULTS.md.)
 
 IMB, OSU and nccl-tests' host side allocate with plain ``malloc``; numpy
 allocates with ``malloc``/``calloc`` too, but since 1.22 it also calls
@@ -55,18 +54,6 @@ def _libc():
     libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
     return libc
-
-
-M_MMAP_THRESHOLD = -3             # mallopt's parameter number (glibc's malloc.h)
-GLIBC_MMAP_THRESHOLD = 128 * 1024  # glibc's initial threshold (DEFAULT_MMAP_THRESHOLD_MIN)
-
-
-def fix_mmap_threshold():
-    """Pin glibc's mmap threshold at its initial value for this process, so
-    every block from 128 KiB is a fresh mapping; False where libc is not
-    glibc (no ``mallopt``)."""
-    mallopt = getattr(_libc(), "mallopt", None)
-    return bool(mallopt and mallopt(M_MMAP_THRESHOLD, GLIBC_MMAP_THRESHOLD))
 
 
 def malloc_array(nbytes):

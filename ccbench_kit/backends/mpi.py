@@ -150,8 +150,6 @@ class MPIBackend(Backend):
         # the rank's every array, not only its buffers, must leave the heap's
         # pages unadvised, as a malloc-only peer's process does
         self._madvise_before = hostpages.set_numpy_madvise(self.options.huge_pages == "madvise")
-        if self.options.huge_pages == "off":  # each buffer a fresh mmap, as the peers' are
-            hostpages.fix_mmap_threshold()
 
     @property
     def library(self):
