@@ -1,6 +1,7 @@
 """Data types and reduction ops: names, aliases, and host representations.
 
-The engine's enum values (ext/ccb.h) and NCCL's (nccl.h) live here, once.
+The engine's enum values (ext/ccb.h) live here, once; NCCL's (nccl.h) are
+the nccl backend's (`backends.nccl.NCCL_DTYPES`, ``NCCL_OPS``).
 fp16 is numpy's float16; bf16 and the fp8 types (OCP e4m3 without
 infinities and e5m2, as NCCL's ncclFloat8e4m3/e5m2) have no numpy type, so
 their host arrays are bit patterns, converted through float64 for golden
@@ -19,7 +20,6 @@ from .errors import ConfigError
 class DType:
     name: str          # the kit's canonical name (nccom-test's)
     engine: int        # ccb_dtype in ext/ccb.h
-    nccl: int          # ncclDataType_t, -1 where NCCL has none
     storage: np.dtype  # host array dtype
     is_float: bool
     aliases: tuple = ()
@@ -62,26 +62,24 @@ class DType:
 
 
 _D = [
-    DType("uint8", 0, 1, np.dtype(np.uint8), False, ("u8",), "uint8"),
-    DType("int8", 1, 0, np.dtype(np.int8), False, ("i8", "char"), "int8"),
-    DType("uint16", 2, -1, np.dtype(np.uint16), False, ("u16",), "uint16"),
-    DType("int16", 3, -1, np.dtype(np.int16), False, ("i16", "short"), "int16"),
-    DType("fp16", 4, 6, np.dtype(np.float16), True, ("half", "float16", "f16"), "half"),
-    DType("bf16", 5, 9, np.dtype(np.uint16), True, ("bfloat16",), "bfloat16"),
-    DType("uint32", 6, 3, np.dtype(np.uint32), False, ("u32", "uint"), "uint32"),
-    DType("int32", 7, 2, np.dtype(np.int32), False, ("i32", "int"), "int32"),
-    DType("fp32", 8, 7, np.dtype(np.float32), True, ("float", "float32", "f32"), "float"),
-    DType("int64", 9, 4, np.dtype(np.int64), False, ("i64", "long"), "int64"),
-    DType("uint64", 10, 5, np.dtype(np.uint64), False, ("u64",), "uint64"),
-    DType("fp64", 11, 8, np.dtype(np.float64), True, ("double", "float64", "f64"), "double"),
-    DType("fp8_e4m3", 12, 10, np.dtype(np.uint8), True, ("f8e4m3", "float8_e4m3", "e4m3"), "f8e4m3"),
-    DType("fp8_e5m2", 13, 11, np.dtype(np.uint8), True, ("f8e5m2", "float8_e5m2", "e5m2"), "f8e5m2"),
+    DType("uint8", 0, np.dtype(np.uint8), False, ("u8",), "uint8"),
+    DType("int8", 1, np.dtype(np.int8), False, ("i8", "char"), "int8"),
+    DType("uint16", 2, np.dtype(np.uint16), False, ("u16",), "uint16"),
+    DType("int16", 3, np.dtype(np.int16), False, ("i16", "short"), "int16"),
+    DType("fp16", 4, np.dtype(np.float16), True, ("half", "float16", "f16"), "half"),
+    DType("bf16", 5, np.dtype(np.uint16), True, ("bfloat16",), "bfloat16"),
+    DType("uint32", 6, np.dtype(np.uint32), False, ("u32", "uint"), "uint32"),
+    DType("int32", 7, np.dtype(np.int32), False, ("i32", "int"), "int32"),
+    DType("fp32", 8, np.dtype(np.float32), True, ("float", "float32", "f32"), "float"),
+    DType("int64", 9, np.dtype(np.int64), False, ("i64", "long"), "int64"),
+    DType("uint64", 10, np.dtype(np.uint64), False, ("u64",), "uint64"),
+    DType("fp64", 11, np.dtype(np.float64), True, ("double", "float64", "f64"), "double"),
+    DType("fp8_e4m3", 12, np.dtype(np.uint8), True, ("f8e4m3", "float8_e4m3", "e4m3"), "f8e4m3"),
+    DType("fp8_e5m2", 13, np.dtype(np.uint8), True, ("f8e5m2", "float8_e5m2", "e5m2"), "f8e5m2"),
 ]
 # exponent bits, mantissa bits, whether the all-ones exponent is inf/NaN (e5m2,
 # IEEE-like) or ordinary numbers with only S.1111.111 a NaN (e4m3, "fn")
 FP8 = {"fp8_e4m3": (4, 3, False), "fp8_e5m2": (5, 2, True)}
-# ncclFloat8e4m3/e5m2 came with NCCL 2.24 (and reduce on sm_90 and later only)
-FP8_SINCE_NCCL = 22400
 
 
 @functools.lru_cache(maxsize=None)
@@ -131,8 +129,6 @@ _LOOKUP = {alias: d for d in _D for alias in (d.name, *d.aliases)}
 
 # ccb_op in ext/ccb.h.
 OPS = {"sum": 0, "prod": 1, "min": 2, "max": 3, "avg": 4}
-# ncclRedOp_t in nccl.h: max and min come in the other order.
-NCCL_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 
 
 def get_dtype(name, flag="-d/--datatype"):

@@ -225,10 +225,20 @@ def test_a_run_with_history_files_itself(tmp_path):
 
 # -- bad input: one line, a non-zero exit, the history untouched ----------------
 
-@pytest.fixture
-def small(nights, tmp_path):
-    d = tmp_path / "small"
+@pytest.fixture(scope="module")
+def small_filed(nights, tmp_path_factory):
+    """Three nights filed once for the module (`small` hands out copies)."""
+    d = tmp_path_factory.mktemp("small") / "small"
     H.add(nights[:3], d)
+    return d
+
+
+@pytest.fixture
+def small(small_filed, tmp_path):
+    """A history of three nights, this test's own to break: a copy of
+    `small_filed` (copying is cheaper than filing again)."""
+    d = tmp_path / "small"
+    shutil.copytree(small_filed, d)
     return d
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from ccbench_kit import _nccl
 from ccbench_kit.backends import nccl, nccl_buffers, nccl_lib, nccl_topo, nccl_tuning
-from ccbench_kit.dtypes import DTYPES, NCCL_OPS
+from ccbench_kit.backends.nccl import NCCL_DTYPES, NCCL_OPS
+from ccbench_kit.dtypes import DTYPES
 from ccbench_kit.errors import ConfigError
 
 
@@ -113,7 +114,7 @@ def test_nccl_enums_match_nccl_h():
     want = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5,
             "fp16": 6, "fp32": 7, "fp64": 8, "bf16": 9, "int16": -1, "uint16": -1,
             "fp8_e4m3": 10, "fp8_e5m2": 11}
-    assert {k: d.nccl for k, d in DTYPES.items()} == want
+    assert {k: NCCL_DTYPES.get(k, -1) for k in DTYPES} == want
     assert NCCL_OPS == {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
     # the loop's ids are collectives.def's order (tests/test_collective_registry.py)
     assert _nccl.KINDS[:5] == ("all_reduce", "all_gather", "reduce_scatter", "alltoall", "alltoallv")

@@ -8,6 +8,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from ccbench_kit.cli import main
 from ccbench_kit.dataset import save
 from ccbench_kit.errors import ConfigError
 from ccbench_kit.report import notebook as rn
@@ -95,25 +96,38 @@ def test_bad_parameter_fails_in_the_first_cell_in_one_line(results, tmp_path):
     assert all(c.execution_count is None for c in code[3:])
 
 
+def cli_in_process(capsys, *argv):
+    """(exit status, stderr) of `ccbench ARGV` run in this process: these
+    refusals come before papermill or any rank starts, so a subprocess would
+    only add a second of imports each (tests/test_spine_run.py runs the
+    report's refusal as a real subprocess)."""
+    capsys.readouterr()
+    try:
+        rc = main([str(a) for a in argv])
+    except SystemExit as e:  # argparse's own errors
+        rc = e.code
+    return rc, capsys.readouterr().err
+
+
 @pytest.mark.parametrize("args,message", [
     (["/nonexistent.nc"], "ccbench: error: results: /nonexistent.nc: no such results file"),
     (["{one}", "--theory", "h900"], "ccbench: error: theory: unknown theory preset 'h900'"),
     (["{one}", "-t", "avg", "pfoo"], "ccbench: error: stats: unknown statistic 'pfoo'"),
     (["{one}", "--baseline", "/nope.log"], "ccbench: error: baseline: /nope.log: no such baseline"),
 ])
-def test_cli_prints_one_line_and_exits_nonzero(cli, results, tmp_path, args, message):
+def test_cli_prints_one_line_and_exits_nonzero(capsys, results, tmp_path, args, message):
     args = [a.format(one=results[0]) for a in args]
-    proc = cli("report", *args, "-o", tmp_path / "r.html", timeout=60)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(message), proc.stderr
+    rc, err = cli_in_process(capsys, "report", *args, "-o", tmp_path / "r.html")
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), err
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "r.ipynb").exists()
 
 
-def test_cli_rejects_non_html_output(cli, results, tmp_path):
-    proc = cli("report", results[0], "-o", tmp_path / "r.pdf", timeout=60)
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == f"ccbench: error: -o/--output: {tmp_path / 'r.pdf'}: the report " \
+def test_cli_rejects_non_html_output(capsys, results, tmp_path):
+    rc, err = cli_in_process(capsys, "report", results[0], "-o", tmp_path / "r.pdf")
+    assert rc == 2
+    assert err.strip() == f"ccbench: error: -o/--output: {tmp_path / 'r.pdf'}: the report " \
                                   "is HTML; name it NAME.html"
 
 
@@ -136,8 +150,8 @@ def test_compare_needs_two_runs(results):
         rn.prepare_compare([results[0]])
 
 
-def test_cli_compare_needs_two_runs(cli, results, tmp_path):
-    proc = cli("report", results[0], "--compare", "-o", tmp_path / "c.html", timeout=60)
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == ("ccbench: error: results: give two or more results files, "
+def test_cli_compare_needs_two_runs(capsys, results, tmp_path):
+    rc, err = cli_in_process(capsys, "report", results[0], "--compare", "-o", tmp_path / "c.html")
+    assert rc == 2
+    assert err.strip() == ("ccbench: error: results: give two or more results files, "
                                    "or one and a baseline")

@@ -38,7 +38,7 @@ import numpy as np
 
 from .. import collectives as _collectives, _nccl
 from ..dataset.schema import attr_json
-from ..dtypes import DTYPES, FP8, FP8_SINCE_NCCL, NCCL_OPS, OPS
+from ..dtypes import DTYPES, FP8, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
 from .base import Backend
@@ -58,6 +58,14 @@ NO_IN_PLACE = tuple(c.name for c in _ALL if not c.nccl_in_place)
 TIMINGS = ("cuda-events", "batch", "host-enqueue", "graph")
 MEM_TYPES = ("cudaMalloc", "ncclMemAlloc")
 _OP_NAMES = {v: k for k, v in OPS.items()}
+# NCCL's enums (nccl.h), this backend's facts: ncclDataType_t of each kit
+# dtype NCCL has (none for 16-bit integers), and ncclRedOp_t (max and min
+# in the other order than the engine's `dtypes.OPS`)
+NCCL_DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5,
+               "fp16": 6, "fp32": 7, "fp64": 8, "bf16": 9, "fp8_e4m3": 10, "fp8_e5m2": 11}
+NCCL_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
+# ncclFloat8e4m3/e5m2 came with NCCL 2.24 (and reduce on sm_90 and later only)
+FP8_SINCE_NCCL = 22400
 
 
 def nccl_algorithms(collective):
@@ -166,7 +174,7 @@ class NCCLBackend(Backend):
     def data_types(cls):
         """The types NCCL has, fp8 left out: it needs NCCL 2.24 (and sm_90 to
         reduce), known only once a rank loads the library; name it with -d."""
-        return tuple(name for name, d in DTYPES.items() if d.nccl >= 0 and name not in FP8)
+        return tuple(name for name in DTYPES if name in NCCL_DTYPES and name not in FP8)
 
     @classmethod
     def options_from_args(cls, args):
@@ -353,7 +361,7 @@ class NCCLBackend(Backend):
 
     def _call(self, collective, algorithm, send, recv, count, dtype, op, root, comm, vectors):
         d = dict(kind=collective, p2p=int(algorithm == "nccl:p2p"), send=send.ptr,
-                 recv=recv.ptr, count=count, elsize=dtype.itemsize, dtype=dtype.nccl,
+                 recv=recv.ptr, count=count, elsize=dtype.itemsize, dtype=NCCL_DTYPES[dtype.name],
                  op=NCCL_OPS[_OP_NAMES.get(op, "sum")], root=max(root, 0), rank=self.rank,
                  nranks=self.nranks, comm=comm, stream=self.stream)
         if collective == "alltoallv":
@@ -379,7 +387,7 @@ class NCCLBackend(Backend):
         a graph replays its iterations -G times, which in place sums again).
         """
         x = self._x
-        if dtype.nccl < 0:
+        if dtype.name not in NCCL_DTYPES:
             raise ConfigError(f"NCCL has no {dtype.name} type; use one of int8, uint8, int32, "
                               "uint32, int64, uint64, fp16, bf16, fp32, fp64, fp8_e4m3, "
                               "fp8_e5m2", "-d/--datatype")

@@ -1,0 +1,45 @@
+"""What a report cell displays: the kit's Markdown, HTML, tables and figures.
+
+Every value shown goes through `markup` or `html.escape`: whatever a results
+file or a flag holds is shown as text, never as markup.
+"""
+import html
+import io
+
+from .. import markup
+
+
+def _md(text):
+    """Display the kit's Markdown; every value in it is shown as text
+    (`markup.markdown`), whatever a results file or a flag holds."""
+    from IPython.display import Markdown, display  # lazy: optional dependency (report extra)
+    display(Markdown(markup.markdown(text)))
+
+
+def _html(text):
+    from IPython.display import HTML, display  # lazy: optional dependency (report extra)
+    display(HTML(text))
+
+
+def _table(head, rows, cls="ccb-table"):
+    out = [f'<div class="ccb-scroll"><table class="{cls}"><thead><tr>']
+    out += [f"<th>{html.escape(str(h))}</th>" for h in head]
+    out.append("</tr></thead><tbody>")
+    for r in rows:
+        out.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>")
+    out.append("</tbody></table></div>")
+    return "".join(out)
+
+
+def _png(fig, plt):
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _show(fig, plt):
+    """Display `fig` as a PNG whatever matplotlib's backend (MPLBACKEND=Agg
+    in a cron job would otherwise print "<Figure ...>")."""
+    from IPython.display import Image, display  # lazy: optional dependency (report extra)
+    display(Image(data=_png(fig, plt), format="png"))
