@@ -66,3 +66,19 @@ def test_all_nan_file_loads_lazily_and_the_cli_gate_refuses_it(tmp_path, capsys)
     out, err = capsys.readouterr()
     assert rc in (1, 2) and "Traceback" not in err
     assert "PASSED" not in out
+
+
+def test_show_of_an_unknown_collective_names_the_file_and_the_attr(tmp_path, capsys):
+    from ccbench_kit.cli import main
+    path = tmp_path / "r.nc"
+    sizes = [8]
+    ccb.save(make_dataset(
+        algorithms=["ring"], placements=["out_of_place"], sizes=sizes, counts=[2],
+        in_bytes=sizes, out_bytes=sizes, latency=np.full((1, 1, 1, 2, 2), 5.0),
+        wrong=np.zeros((1, 1, 1), np.int64), ranks=[0, 1], hosts=["a", "b"],
+        devices=["cpu", "cpu"], attrs={"collective": "x/../y", "dtype": "fp32", "nranks": 2}),
+        path)
+    assert main(["show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ccbench: error: {path}: attr collective: unknown collective 'x/../y'")
+    assert len(err.strip().splitlines()) == 1
