@@ -21,6 +21,7 @@ changed copy (another output file, the seed rank 0 drew).
 import dataclasses
 import hashlib
 import json
+import numbers
 import secrets
 from dataclasses import dataclass, field
 
@@ -298,19 +299,25 @@ def _inputs(coll, nranks, sweep_, *, check=None, seed=None, unique_buff=False, s
                        **{k: tuple(v) for k, v in parsed.items()})
 
 
+def _is_number(value):
+    """A real number, not a bool nor a string ("5" from the API is refused
+    in one line, not compared with 0 in a TypeError)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def _output(*, out=None, stats=("avg",), command="", checkpoint_every=None):
     if checkpoint_every is None:
         checkpoint_every = DEFAULT_CHECKPOINT_EVERY
-    elif not checkpoint_every >= 0:
-        raise ConfigError(f"must be a number of seconds >= 0, got {checkpoint_every}",
+    elif not (_is_number(checkpoint_every) and checkpoint_every >= 0):
+        raise ConfigError(f"must be a number of seconds >= 0, got {checkpoint_every!r}",
                           "--checkpoint-every")
     return OutputConfig(out=out or "", stats=tuple(check_stat(s) for s in stats),
                         command=command, checkpoint_every=float(checkpoint_every))
 
 
 def _launch(nranks, *, timeout=None, skip_oversize=False):
-    if timeout is not None and not timeout > 0:
-        raise ConfigError(f"must be a positive number of seconds, got {timeout}", "--timeout")
+    if timeout is not None and not (_is_number(timeout) and timeout > 0):
+        raise ConfigError(f"must be a positive number of seconds, got {timeout!r}", "--timeout")
     return LaunchConfig(nranks=nranks, timeout=None if timeout is None else float(timeout),
                         skip_oversize=bool(skip_oversize))
 

@@ -1,0 +1,26 @@
+"""``ccb.run``'s seconds keywords from Python (issue 28, found by
+bench/fuzz_surfaces.py): a string, a bool or NaN is one ConfigError naming
+the flag, never a TypeError from comparing it with 0; nothing starts."""
+import pytest
+
+import ccbench_kit as ccb
+from ccbench_kit.api import make_config
+from ccbench_kit.errors import ConfigError
+
+
+@pytest.mark.parametrize("key, flag", [("checkpoint_every", "--checkpoint-every"),
+                                       ("timeout", "--timeout")])
+@pytest.mark.parametrize("value", ["0.0", "5", True, float("nan"), -1, [1], b"1"])
+def test_seconds_that_are_no_number_are_one_line(tmp_path, key, flag, value):
+    with pytest.raises(ConfigError) as e:
+        ccb.run("all_reduce", 2, [8], out=str(tmp_path / "r.nc"), **{key: value})
+    assert str(e.value).startswith(f"{flag}: must be a") and repr(value) in str(e.value)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("key, value", [("checkpoint_every", 0), ("checkpoint_every", 2.5),
+                                        ("timeout", 3), ("timeout", 0.5)])
+def test_numbers_still_configure_the_run(key, value):
+    cfg = make_config("all_reduce", 2, [8], **{key: value})
+    got = cfg.output.checkpoint_every if key == "checkpoint_every" else cfg.launch.timeout
+    assert got == float(value)
