@@ -297,9 +297,10 @@ def test_history_actions(place, capsys, data):
         argv += ["-o", data.draw(HISTORY_OUT).format(**names)]
         if data.draw(st.booleans()):
             argv += ["--timeout", data.draw(FLOATS)]
-    before = set(os.listdir(place))
+    before, here = set(os.listdir(place)), set(os.listdir(os.getcwd()))
     rc, _ = call(argv, capsys)
     assert set(os.listdir(place)) <= before | {"hist"}
+    assert set(os.listdir(os.getcwd())) == here      # `--history ""` is no history here
     if action == "report":
         assert rc == 2
 

@@ -1,6 +1,8 @@
 """``ccb.run``'s seconds keywords from Python (issue 28, found by
 bench/fuzz_surfaces.py): a string, a bool or NaN is one ConfigError naming
 the flag, never a TypeError from comparing it with 0; nothing starts."""
+import os
+
 import pytest
 
 import ccbench_kit as ccb
@@ -24,3 +26,16 @@ def test_numbers_still_configure_the_run(key, value):
     cfg = make_config("all_reduce", 2, [8], **{key: value})
     got = cfg.output.checkpoint_every if key == "checkpoint_every" else cfg.launch.timeout
     assert got == float(value)
+
+
+@pytest.mark.parametrize("action", [["add", "x.nc"], ["list"], ["check"], ["rebuild"]])
+@pytest.mark.parametrize("where", ["", "  "])
+def test_an_empty_history_path_is_refused_not_the_working_directory(tmp_path, monkeypatch,
+                                                                   capsys, action, where):
+    from ccbench_kit.cli import main
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.nc").write_bytes(b"")
+    rc = main(["history", action[0], "--history", where, *action[1:]])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("ccbench: error: --history: an empty path"), err
+    assert sorted(os.listdir(tmp_path)) == ["x.nc"]
