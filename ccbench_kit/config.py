@@ -239,8 +239,9 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes="32M", maxbytes=None, stepf
         algorithms = [a.strip() for a in algorithms.split(",") if a.strip()]
     dtype = get_dtype(dtype).name
     op = get_op(op) if coll.reduces else "none"
-    if coll.rooted and not 0 <= root < nranks:
-        raise ConfigError(f"root {root} is not a rank of 0..{nranks - 1}", "--root")
+    if coll.rooted and not (isinstance(root, int) and not isinstance(root, bool)
+                            and 0 <= root < nranks):
+        raise ConfigError(f"root {root!r} is not a rank of 0..{nranks - 1}", "--root")
     for name, value, flag, low in (("warmup", warmup, "-w/--warmup_iters", 0),
                                    ("iters", iters, "-n/--iters", 1),
                                    ("agg_iters", agg_iters, "-m/--agg-iters", 1)):

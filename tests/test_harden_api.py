@@ -39,3 +39,10 @@ def test_an_empty_history_path_is_refused_not_the_working_directory(tmp_path, mo
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("ccbench: error: --history: an empty path"), err
     assert sorted(os.listdir(tmp_path)) == ["x.nc"]
+
+
+@pytest.mark.parametrize("root", ["0", True, 1.0, None])
+def test_a_root_that_is_no_rank_number_is_one_line(root):
+    with pytest.raises(ConfigError) as e:
+        make_config("broadcast", 2, [8], root=root)
+    assert str(e.value).startswith(f"--root: root {root!r} is not a rank of 0..1")

@@ -82,3 +82,17 @@ def test_show_of_an_unknown_collective_names_the_file_and_the_attr(tmp_path, cap
     err = capsys.readouterr().err
     assert err.startswith(f"ccbench: error: {path}: attr collective: unknown collective 'x/../y'")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_bad_time_under_an_unprintable_name_is_still_one_line(tmp_path):
+    path = tmp_path / "r.nc"
+    ccb.save(make_dataset(
+        algorithms=["0\x1e x\ny"], placements=["out_of_place"], sizes=[8], counts=[2],
+        in_bytes=[8], out_bytes=[8], latency=np.full((1, 1, 1, 2, 2), -1.0),
+        wrong=np.zeros((1, 1, 1), np.int64), ranks=[0, 1], hosts=["a", "b"],
+        devices=["cpu", "cpu"], attrs={"collective": "all_reduce", "dtype": "fp32",
+                                       "nranks": 2}), path)
+    with pytest.raises(SchemaError) as e:
+        ccb.load(path)
+    assert len(str(e.value).splitlines()) == 1
+    assert "algorithm '0\\x1e x\\ny', placement out_of_place" in str(e.value)

@@ -114,12 +114,19 @@ def check_times(ds, where):
     count = int(bad.sum())           # a dask reduction when `lat` is lazy: streamed
     if count:
         index, value = _first_bad(lat, bad)
-        where_in = ", ".join(f"{d} {ds[d].values[i] if d in ds.coords else i}"
+        where_in = ", ".join(f"{d} {_shown(ds[d].values[i]) if d in ds.coords else i}"
                              for d, i in zip(lat.dims, index) if d != "iteration")
         raise SchemaError(f"{where}: variable 'latency' holds {count} value(s) that are not a "
                           f"positive finite time in µs (first: {value:g} at {where_in}); "
                           "refused rather than shown as a bandwidth")
     return ds
+
+
+def _shown(value):
+    """A coordinate value for a one-line message: as it is when printable,
+    else quoted with its escapes (a name from a file may hold a newline)."""
+    text = str(value)
+    return text if text.isprintable() else repr(text)
 
 
 def _first_bad(lat, bad):
