@@ -1,26 +1,64 @@
-"""Generated hostile input per surface (issue 28): doctor, suite, export,
-import, report, compare, show, recover -- the eight hypothesis tests of
-tests/test_fuzz_surfaces.py with FUZZ_EXAMPLES each (default 1250: 10^4 in
-all) on fresh random seeds.  Every example must end in exit 0, or one line
-on stderr and a documented status, never a traceback.
+"""Generated hostile input per surface (issue 28): run, doctor, suite,
+export, import (NCCL Inspector dumps and nccl-tests logs), report, compare,
+show, recover, history and the Python API (``ccb.load``, ``ccb.run``) --
+the hypothesis tests of tests/test_fuzz_surfaces.py and two of
+tests/test_fuzz_cli.py, on fresh random seeds.  Every example must end in
+exit 0, or one line on stderr and a documented status (the API: a
+CCBenchError), never a traceback; a failing example fails its test and is
+printed.
 
-    .venv/bin/python bench/fuzz_surfaces.py [EXAMPLES_PER_TEST]
+N (default 850) sets the examples per test, weighted by what one costs
+(``fuzz(weight)`` in the test file: a test whose example writes a netCDF
+file takes 0.25 N, one that only parses up to 3 N; the two tests of
+test_fuzz_cli.py take N): about 13 N in all, 11,000 by default.
+Everything runs in-process; no rank, check or kernel starts (outputs are
+FIFOs, folders or devices), so it takes minutes, not hours.
+
+    .venv/bin/python bench/fuzz_surfaces.py [N]
 """
+import collections
 import sys
 
 from _fuzz_runner import run
 
+TESTS = ["tests/test_fuzz_surfaces.py", "tests/test_fuzz_cli.py::test_run_flags",
+         "tests/test_fuzz_cli.py::test_importer_times"]
+SURFACE = {   # test -> the surface its examples reach
+    "test_run_flags": "run (CLI flags, JSON inputs)",
+    "test_doctor_never_measures_with_a_bad_output": "doctor",
+    "test_suite_values_never_reach_a_script_as_code": "suite (spec -> sbatch script)",
+    "test_export_writes_only_inside_its_folder": "export (--aws-naming, --pattern)",
+    "test_import_inspector_records": "import: NCCL Inspector dumps",
+    "test_importer_times": "import: nccl-tests logs",
+    "test_report_refuses_before_any_kernel": "report (outputs, --title)",
+    "test_report_markup_boundary": "report: Markdown/HTML cells",
+    "test_show_and_compare_check_every_number": "show + compare --min-ratio",
+    "test_recover_with_foreign_sidecars": "recover",
+    "test_history_actions": "history (every action)",
+    "test_api_load_checks_every_file": "ccb.load (eager and chunks)",
+    "test_api_run_refuses_before_any_rank": "ccb.run",
+}
+
 
 def main():
-    per_test = int(sys.argv[1]) if len(sys.argv) > 1 else 1250
-    print("load average before:", open("/proc/loadavg").read().split()[:3])
-    rc, out, statuses, counts, wall = run("tests/test_fuzz_surfaces.py", per_test)
-    print(f"# {len(counts)} tests, {sum(c[0] for c in counts)} passing and "
-          f"{sum(c[1] for c in counts)} failing examples in the generate phase; "
-          f"CLI exit statuses: " + ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items()))
-          + f"; tracebacks: {out.count('Traceback (most recent call last)')}"
-          + f"; {wall:.0f} s; exit {rc}")
-    print("load average after:", open("/proc/loadavg").read().split()[:3])
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 850
+    load_before = open("/proc/loadavg").read().split()[:3]
+    rc, out, outcomes, counts, wall = run(TESTS, n, by_test=True)
+    load_after = open("/proc/loadavg").read().split()[:3]
+    per_test = collections.defaultdict(collections.Counter)
+    for (test, outcome), k in outcomes.items():
+        per_test[test][outcome] += k
+    print("| surface | test | inputs | outcomes |\n|---|---|---|---|")
+    for test, surface in SURFACE.items():
+        got = per_test.get(test, {})
+        print(f"| {surface} | `{test}` | {sum(got.values()):,} | "
+              + ", ".join(f"{k}: {v:,}" for k, v in sorted(got.items())) + " |")
+    total = sum(sum(c.values()) for c in per_test.values())
+    print(f"# {total:,} inputs reached a surface; {len(counts)} tests, "
+          f"{sum(c[0] for c in counts):,} passing and {sum(c[1] for c in counts)} failing "
+          f"examples in the generate phase; tracebacks: "
+          f"{out.count('Traceback (most recent call last)')}; {wall:.0f} s; exit {rc}")
+    print("load average before:", " ".join(load_before), " after:", " ".join(load_after))
     return rc
 
 

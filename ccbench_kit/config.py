@@ -21,6 +21,7 @@ changed copy (another output file, the seed rank 0 drew).
 import dataclasses
 import hashlib
 import json
+import numbers
 import secrets
 from dataclasses import dataclass, field
 
@@ -253,8 +254,9 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes, maxbytes, stepfactor, step
         algorithms = [a.strip() for a in algorithms.split(",") if a.strip()]
     dtype = get_dtype(dtype).name
     op = get_op(op) if coll.reduces else "none"
-    if coll.rooted and not 0 <= root < nranks:
-        raise ConfigError(f"root {root} is not a rank of 0..{nranks - 1}", "--root")
+    if coll.rooted and not (isinstance(root, int) and not isinstance(root, bool)
+                            and 0 <= root < nranks):
+        raise ConfigError(f"root {root!r} is not a rank of 0..{nranks - 1}", "--root")
     placements = _placements(placement)
     bad = [p for p in placements if p not in PLACEMENTS]
     if bad or not placements:

@@ -22,6 +22,7 @@ ConfigError naming the flag.  Keywords with checks that need other keywords
 (sizes, the root, the algorithms, the data type) have none here: `config`
 checks them together.
 """
+import numbers
 from dataclasses import dataclass, field
 
 from . import argtypes as T
@@ -154,19 +155,25 @@ def statistics(value, flag):
     return tuple(check_stat(s) for s in value)
 
 
+def _is_number(value):
+    """A real number, not a bool nor a string ("5" from the API is refused
+    in one line, not compared with 0 in a TypeError)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def positive_seconds(value, flag):
     if value is None:
         return None
-    if not value > 0:
-        raise ConfigError(f"must be a positive number of seconds, got {value}", flag)
+    if not (_is_number(value) and value > 0):
+        raise ConfigError(f"must be a positive number of seconds, got {value!r}", flag)
     return float(value)
 
 
 def checkpoint_seconds(value, flag):
     if value is None:
         return DEFAULT_CHECKPOINT_EVERY
-    if not value >= 0:
-        raise ConfigError(f"must be a number of seconds >= 0, got {value}", flag)
+    if not (_is_number(value) and value >= 0):
+        raise ConfigError(f"must be a number of seconds >= 0, got {value!r}", flag)
     return float(value)
 
 

@@ -70,6 +70,16 @@ def place(tmp_path_factory):
     return d
 
 
+def tally(outcome):
+    """Append one example's outcome (an exit status, or what a surface that
+    is not the CLI did) to FUZZ_TALLY with its test's name; the bench
+    scripts count them (bench/_fuzz_runner.py)."""
+    if TALLY:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "?").split("::")[-1].split(" ")[0]
+        with open(TALLY, "a") as f:
+            f.write(f"{test} {outcome}\n")
+
+
 def call(argv, capsys):
     """Run the CLI in-process; assert the outcome is one of the allowed ones."""
     try:
@@ -79,9 +89,7 @@ def call(argv, capsys):
     out, err = capsys.readouterr()
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert "Traceback" not in err, (argv, err)
-    if TALLY:
-        with open(TALLY, "a") as f:
-            f.write(f"{rc}\n")
+    tally(rc)
     if rc in (0, None):
         return 0, err
     assert rc in (1, 2, 3), (argv, rc, err)

@@ -1,12 +1,16 @@
 """Generated hostile input per surface (issue 28): doctor, suite, export,
-import, report, compare, show, recover.  Each example ends in exit 0, or one
-line on stderr and a documented status, never a traceback; numbers that
-reach a table are checked; nothing is written outside the named place; a
-value never becomes markup or a line of a batch script.
+import, report, compare, show, recover, history and the Python API
+(``ccb.load``, ``ccb.run``).  Each example ends in exit 0, or one line on
+stderr and a documented status (the API: a `CCBenchError`), never a
+traceback; numbers that reach a table are checked; nothing is written
+outside the named place; a value never becomes markup or a line of a batch
+script.
 
-The CLI runs in-process (`test_fuzz_cli.call`); the doctor always gets an
-``--out`` naming a FIFO, so that no check ever launches.
-``bench/fuzz_surfaces.py`` runs 10^4 of these.
+The CLI runs in-process (`test_fuzz_cli.call`); the doctor, ``ccb.run``
+and ``history report`` always get an output naming a FIFO (or a folder, or
+a device), so that no check, rank or kernel ever starts.
+``bench/fuzz_surfaces.py`` runs 10^4 of these (with ``run``'s own test in
+tests/test_fuzz_cli.py).
 """
 import json
 import os
@@ -20,14 +24,24 @@ from hypothesis import strategies as st
 
 from ccbench_kit import markup
 from ccbench_kit.dataset import io, make_dataset
+import ccbench_kit as ccb
+from ccbench_kit.errors import CCBenchError
 from hypothesis import HealthCheck, settings
-from test_fuzz_cli import FLOATS, INTS, NAMES, call, place  # noqa: F401
+from test_fuzz_cli import FLOATS, INTS, NAMES, SIZES, call, place, tally  # noqa: F401
 
-# fast in the suite (each example writes and reads files); bench/fuzz_surfaces.py
-# sets FUZZ_EXAMPLES for its 10^4
-FUZZ = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "4")), deadline=None,
-                derandomize="FUZZ_SEED" not in os.environ, database=None,
-                suppress_health_check=list(HealthCheck))
+
+def fuzz(weight=1.0):
+    """Fast in the suite (4 examples: each writes and reads files);
+    bench/fuzz_surfaces.py sets FUZZ_EXAMPLES, and a test takes `weight`
+    times that many: fewer where an example writes a netCDF file (~0.4 s),
+    more where it only parses."""
+    given_n = os.environ.get("FUZZ_EXAMPLES")
+    n = max(1, round(int(given_n) * weight)) if given_n else 4
+    return settings(max_examples=n, deadline=None, derandomize="FUZZ_SEED" not in os.environ,
+                    database=None, suppress_health_check=list(HealthCheck))
+
+
+FUZZ = fuzz(0.25)   # an example writes and reads a netCDF file
 
 TEXT = st.one_of(st.text(max_size=30), st.sampled_from(
     ["<script>x</script>", "[a](javascript:b)", "../../x", "a\nb", "$(id)", "`id`", "'; id; '",
@@ -66,11 +80,14 @@ def _saved(place, data, name="r.nc"):
     return path
 
 
-def _bad_times(path):
+def _facts(path):
+    """(a time that is no time, a measured size of a collective the kit
+    does not know) of a saved file, read with plain xarray."""
     import xarray as xr
     with xr.open_dataset(path, engine="h5netcdf") as raw:
         lat = raw["latency"].values
-    return bool(((lat <= 0) | np.isinf(lat)).any())
+        unknown = raw.attrs.get("collective") == "x/../y" and raw.sizes.get("size", 0) > 0
+    return bool(((lat <= 0) | np.isinf(lat)).any()), unknown
 
 
 @FUZZ
@@ -79,9 +96,11 @@ def test_show_and_compare_check_every_number(place, capsys, data):
     path = _saved(place, data)
     if path is None:
         return
-    bad = _bad_times(path)
+    bad, unknown = _facts(path)    # an unknown collective has no bus factor
     rc, err = call(["show", str(path)], capsys)
-    assert (rc == 2) == bad, err
+    assert (rc == 2) == (bad or unknown), err
+    if unknown and not bad:
+        assert f"{path}: attr collective: unknown collective 'x/../y'" in err, err
     ratio = data.draw(st.sampled_from(["0.9", "1", "1e-9"]))
     from ccbench_kit.cli import main
     rc = main(["compare", str(path), str(path), "--min-ratio", ratio])
@@ -90,6 +109,8 @@ def test_show_and_compare_check_every_number(place, capsys, data):
     assert rc != 1 or out.splitlines()[-1].startswith("FAILED"), out   # the gate says why
     if bad:
         assert rc == 2 and "latency" in err
+    elif unknown:
+        assert rc in (1, 2), err   # refused, or a gate with nothing comparable
     else:   # the same file against itself: at 1.0, or nothing comparable (a gate fails)
         assert rc in (0, 1) or "no size" in err or "nothing to compare" in err, err
 
@@ -138,7 +159,7 @@ def test_recover_with_foreign_sidecars(place, capsys, data):
         f.unlink()
 
 
-@FUZZ
+@fuzz(2.0)
 @given(st.data())
 def test_import_inspector_records(place, capsys, data):
     lines = []
@@ -167,10 +188,9 @@ def test_import_inspector_records(place, capsys, data):
         os.unlink(place / "imp.nc")
 
 
-@FUZZ
+@fuzz(2.0)
 @given(st.data())
 def test_suite_values_never_reach_a_script_as_code(place, capsys, data):
-    from ccbench_kit.errors import CCBenchError
     from ccbench_kit.suite import load_suite, run_suite
     import yaml
     spec = {"name": data.draw(st.sampled_from(["s", "a b", "../x", "ok.1"])), "launcher": "slurm",
@@ -188,7 +208,9 @@ def test_suite_values_never_reach_a_script_as_code(place, capsys, data):
         result = run_suite(load_suite(path), dry_run=True)
     except CCBenchError as e:
         assert "\n" not in str(e).split(": ", 1)[0]
+        tally("refused")
         return
+    tally("written")
     for entry in result.entries:
         if not entry.script:
             continue
@@ -201,7 +223,7 @@ def test_suite_values_never_reach_a_script_as_code(place, capsys, data):
         assert not [w for w in lexer if w and set(w) <= set("();<>|&")], text
 
 
-@FUZZ
+@fuzz(1.5)
 @given(st.data())
 def test_doctor_never_measures_with_a_bad_output(place, capsys, data):
     hosts = data.draw(st.lists(st.one_of(NAMES, st.sampled_from(["localhost", "a.invalid"])),
@@ -217,9 +239,10 @@ def test_doctor_never_measures_with_a_bad_output(place, capsys, data):
     assert rc == 2
 
 
-@FUZZ
+@fuzz(1.0)
 @given(st.text(max_size=200))
 def test_report_markup_boundary(text):
+    tally("markup")
     out = markup.markdown(text)
     assert "<" not in out and "[" not in out and "]" not in out
     assert re.sub(r"&(amp|lt|gt|#91|#93);", "", out).count("&") == 0
@@ -235,3 +258,133 @@ def test_report_refuses_before_any_kernel(place, capsys, data):
     call(["report", str(path), "-o", data.draw(st.sampled_from(
         [str(place / "fifo"), "/dev/null", str(place / "x.pdf"), str(place)])),
         "--title", data.draw(TEXT)], capsys)
+
+
+HISTORY_OUT = st.sampled_from(["{fifo}", "/dev/null", "{place}", "x.pdf", ""])
+
+
+@fuzz(0.4)
+@given(st.data())
+def test_history_actions(place, capsys, data):
+    """Every action of ``history`` on a history folder, a file, a FIFO or
+    nothing; results files with drawn times and names, garbage and FIFOs
+    to ``add``; nothing written outside the history folder."""
+    hist = place / "hist"
+    names = {"fifo": str(place / "fifo"), "place": str(place), "hist": str(hist)}
+    where = data.draw(st.sampled_from(["{hist}", "{hist}", "{fifo}", "{place}/r.nc",
+                                       "/dev/null", "", "{hist}/../hist"]))
+    action = data.draw(st.sampled_from(["add", "list", "show", "check", "report", "rebuild"]))
+    argv = ["history", action, "--history", where.format(**names)]
+    if action == "add":
+        item = data.draw(st.sampled_from(["saved", "saved", "garbage", "{fifo}", "{place}"]))
+        if item == "saved":
+            path = _saved(place, data)
+            item = str(path) if path else "{fifo}"
+        elif item == "garbage":
+            (place / "g.nc").write_bytes(data.draw(st.binary(max_size=64)))
+            item = str(place / "g.nc")
+        argv.append(item.format(**names))
+    elif action == "show":
+        argv.append(data.draw(st.one_of(TEXT, st.sampled_from(["*", "all_reduce/*", "[", "**"]))))
+    elif action == "check":
+        for flag, values in (("--since", st.one_of(TEXT, st.sampled_from(
+                ["7d", "0d", "-1d", "99999999w", "2026-13-01", "1e308h"]))),
+                ("--min-change", st.one_of(FLOATS, st.sampled_from(["5%", "-5%", "inf%", "%"]))),
+                ("--series", st.one_of(TEXT, st.sampled_from(["[", "*", "a/**/b"])))):
+            if data.draw(st.booleans()):
+                argv += [flag, data.draw(values)]
+    elif action == "report":   # never a valid page: no kernel starts
+        argv += ["-o", data.draw(HISTORY_OUT).format(**names)]
+        if data.draw(st.booleans()):
+            argv += ["--timeout", data.draw(FLOATS)]
+    before, here = set(os.listdir(place)), set(os.listdir(os.getcwd()))
+    rc, _ = call(argv, capsys)
+    assert set(os.listdir(place)) <= before | {"hist"}
+    assert set(os.listdir(os.getcwd())) == here      # `--history ""` is no history here
+    if action == "report":
+        assert rc == 2
+
+
+@fuzz(0.25)
+@given(st.data())
+def test_api_load_checks_every_file(place, data):
+    """``ccb.load`` (eager or in chunks) of a results file with drawn times,
+    one missing a variable, garbage, a FIFO or a folder: a Dataset whose
+    times are all positive finite or missing, or a `CCBenchError`."""
+    import xarray as xr
+    kind = data.draw(st.sampled_from(["saved", "saved", "no latency", "garbage", "fifo",
+                                      "folder", "missing"]))
+    path = place / "api.nc"
+    if kind == "saved":
+        if _saved(place, data, "api.nc") is None:
+            return
+    elif kind == "no latency":
+        ds = _dataset(data) if data.draw(st.booleans()) else None
+        try:
+            (ds.drop_vars("latency") if ds is not None else xr.Dataset(
+                {"x": ("a", np.ones(2))}, attrs={"schema": data.draw(st.sampled_from(
+                    ["ccbench/1", "ccbench/2", "ccbench/99", "", "x"]))})).to_netcdf(
+                path, engine="h5netcdf")
+        except (ValueError, TypeError):
+            return
+    elif kind == "garbage":
+        path.write_bytes(b"\x89HDF\r\n\x1a\n" * data.draw(st.integers(0, 1))
+                         + data.draw(st.binary(max_size=200)))
+    else:
+        path = {"fifo": place / "fifo", "folder": place, "missing": place / "nope.nc"}[kind]
+    chunks = data.draw(st.sampled_from([None, {}, "auto"]))
+    try:
+        loaded = ccb.load(path, chunks=chunks)
+    except CCBenchError as e:
+        assert str(e)
+        tally("refused")
+        return
+    tally("loaded")
+    parts = [loaded] if isinstance(loaded, xr.Dataset) else [
+        n.to_dataset() for n in loaded.subtree if n.has_data]
+    for ds in parts:
+        if "latency" in ds:
+            lat = np.asarray(ds["latency"].values)
+            assert not ((lat <= 0) | np.isinf(lat)).any()
+
+
+RUN_KEYS = {
+    "algorithms": st.one_of(NAMES, st.lists(NAMES, max_size=3)), "dtype": NAMES, "op": NAMES,
+    "root": st.one_of(st.integers(-3, 5), INTS), "placement": NAMES,
+    "warmup": st.one_of(st.integers(-2, 5), INTS, FLOATS), "iters": st.one_of(st.integers(-2, 5),
+                                                                              INTS),
+    "check": st.sampled_from([None, "random", "all_ones", "x", True, False, 1]),
+    "seed": st.one_of(st.integers(-2**70, 2**70), INTS), "timeout": st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True), FLOATS, st.none()),
+    "minbytes": st.one_of(SIZES, st.integers(-5, 2**70)), "maxbytes": SIZES,
+    "stepfactor": st.one_of(FLOATS, st.floats(allow_nan=True)), "checkpoint_every": FLOATS,
+    "backend": st.sampled_from(["mpi", "nccl", "tpu", "", None]),
+    "cycles": st.one_of(st.integers(-1, 3), INTS), "split": NAMES,
+    "alltoallv_pattern": st.one_of(NAMES, st.sampled_from(["zipf:inf", "zipf:nan", "hot:2",
+                                                           "zipf:1.5"])),
+    "bogus_keyword": st.just(1),
+}
+
+
+@fuzz(3.0)
+@given(st.data())
+def test_api_run_refuses_before_any_rank(place, data):
+    """``ccb.run`` with drawn keywords and sizes and ``out`` a FIFO: every
+    argument is checked and the FIFO refused at the latest, as a
+    `CCBenchError` (a keyword that is not one: TypeError); no rank starts."""
+    collective = data.draw(st.one_of(NAMES, st.sampled_from(["all_reduce", "all_gather"])))
+    nranks = data.draw(st.one_of(st.none(), st.integers(-1, 4), INTS))
+    sizes = data.draw(st.one_of(st.none(), st.lists(st.one_of(SIZES, st.integers(-5, 2**66)),
+                                                    max_size=3)))
+    keys = data.draw(st.lists(st.sampled_from(sorted(RUN_KEYS)), max_size=4, unique=True))
+    kw = {k: data.draw(RUN_KEYS[k]) for k in keys}
+    try:
+        ccb.run(collective, nranks, sizes, out=str(place / "fifo"), progress=False, **kw)
+    except TypeError:
+        assert "bogus_keyword" in kw or not isinstance(nranks, (int, type(None))), kw
+        tally("TypeError")
+    except CCBenchError as e:
+        assert str(e)
+        tally("refused")
+    else:
+        raise AssertionError(f"ran with out= a FIFO: {collective} {nranks} {sizes} {kw}")

@@ -34,7 +34,12 @@ class CCBAccessor:
 
     @property
     def collective(self):
-        return get(self._ds.attrs["collective"])
+        """The collective of attr ``collective``; ConfigError naming the
+        file (when the Dataset came from one) and the attr when the kit
+        knows no such collective."""
+        source = self._ds.encoding.get("source")
+        return get(self._ds.attrs["collective"],
+                   f"{source}: attr collective" if source else "attr collective")
 
     @property
     def nranks(self):

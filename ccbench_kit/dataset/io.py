@@ -132,16 +132,16 @@ def _as_parts(data):
     raise TypeError(f"cannot save {type(data).__name__}")
 
 
-def _current(ds, where, check_values=True):
+def _current(ds, where):
     """`ds` upgraded to the newest schema and checked: the one path every
     results file is read through (load, compare, report, import, show).
 
-    The times are checked too (`check_times`) unless the file is opened
-    lazily in chunks: there the check would be a whole pass over a file
-    that may not fit in memory."""
+    The times are checked too (`check_times`), also in a file opened lazily
+    in chunks: there the check streams over the chunks, one pass that keeps
+    memory bounded, so that no bad time reaches a lazy statistic either."""
     claimed = ds.attrs.get("schema")
     ds = check_required(upgrade(ds, where), where, claimed)
-    return check_times(ds, where) if check_values else ds
+    return check_times(ds, where)
 
 
 def open_parts(path, chunks=None):
@@ -156,11 +156,10 @@ def open_parts(path, chunks=None):
     except (OSError, ValueError) as e:
         raise SchemaError(f"{path}: not a readable netCDF results file ({e})") from e
     names = json.loads(root.attrs.get("collectives") or "[]") or [root.attrs.get("collective")]
-    check = chunks is None
-    parts = {names[0]: _current(root, path, check)}
+    parts = {names[0]: _current(root, path)}
     for name in names[1:]:
         parts[name] = _current(xr.open_dataset(path, engine="h5netcdf", group=name,
-                                               chunks=chunks), f"{path} (group {name})", check)
+                                               chunks=chunks), f"{path} (group {name})")
     for ds in parts.values():
         ds.attrs.pop("collectives", None)
     return parts

@@ -100,23 +100,45 @@ def check_times(ds, where):
     left alone) is a positive finite number of µs or missing (NaN), as the
     importers require: a file made elsewhere must not put a negative or
     infinite time, hence a negative or infinite busbw, on a page or past a
-    ``--min-ratio`` gate."""
+    ``--min-ratio`` gate.
+
+    A file opened lazily (dask arrays) is checked the same way, in one
+    streaming pass over its chunks: memory stays at a few chunks, and only
+    the block holding the first bad time is read again to name it."""
     if "latency" not in ds.data_vars:
         return ds
     lat = ds["latency"]
     if not np.issubdtype(lat.dtype, np.number):
         raise SchemaError(f"{where}: variable 'latency' holds {lat.dtype} values, not times")
     bad = (lat <= 0) | np.isinf(lat)
-    count = int(bad.sum())
+    count = int(bad.sum())           # a dask reduction when `lat` is lazy: streamed
     if count:
-        first = {d: ds[d].values[int(i)] if d in ds.coords else int(i)
-                 for d, i in zip(lat.dims, np.argwhere(bad.values)[0])}
-        value = float(lat.values[tuple(np.argwhere(bad.values)[0])])
-        where_in = ", ".join(f"{d} {v}" for d, v in first.items() if d != "iteration")
+        index, value = _first_bad(lat, bad)
+        where_in = ", ".join(f"{d} {_shown(ds[d].values[i]) if d in ds.coords else i}"
+                             for d, i in zip(lat.dims, index) if d != "iteration")
         raise SchemaError(f"{where}: variable 'latency' holds {count} value(s) that are not a "
                           f"positive finite time in µs (first: {value:g} at {where_in}); "
                           "refused rather than shown as a bandwidth")
     return ds
+
+
+def _shown(value):
+    """A coordinate value for a one-line message: as it is when printable,
+    else quoted with its escapes (a name from a file may hold a newline)."""
+    text = str(value)
+    return text if text.isprintable() else repr(text)
+
+
+def _first_bad(lat, bad):
+    """(index, value) of the first bad time, in memory only the small map of
+    which leading blocks hold one and then that one block."""
+    lead = lat.dims[:min(3, lat.ndim)]
+    rest = [d for d in lat.dims if d not in lead]
+    blocks = np.asarray(bad.any(dim=rest).values if rest else bad.values)
+    head = tuple(int(i) for i in np.argwhere(blocks)[0])
+    block = np.asarray(lat[head].values)
+    tail = tuple(int(i) for i in np.argwhere((block <= 0) | np.isinf(block))[0])
+    return head + tail, float(block[tail])
 
 
 def library_name(attrs):

@@ -21,7 +21,8 @@ def text(diag):
             cells = []
             for m in metrics:
                 s = v.scores[m].get(node)
-                cells.append(f"{'-' if s is None else f'{s:.2f}x':>12}")
+                # '-': no ratio (a file written before NaN scores were left out)
+                cells.append(f"{f'{s:.2f}x' if s is not None and np.isfinite(s) else '-':>12}")
             lines.append(f"{node:<14}" + "".join(cells))
         lines.append("(ratio to the other nodes' median: local and latency > 1 is slower, "
                      "bandwidth < 1 is slower)")

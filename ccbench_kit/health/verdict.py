@@ -190,7 +190,9 @@ def judge(raw, thresholds=None, seed=SEED, baseline=None):
                             own, ref, f"{votes}/{total}", ci)
     for x, finding in (_loss(raw) if raw.plan["waves"] else {}).items():
         verdict.scores.setdefault("loss", {})
-        verdict.scores["loss"][nodes[x]] = round(finding.ratio, 4)
+        # None as for bandwidth: two nodes have no pair elsewhere to compare with
+        verdict.scores["loss"][nodes[x]] = (round(float(finding.ratio), 4)
+                                            if np.isfinite(finding.ratio) else None)
         if finding.kind:
             flagged.setdefault(x, {})["loss"] = finding
     for x, finding in _bisection(raw, th["bisect"]).items():

@@ -35,6 +35,8 @@ def _digest(path):
 
 def check_dir(directory, write):
     """`directory` as a Path; ConfigError naming --history when it cannot be used."""
+    if not str(directory).strip():  # Path("") is the working directory: never meant
+        raise ConfigError("an empty path; name the history directory", "--history")
     d = pathlib.Path(directory)
     if d.exists() and not d.is_dir():
         raise ConfigError(f"{d} is not a directory", "--history")

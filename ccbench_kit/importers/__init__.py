@@ -117,11 +117,10 @@ def read_all(paths, *, collective=None, nranks=None, partial=False):
         if is_netcdf(path):
             datasets += list(open_any(path).values())
             continue
-        src = Source.from_file(path)
-        if src.text.strip() and registry.detect(src) is nccl_inspector:
-            inspector.append(src)
+        if registry.detect_file(path) is nccl_inspector:
+            inspector.append(Source(path, None))    # streamed: never read whole
         else:
-            datasets += parse_source(src, hints)
+            datasets += parse_source(Source.from_file(path), hints)
     if inspector:
         datasets += nccl_inspector.parse_many(inspector, hints)
     return datasets
@@ -144,8 +143,10 @@ def read(path, *, collective=None, nranks=None, partial=False):
     ImporterError
         Unknown format, truncated file, a header with missing columns, garbage.
     """
-    src = Source.from_file(path)
-    return unique_names(parse_source(src, _hints(collective, nranks, partial)))
+    hints = _hints(collective, nranks, partial)
+    if registry.detect_file(path) is nccl_inspector:     # streamed: never read whole
+        return unique_names(nccl_inspector.parse_many([Source(os.fspath(path), None)], hints))
+    return unique_names(parse_source(Source.from_file(path), hints))
 
 
 def is_netcdf(path):
@@ -186,8 +187,7 @@ def detect(path_or_text):
     if os.path.exists(str(path_or_text)):
         if is_netcdf(path_or_text):
             return "ccbench netCDF"
-        src = Source.from_file(path_or_text)
+        mod = registry.detect_file(path_or_text)
     else:
-        src = Source("<text>", str(path_or_text))
-    mod = registry.detect(src)
+        mod = registry.detect(Source("<text>", str(path_or_text)))
     return mod.NAME if mod else None

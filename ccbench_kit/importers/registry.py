@@ -8,6 +8,8 @@ file never reaches a text reader.
 """
 import importlib
 
+from ..formats.common.source import Source
+
 MODULES = ("nccl_inspector.read_json", "nccl_tests.read_json", "nccom.read_json", "nccl_tests.read_text", "nccom.read_text",
            "allgatherp.read_text")
 _HEAD = 1 << 20   # sniff the first MiB: a log may start with pages of NCCL INFO
@@ -25,6 +27,13 @@ def detect(src):
         if mod.sniff(src, head):
             return mod
     return None
+
+
+def detect_file(path):
+    """The format module of the file at `path`, or None, told from its first
+    MiB only: a single NCCL Inspector file may be GBs, and is then streamed
+    by its reader, never read whole."""
+    return detect(Source.from_file(path, limit=_HEAD))
 
 
 def names():

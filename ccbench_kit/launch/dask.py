@@ -16,12 +16,11 @@ Rank 0's task returns the Dataset; progress goes back as Dask events on a
 topic the client subscribes to for the run.
 """
 import time
-import uuid
 
 from .._optional import require
 from ..errors import ConfigError, RunError
 from ..config import RunConfig
-from ..dataset.checkpoint import Checkpoint, merge_pending
+from ..dataset.checkpoint import Checkpoint, merge_pending, new_run_id, output_lock
 from ..harness import Sweep
 from .progress import notebook_progress
 
@@ -85,8 +84,10 @@ def worker_ranks(client, nranks=None):
     return workers
 
 
-def _sweep_task(cfg_json, members, topic):
-    """One rank's part of a sweep, run in a worker thread."""
+def _sweep_task(cfg_json, members, topic, run_id):
+    """One rank's part of a sweep, run in a worker thread; `run_id` names
+    the sidecars rank 0 keeps beside the results file (a worker has no
+    CCB_RUN_ID of the run, as an mpirun rank has)."""
     from distributed import get_worker  # lazy: optional dependency (cluster extra)
 
 
@@ -98,7 +99,8 @@ def _sweep_task(cfg_json, members, topic):
         lead = comm.Get_rank() == 0
         emit = (lambda ev: worker.log_event(topic, ev)) if lead else None
         ds = Sweep(comm, cfg, emit=emit,
-                   checkpoint=Checkpoint(cfg.output.out) if lead and cfg.output.out else None).run()
+                   checkpoint=Checkpoint(cfg.output.out, run_id) if lead and cfg.output.out
+                   else None).run()
     finally:
         comm.Free()
     if ds is not None:
@@ -111,7 +113,8 @@ class ClusterRun:
 
     def __init__(self, client, workers, cfg, progress=None):
         self.client, self.workers, self.cfg = client, workers, cfg
-        token = uuid.uuid4().hex[:12]
+        self.run_id = new_run_id()
+        token = self.run_id[:12]
         self.topic = f"ccbench-progress-{token}"
         client.register_plugin(MPICommunicators(), name=PLUGIN_NAME)
         if progress is not None:
@@ -119,7 +122,8 @@ class ClusterRun:
         self._subscribed = progress is not None
         members = [rank for _, rank in workers]
         self.futures = [
-            client.submit(_sweep_task, cfg.to_json(), members, self.topic, workers=[addr],
+            client.submit(_sweep_task, cfg.to_json(), members, self.topic, self.run_id,
+                          workers=[addr],
                           allow_other_workers=False, pure=False, retries=0,
                           key=f"ccbench-{cfg.collective}-{token}-rank{i}")
             for i, (addr, _) in enumerate(workers)]
@@ -166,10 +170,11 @@ class ClusterRun:
         return self.futures[0].result()
 
     def _keep_partial(self):
-        """Fold the sizes rank 0 kept beside the results file into it."""
+        """Fold the sizes rank 0 kept beside the results file into it: this
+        run's only (another run's sidecars there are never folded in)."""
         if self.cfg.output.out:
             try:
-                merge_pending(self.cfg.output.out)
+                merge_pending(self.cfg.output.out, run_id=self.run_id)
             except Exception:
                 pass  # the file as rank 0 last wrote it stays
 
@@ -190,5 +195,7 @@ def run_on_workers(client, workers, cfg, progress=None, timeout=None):
     """
     if progress is None:
         progress = notebook_progress(f"{cfg.collective} on {len(workers)} workers")
-    with Lock("ccbench-sweep", scheduler_rpc=client.scheduler, loop=client.loop):
+    # one run writes a file at a time, as on the mpirun path
+    with output_lock(cfg.output.out), \
+            Lock("ccbench-sweep", scheduler_rpc=client.scheduler, loop=client.loop):
         return ClusterRun(client, workers, cfg, progress or None).result(timeout)

@@ -52,11 +52,13 @@ class Source:
     _lines: list = field(default=None, repr=False)
 
     @classmethod
-    def from_file(cls, path):
+    def from_file(cls, path, limit=None):
+        """The text of the file at `path`; with `limit`, only its first
+        `limit` bytes (enough to tell the format of a dump of GBs)."""
         path = os.fspath(path)
         try:
             with open_regular(path) as f:
-                raw = f.read()
+                raw = f.read() if limit is None else f.read(limit)
             mtime = os.path.getmtime(path)
         except OSError as e:
             raise ImporterError(path, None, "a readable file", e.strerror) from e

@@ -322,7 +322,7 @@ def parse_many(srcs, hints=None):
             if not (_HEADER_SET <= head.keys() and _PERF_SET <= perf.keys()):
                 _missing(src, line, head, perf)
             name = perf["coll"]
-            if name not in _COLLS:
+            if not isinstance(name, str) or name not in _COLLS:   # a list is unhashable
                 if name in ("All2All", "AllGatherV"):
                     skipped[f"{name} records"] += 1
                     continue
