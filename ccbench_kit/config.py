@@ -21,7 +21,6 @@ changed copy (another output file, the seed rank 0 drew).
 import dataclasses
 import hashlib
 import json
-import numbers
 import secrets
 from dataclasses import dataclass, field
 
