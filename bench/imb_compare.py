@@ -13,13 +13,23 @@ in this repository.
 ``compare`` runs, in each round and in this order, ``IMB-MPI1 Allreduce``
 (fp32 sum, 2 ranks, ``-msglog 3:26`` = 8 B to 64 MiB, ``-iter N
 -iter_policy off``) and the kit's ``ccbench run all_reduce --algorithms mpi``
-with ``--huge-pages off`` (libc malloc, the peers') and ``--huge-pages madvise``
-(numpy's default), all launched the same way (`ccbench_kit.launch.mpirun`).
+three ways, all launched the same way (`ccbench_kit.launch.mpirun`):
+
+- ``-z 3 --huge-pages off``: IMB's loop and IMB's memory.  IMB times each
+  call alone and then, untimed, runs ``IMB_do_n_barriers(comm, sync)`` with
+  ``sync = 1`` by default (src_c/IMB_allreduce.c, IMB_init.c): a barrier
+  after every iteration outside its time, which is nccl-tests' and the
+  kit's ``-z 3``; ``off`` is libc malloc, as IMB's buffers;
+- ``-z 3 --huge-pages madvise``: the same with numpy's huge-page advice
+  (the huge-page column);
+- ``-z 0 --huge-pages off``: the kit's default loop, iterations back to
+  back with no barrier (nccl-tests' default).
+
 IMB's ``t_avg`` is each rank's mean time per call averaged over ranks, so
 the kit's number is the same statistic (``time("avg", "ranks-avg")``, its
 ``-a 1``).  Per size it prints the median over rounds of each, the ratios
-kit/IMB, and the load average before each run; the machine is shared, so
-only ratios taken side by side mean anything.
+kit/IMB, and the load average before each run; only ratios taken side by
+side mean anything.
 """
 import argparse
 import json
@@ -75,13 +85,13 @@ def run_imb(ranks, iters):
     return times
 
 
-def run_kit(ranks, iters, huge):
+def run_kit(ranks, iters, huge, blocking):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "k.nc")
         cmd = [os.path.join(os.path.dirname(sys.executable), "ccbench"), "run", "all_reduce",
                "-r", str(ranks), "-b", "8", "-e", "64M", "-f", "2", "-n", str(iters), "-w", "10",
                "-d", "fp32", "--algorithms", "mpi", "--placement", "out_of_place",
-               "--huge-pages", huge, "--non-interactive", "--out", out]
+               "--huge-pages", huge, "-z", str(blocking), "--non-interactive", "--out", out]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
         import ccbench_kit as ccb
         ds = ccb.load(out)
@@ -89,28 +99,33 @@ def run_kit(ranks, iters, huge):
         return {int(s): float(t.sel(size=s)) for s in ds["size"].values}, ds.attrs["buffer_pages"]
 
 
+KIT_RUNS = (("z3-off", "off", 3), ("z3-madvise", "madvise", 3), ("z0-off", "off", 0))
+
+
 def compare(args):
-    runs = {"imb": [], "off": [], "madvise": []}
+    runs = {"imb": [], **{name: [] for name, _, _ in KIT_RUNS}}
     loads, pages = [], {}
     for r in range(args.rounds):
         loads.append(("imb", r, loadavg()))
         runs["imb"].append(run_imb(args.ranks, args.iters))
-        for huge in ("off", "madvise"):
-            loads.append((huge, r, loadavg()))
-            times, pages[huge] = run_kit(args.ranks, args.iters, huge)
-            runs[huge].append(times)
+        for name, huge, blocking in KIT_RUNS:
+            loads.append((name, r, loadavg()))
+            times, pages[name] = run_kit(args.ranks, args.iters, huge, blocking)
+            runs[name].append(times)
     med = {k: {s: statistics.median(run[s] for run in v) for s in v[0]} for k, v in runs.items()}
-    sizes = sorted(set(med["imb"]) & set(med["off"]))
+    sizes = sorted(set(med["imb"]) & set(med["z3-off"]))
     print(f"# {args.rounds} rounds, {args.iters} iterations, {args.ranks} ranks; medians (us)")
-    print("| size (B) | IMB t_avg | kit, huge pages off | off / IMB | kit, madvise | madvise / IMB |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| size (B) | IMB t_avg | kit -z 3, malloc | / IMB | kit -z 3, huge pages (madvise) "
+          "| / IMB | kit -z 0, malloc | / IMB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for s in sizes:
-        i, o, m = med["imb"][s], med["off"][s], med["madvise"][s]
-        print(f"| {s} | {i:.2f} | {o:.2f} | {o / i:.3f} | {m:.2f} | {m / i:.3f} |")
+        i = med["imb"][s]
+        cells = "".join(f" {med[k][s]:.2f} | {med[k][s] / i:.3f} |" for k, _, _ in KIT_RUNS)
+        print(f"| {s} | {i:.2f} |{cells}")
     print("# load average (1, 5, 15 min) before each run: "
           + "; ".join(f"{k} round {r + 1}: {la}" for k, r, la in loads))
     for k, v in pages.items():
-        print(f"# kit, --huge-pages {k}: {v}")
+        print(f"# kit {k}: {v}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": runs, "loads": loads, "pages": pages}, f, indent=1)

@@ -572,3 +572,44 @@ def test_srun_steps_run_pmix_fences_on_the_ring_unless_told(tb):
     r = tb.login([sys.executable, "-c", script], timeout=180, cwd=ROOT,
                  env={"SLURM_PMIX_FENCE": "tree"})
     assert r.stdout.strip() == "node1=tree node2=tree", r.stdout + r.stderr
+
+
+def test_a_suite_job_that_cannot_start_says_why_and_is_not_queued_twice(tb, tmp_path):
+    """A combination asking for more nodes than the testbed has: Slurm either
+    refuses it at submission (then the suite names it, exit non-zero) or
+    holds it PENDING, and then `suite status` gives squeue's reason and says
+    it will not start; submitting the suite again keeps the queued job
+    instead of queueing a second one writing the same part file."""
+    path = tmp_path / "big.yaml"
+    path.write_text(textwrap.dedent("""\
+        name: big
+        launcher: slurm
+        ranks_per_node: 1
+        run: {minbytes: 8, maxbytes: 8, iters: 2, warmup: 1}
+        matrix:
+          collectives: [all_reduce]
+          nnodes: [6]
+        """))
+    r = _ccbench(tb, "suite", path, "--no-report")
+    ids = re.findall(r"submitted as job (\d+)", r.stderr)
+    if not ids:  # sbatch refused it: one line naming the combination, no traceback
+        assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr
+        assert "all_reduce" in r.stderr, r.stderr
+        return
+    try:
+        (state, result, detail), = _status(tb, path).values()
+        assert state == "PENDING", (state, detail)
+        assert detail.startswith("pending: "), detail
+        reason = detail.split()[1]
+        if reason in ("PartitionNodeLimit", "ReqNodeNotAvail", "BadConstraints",
+                      "PartitionConfig"):
+            assert "will not start" in detail, detail
+        again = _ccbench(tb, "suite", path, "--no-report")
+        assert again.returncode == 0, again.stderr
+        assert f"already queued as job {ids[0]}; not submitted again" in again.stderr
+        assert not re.findall(r"submitted as job (\d+)", again.stderr)
+        queued = tb.login(["squeue", "-h", "-o", "%i"]).stdout.split()
+        assert queued.count(ids[0]) == 1 and len(queued) == 1, queued
+    finally:
+        tb.login(["scancel", *ids])
+        _wait_jobs_done(tb)
