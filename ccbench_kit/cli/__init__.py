@@ -49,6 +49,11 @@ def main(argv=None):
     # SIGTERM unwinds like Ctrl-C, so a running job is stopped and its
     # partial results are marked, instead of the launcher vanishing.
     signal.signal(signal.SIGTERM, _terminate)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # a shell without job control starts a background command with SIGINT
+        # ignored; `kill -INT` (or the testbed's wrapper passing Ctrl-C on)
+        # must still stop the run with its partial results, exit 130
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return args.func(args) or 0
     except CCBenchError as e:
