@@ -6,13 +6,8 @@
 # with a baseline) and the GPU tests of the doctor.  Writes OUTDIR/env.txt,
 # summary.md, summary.json, pytest_gpu.txt, log.txt and results.tgz.
 set -u -o pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUTDIR=${1:-${OUT:-/tmp/ccbench-gpu-doctor}}
-WORK=$(mktemp -d /tmp/ccbench-gpu-doctor.XXXX)
-PY=${PYTHON:-python3}
-mkdir -p "$OUTDIR"
-LOG=$OUTDIR/log.txt
-. "$ROOT/bench/gpu_setup.sh"
+NAME=gpu-doctor
+. "$(dirname "$0")/gpu_setup.sh"
 {
     date -u +%FT%TZ; hostname; nvidia-smi -L; nproc; cat /proc/loadavg
     $PY -c 'import sys, numpy, xarray, torch, pynvml; print(sys.version.split()[0], "numpy", numpy.__version__, "xarray", xarray.__version__, "torch", torch.__version__, "nvidia-ml-py", getattr(pynvml, "__version__", "?"))'

@@ -7,13 +7,8 @@
 #  Writes OUTDIR/env.txt, summary.md,
 # summary.json, log.txt and results.tgz.
 set -u -o pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUTDIR=${1:-${OUT:-/tmp/ccbench-gpu-multi}}
-WORK=$(mktemp -d /tmp/ccbench-gpu-multi.XXXX)
-PY=${PYTHON:-python3}
-mkdir -p "$OUTDIR"
-LOG=$OUTDIR/log.txt
-. "$ROOT/bench/gpu_setup.sh"
+NAME=gpu-multi
+. "$(dirname "$0")/gpu_setup.sh"
 {
     date -u +%FT%TZ; hostname; nvidia-smi -L; nproc; cat /proc/loadavg
     nvidia-smi topo -m

@@ -6,13 +6,8 @@
 # with -z 3 -C 1 --per_iter_timing 1 -K 2 -M 1 --show-algorithm --check, -d all,
 # and --debug; each command's output in OUTDIR/*.txt, exit codes in log.txt.
 set -u -o pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUTDIR=${1:-${OUT:-/tmp/ccbench-gpu-parity}}
-WORK=$(mktemp -d /tmp/ccbench-gpu-parity.XXXX)
-PY=${PYTHON:-python3}
-mkdir -p "$OUTDIR"
-LOG=$OUTDIR/log.txt
-. "$ROOT/bench/gpu_setup.sh"
+NAME=gpu-parity
+. "$(dirname "$0")/gpu_setup.sh"
 NG=$(nvidia-smi -L | wc -l)
 { date -u +%FT%TZ; nvidia-smi -L; cat /proc/loadavg; } >"$OUTDIR/env.txt" 2>&1
 build_kit

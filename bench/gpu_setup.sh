@@ -1,8 +1,15 @@
-# Sourced by the device-call scripts (bench/gpu_doctor.sh, gpu_multi_doctor.sh)
-# once ROOT, PY, LOG and WORK are set: the environment every GPU run keeps
-# (never NVLink multicast on shared hosts; Open MPI as root), `say`, the
-# carried wheels (.whl/*.whl: h5netcdf) and `build_kit` (the extensions,
-# built on the device).
+# Sourced by the device-call scripts (bench/gpu_parity.sh, gpu_doctor.sh,
+# gpu_multi_doctor.sh) with NAME set and the output folder as "$1" (default
+# $OUT): sets ROOT, OUTDIR, WORK (a fresh temporary folder), PY and LOG, the
+# environment every GPU run keeps (never NVLink multicast on shared hosts;
+# Open MPI as root), `say`, the carried wheels (.whl/*.whl: h5netcdf) and
+# `build_kit` (the extensions, built on the device).
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+OUTDIR=${1:-${OUT:-/tmp/ccbench-$NAME}}
+WORK=$(mktemp -d "/tmp/ccbench-$NAME.XXXX")
+PY=${PYTHON:-python3}
+mkdir -p "$OUTDIR"
+LOG=$OUTDIR/log.txt
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1
 cd "$ROOT"

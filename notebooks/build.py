@@ -193,8 +193,8 @@ print(f"check took {ds.attrs.get('gpu_check_s')} s; reproduce: {ds.attrs.get('co
 """),
     code("""
 import matplotlib.pyplot as plt
-from ccbench_kit.report.notebook import _show
-_show(report.plot(ds).figure, plt)
+from ccbench_kit.report.notebook import show_figure
+show_figure(report.plot(ds).figure, plt)
 """),
 ]
 

@@ -55,6 +55,16 @@ def _ccbench(tb, *args, timeout=300):
     return tb.login([CCBENCH, *map(str, args)], timeout=timeout)
 
 
+def _ccbench_under_fault(tb, fault, *args):
+    """`ccbench ARGS` with the testbed fault (KIND, NODE[, VALUE]) on, and
+    cleared afterwards whatever happened."""
+    key = tb.fault(*fault)
+    try:
+        return _ccbench(tb, *args)
+    finally:
+        tb.clear(key)
+
+
 def _wait_jobs_done(tb, timeout=240):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -395,14 +405,11 @@ def test_doctor_bisection_finds_a_slow_link(tb, tmp_path):
 
     import xarray as xr
     out = tmp_path / "d.nc"
-    key = tb.fault("slow-link", "node2")
-    try:
-        r = _ccbench(tb, "doctor", "-S", "--srun-mpi", "pmix", "--hosts", "node1", "node2",
-                     "node3", "node4", "--topology", tb.topology_file, "--bisect",
-                     "--ranks-per-node", "1", "--repeats", "3", "--lat-iters", "10",
-                     "--bw-size", "1M", "--bw-iters", "2", "--out", out)
-    finally:
-        tb.clear(key)
+    r = _ccbench_under_fault(tb, ("slow-link", "node2"), "doctor", "-S", "--srun-mpi", "pmix",
+                             "--hosts", "node1", "node2", "node3", "node4", "--topology",
+                             tb.topology_file, "--bisect", "--ranks-per-node", "1", "--repeats",
+                             "3", "--lat-iters", "10", "--bw-size", "1M", "--bw-iters", "2",
+                             "--out", out)
     assert r.returncode == 1, r.stdout + r.stderr
     assert r.stdout.splitlines()[-1] == "verdict: node2 link", r.stdout
     path = json.loads(xr.open_dataset(out).attrs["doctor_bisect"])["path"]
@@ -430,11 +437,8 @@ def test_doctor_starts_again_after_a_crash_in_start_up(tb, tmp_path):
 
     import xarray as xr
     out = tmp_path / "once.nc"
-    key = tb.fault("crash-at-start", "node2", 1)
-    try:
-        r = _ccbench(tb, *_SMALL_DOCTOR, "--repeats", "2", "--backend", "tcp", "--out", out)
-    finally:
-        tb.clear(key)
+    r = _ccbench_under_fault(tb, ("crash-at-start", "node2", 1), *_SMALL_DOCTOR, "--repeats",
+                             "2", "--backend", "tcp", "--out", out)
     assert r.returncode in (0, 1), r.stdout + r.stderr
     note = ("note: attempt 1 crashed before its first measurement and was started again: "
             "rank 1 on host node2 died (signal 11) before the first measurement")
@@ -444,11 +448,8 @@ def test_doctor_starts_again_after_a_crash_in_start_up(tb, tmp_path):
     verdict = json.loads(xr.open_dataset(out).attrs["doctor_verdict"])
     assert verdict["notes"][0] == note[len("note: "):] and verdict["line"] == last
     out = tmp_path / "twice.nc"
-    key = tb.fault("crash-at-start", "node3", 2)
-    try:
-        r = _ccbench(tb, *_SMALL_DOCTOR, "--repeats", "1", "--backend", "mpi", "--out", out)
-    finally:
-        tb.clear(key)
+    r = _ccbench_under_fault(tb, ("crash-at-start", "node3", 2), *_SMALL_DOCTOR, "--repeats",
+                             "1", "--backend", "mpi", "--out", out)
     assert r.returncode == 3, r.stdout + r.stderr
     assert r.stdout.splitlines()[-1] == ("verdict: unknown (node3: rank 2 died of SIGSEGV in "
                                          "start-up, in both starts)"), r.stdout

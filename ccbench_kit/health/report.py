@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..report.driver import execute, write_html
-from ..report.notebook import _show
+from ..report.notebook import show_figure
 
 
 def text(diag):
@@ -118,20 +118,20 @@ def plot_nodes(ds, ax=None):
 
 
 def show_matrices(ds):
-    """Both heat maps, displayed as a PNG whatever the backend (`report.notebook._show`)."""
+    """Both heat maps, displayed as a PNG whatever the backend (`report.notebook.show_figure`)."""
     import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     plot_matrix(ds, axes[0], "bandwidth")
     plot_matrix(ds, axes[1], "latency")
     fig.tight_layout()
-    _show(fig, plt)
+    show_figure(fig, plt)
 
 
 def show_nodes(ds):
     import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
 
-    _show(plot_nodes(ds).figure, plt)
+    show_figure(plot_nodes(ds).figure, plt)
 
 
 def html(results, output, title="ccbench doctor", timeout=600, notebook="doctor.ipynb"):

@@ -38,7 +38,7 @@ def _png(fig, plt):
     return buf.getvalue()
 
 
-def _show(fig, plt):
+def show_figure(fig, plt):
     """Display `fig` as a PNG whatever matplotlib's backend (MPLBACKEND=Agg
     in a cron job would otherwise print "<Figure ...>")."""
     from IPython.display import Image, display  # lazy: optional dependency (report extra)

@@ -6,7 +6,7 @@ from .. import markup
 from ..formats.nccl_tests.write_table import format_table
 from ..units import format_size
 from . import analysis, page, plots
-from .cells import _html, _md, _png, _show
+from .cells import _html, _md, _png, show_figure
 from .fits import fit_notes, fit_table_html, fits_of, models_of
 from .header import _sections
 from .page import heading, slug
@@ -53,7 +53,7 @@ def show_collective(ctx, name):
         placements = [str(p) for p in ds["placement"].values]
         first = "out_of_place" if "out_of_place" in placements else placements[0]
         measured = _measured_algorithms(ds)
-        _show(plots.busbw_vs_size(ds, stat=ctx.stat, placement=first, preset=preset,
+        show_figure(plots.busbw_vs_size(ds, stat=ctx.stat, placement=first, preset=preset,
                                   fits=drawn, band=band, algorithms=measured), plt)
         refused = analysis.not_available(ds)
         missing = [a for a in map(str, ds["algorithm"].values) if a not in measured]
@@ -78,7 +78,7 @@ def show_collective(ctx, name):
             _md(notes)
         if "winner" in keys:
             section("winner")
-            _show(plots.winner_per_size(ds, stat="median", placement=first), plt)
+            show_figure(plots.winner_per_size(ds, stat="median", placement=first), plt)
             ch = analysis.winner_changes(ds, "median", "max", first)
             lines = []
             if ch["crossovers"]:
@@ -100,23 +100,23 @@ def show_collective(ctx, name):
             _md(" ".join(lines))
         if "latency" in keys:
             section("latency")
-            _show(plots.latency_percentiles(ds, placement=first), plt)
+            show_figure(plots.latency_percentiles(ds, placement=first), plt)
         section("ranks")
         alg, table = _straggler_summary(ds)
-        _show(plots.rank_heatmap(ds, algorithm=alg, placement=first), plt)
+        show_figure(plots.rank_heatmap(ds, algorithm=alg, placement=first), plt)
         _md(table)
         if "trace" in keys:
             section("trace")
             _md("y: log when the times span more than 10×, else cut at 1.5 × p95 (the points "
                 "above are counted in the corner).")
-            _show(plots.iteration_trace(ds, placement=first), plt)
+            show_figure(plots.iteration_trace(ds, placement=first), plt)
         if "baseline" in keys:
             section("baseline")
             base = ctx.baseline.get(ds.attrs.get("collective"))
             if base is None:
                 _md(f"The baseline has no {ds.attrs.get('collective')} results.")
             else:
-                _show(plots.compare_baseline(ds, base, stat=ctx.stat), plt)
+                show_figure(plots.compare_baseline(ds, base, stat=ctx.stat), plt)
 
 
 def _measured_algorithms(ds):

@@ -11,7 +11,7 @@ from ..dataset.schema import library_name
 from ..errors import ConfigError
 from ..units import format_size
 from . import analysis, plots
-from .cells import _html, _md, _show, _table
+from .cells import _html, _md, show_figure, _table
 from .parameters import _open, check_parameters
 
 
@@ -84,13 +84,13 @@ def show_compare(ctx):
         _md(f"## {coll}")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            _show(plots.busbw_runs(have, stat=ctx.stats[0]), plt)
+            show_figure(plots.busbw_runs(have, stat=ctx.stats[0]), plt)
             ref = have.get(ctx.reference) or next(iter(have.values()))
             rows = []
             for label, ds in have.items():
                 if ds is ref:
                     continue
-                _show(plots.compare_baseline(ds, ref, stat=ctx.stats[0]), plt)
+                show_figure(plots.compare_baseline(ds, ref, stat=ctx.stats[0]), plt)
                 for alg, d in analysis.compare(ds, ref, ctx.stats[0]).items():
                     r = d["ratio"][np.isfinite(d["ratio"])]
                     if not r.size:

@@ -8,7 +8,8 @@ from .._optional import require
 from .._files import atomic_write_text
 from ..errors import CCBenchError, ConfigError
 from ..output_path import check_output
-from .notebook import check_parameters, prepare_compare_parameters
+from .compare_page import prepare_compare_parameters
+from .parameters import check_parameters
 
 KERNEL = "ccbench"
 TEMPLATES = Path(__file__).resolve().parent / "templates"

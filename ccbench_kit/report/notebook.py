@@ -13,13 +13,16 @@ This module is the notebooks' one name for it; the code lives by section:
 - `compare_page`: compare.ipynb's cells;
 - `cells`: how a cell displays Markdown, HTML, tables and figures.
 """
-from .cells import _html, _md, _png, _show, _table  # noqa: F401
-from .collective import (_measured_algorithms, _straggler_summary, show_collective,  # noqa: F401
-                         show_collectives, show_plots, show_tables)
-from .compare_page import (CompareContext, _labels, prepare_compare,  # noqa: F401
-                           prepare_compare_parameters, show_compare)
-from .fits import fit_notes, fit_table_html, fits_of, models_of  # noqa: F401
-from .header import (_cores, _hosts, _sections, show_header, show_summary,  # noqa: F401
-                     show_verdict, summary_rows, verdicts)
-from .parameters import (NO_THEORY, Parameters, ReportContext, _check_schema_version,  # noqa: F401
-                         _open, check_parameters, one_line_errors, prepare)
+from .cells import show_figure
+from .collective import show_collective, show_collectives, show_plots, show_tables
+from .compare_page import CompareContext, prepare_compare, prepare_compare_parameters, show_compare
+from .fits import fit_notes, fit_table_html, fits_of, models_of
+from .header import show_header, show_summary, show_verdict, summary_rows, verdicts
+from .parameters import (NO_THEORY, Parameters, ReportContext, check_parameters, one_line_errors,
+                         prepare)
+
+__all__ = ["NO_THEORY", "CompareContext", "Parameters", "ReportContext", "check_parameters",
+           "fit_notes", "fit_table_html", "fits_of", "models_of", "one_line_errors", "prepare",
+           "prepare_compare", "prepare_compare_parameters", "show_collective", "show_collectives",
+           "show_compare", "show_figure", "show_header", "show_plots", "show_summary",
+           "show_tables", "show_verdict", "summary_rows", "verdicts"]

@@ -14,7 +14,7 @@ import xarray as xr
 from .._optional import require
 from ..backends import default_preset
 from ..report import plots
-from ..report.notebook import _open
+from ..report.parameters import _open
 from ..theory import fit, presets
 from ..markup import html_text
 from ..units import format_size
