@@ -2,6 +2,7 @@
 
     python bench/imb_compare.py build --mirror GITDIR   # IMB-MPI1 into third_party_build/imb
     python bench/imb_compare.py compare [--rounds 2] [--iters 100] [--json OUT]
+    python bench/imb_compare.py table OUT                 # the tables again
 
 ``build`` copies intel/mpi-benchmarks out of a git directory (a clone or a
 mirror: ``git --git-dir=GITDIR archive HEAD``) into the git-ignored
@@ -10,10 +11,12 @@ IMB's Makefile asks for ``-g -O0 -Werror``, which the copy's Makefile turns
 into ``-O2`` (Open MPI's C++ headers trip ``-Werror``).  None of IMB's code is
 in this repository.
 
-``compare`` runs, in each round and in this order, ``IMB-MPI1 Allreduce``
-(fp32 sum, 2 ranks, ``-msglog 3:26`` = 8 B to 64 MiB, ``-iter N
--iter_policy off``) and the kit's ``ccbench run all_reduce --algorithms mpi``
-three ways, all launched the same way (`ccbench_kit.launch.mpirun`):
+``compare`` runs, in each round, ``IMB-MPI1 Allreduce`` (fp32 sum, 2 ranks,
+``-iter N -iter_policy off``) and the kit's ``ccbench run all_reduce
+--algorithms mpi`` four ways, all launched the same way
+(`ccbench_kit.launch.mpirun`), in two bands of sizes: 8 B to 1 MiB with
+``--small-iters`` iterations (default 1000), 2 to 64 MiB with ``--iters``
+(default 100).  The order of the five runs turns from round to round.
 
 - ``-z 3 --huge-pages off``: IMB's loop and IMB's memory.  IMB times each
   call alone and then, untimed, runs ``IMB_do_n_barriers(comm, sync)`` with
@@ -22,6 +25,9 @@ three ways, all launched the same way (`ccbench_kit.launch.mpirun`):
   kit's ``-z 3``; ``off`` is libc malloc, as IMB's buffers;
 - ``-z 3 --huge-pages madvise``: the same with numpy's huge-page advice
   (the huge-page column);
+- ``-z 3 --huge-pages off`` with ``MPI4PY_RC_THREAD_LEVEL=multiple``:
+  mpi4py's default thread level, which the kit's ranks no longer ask for
+  (IMB calls MPI_Init);
 - ``-z 0 --huge-pages off``: the kit's default loop, iterations back to
   back with no barrier (nccl-tests' default).
 
@@ -66,11 +72,17 @@ def loadavg():
         return " ".join(f.read().split()[:3])
 
 
-def run_imb(ranks, iters):
+#: (first, last) log2 of the size and the iterations of each band: many
+#: iterations where a call takes microseconds (IMB's default policy runs 1000
+#: there too), fewer where it takes milliseconds
+BANDS = ((3, 20), (21, 26))
+
+
+def run_imb(ranks, iters, band):
     from ccbench_kit.launch.mpirun import mpirun_command, mpirun_env
-    cmd = mpirun_command(ranks, [IMB, "Allreduce", "-npmin", str(ranks), "-msglog", "3:26",
-                                 "-iter", str(iters), "-iter_policy", "off", "-time", "600",
-                                 "-mem", "2"])
+    cmd = mpirun_command(ranks, [IMB, "Allreduce", "-npmin", str(ranks), "-msglog",
+                                 f"{band[0]}:{band[1]}", "-iter", str(iters), "-iter_policy",
+                                 "off", "-time", "600", "-mem", "2"])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=mpirun_env()).stdout
     times, inside = {}, False
     for line in out.splitlines():
@@ -78,50 +90,108 @@ def run_imb(ranks, iters):
             inside = True
         elif inside and line.split() and line.split()[0].isdigit():
             size, _, _, _, t_avg = line.split()[:5]
-            if int(size):
+            if int(size) >= 1 << band[0]:
                 times[int(size)] = float(t_avg)
     if not times:
         raise SystemExit(f"no Allreduce table in IMB's output:\n{out}")
     return times
 
 
-def run_kit(ranks, iters, huge, blocking):
+def run_kit(ranks, iters, band, huge, blocking, env):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "k.nc")
         cmd = [os.path.join(os.path.dirname(sys.executable), "ccbench"), "run", "all_reduce",
-               "-r", str(ranks), "-b", "8", "-e", "64M", "-f", "2", "-n", str(iters), "-w", "10",
-               "-d", "fp32", "--algorithms", "mpi", "--placement", "out_of_place",
-               "--huge-pages", huge, "-z", str(blocking), "--non-interactive", "--out", out]
-        subprocess.run(cmd, check=True, capture_output=True, text=True)
+               "-r", str(ranks), "-b", str(1 << band[0]), "-e", str(1 << band[1]), "-f", "2",
+               "-n", str(iters), "-w", "10", "-d", "fp32", "--algorithms", "mpi",
+               "--placement", "out_of_place", "--huge-pages", huge, "-z", str(blocking),
+               "--non-interactive", "--out", out]
+        subprocess.run(cmd, check=True, capture_output=True, text=True,
+                       env={**os.environ, **env})
         import ccbench_kit as ccb
         ds = ccb.load(out)
         t = ds.ccb.time("avg", "ranks-avg").sel(algorithm="mpi", placement="out_of_place")
-        return {int(s): float(t.sel(size=s)) for s in ds["size"].values}, ds.attrs["buffer_pages"]
+        facts = {k: ds.attrs[k] for k in ("buffer_pages", "mpi_thread_level") if k in ds.attrs}
+        return {int(s): float(t.sel(size=s)) for s in ds["size"].values}, facts
 
 
-KIT_RUNS = (("z3-off", "off", 3), ("z3-madvise", "madvise", 3), ("z0-off", "off", 0))
+#: (name, column title, --huge-pages, -z, environment): the kit's runs of a round
+KIT_RUNS = (
+    ("z3-off", "kit -z 3, malloc", "off", 3, {}),
+    ("z3-madvise", "kit -z 3, huge pages (madvise)", "madvise", 3, {}),
+    ("z3-off-multiple", "kit -z 3, malloc, MPI_THREAD_MULTIPLE", "off", 3,
+     {"MPI4PY_RC_THREAD_LEVEL": "multiple"}),
+    ("z0-off", "kit -z 0, malloc", "off", 0, {}),
+)
+
+
+def paired_ratio(imb, kit, draws=4000, seed=27):
+    """Median over rounds of kit/IMB taken in the same round, and its 95 %
+    bootstrap interval (rounds resampled; seeded, so a table reprints the
+    same)."""
+    import random
+    ratios = [k / i for i, k in zip(imb, kit)]
+    rng = random.Random(seed)
+    boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(draws))
+    return statistics.median(ratios), boot[int(0.025 * draws)], boot[int(0.975 * draws) - 1]
+
+
+def verdict(lo, hi, band=0.05):
+    """Within ±band, outside it, or the rounds cannot tell."""
+    if 1 - band <= lo and hi <= 1 + band:
+        return "within"
+    if hi < 1 - band or lo > 1 + band:
+        return "outside"
+    return "cannot tell"
+
+
+def print_tables(runs):
+    """The medians per size, then kit/IMB per round with its interval."""
+    med = {k: {s: statistics.median(run[s] for run in v) for s in v[0]} for k, v in runs.items()}
+    sizes = sorted(set(med["imb"]) & set(med["z3-off"]), key=int)
+    print("Medians over rounds (us):\n")
+    print("| size (B) | IMB t_avg |" + "".join(f" {t} | / IMB |" for _, t, *_ in KIT_RUNS))
+    print("|---:|---:|" + "---:|---:|" * len(KIT_RUNS))
+    for s in sizes:
+        i = med["imb"][s]
+        cells = "".join(f" {med[k][s]:.2f} | {med[k][s] / i:.3f} |" for k, *_ in KIT_RUNS)
+        print(f"| {s} | {i:.2f} |{cells}")
+    print("\nkit -z 3 (malloc) / IMB, the two taken in the same round: median over rounds, "
+          "95 % bootstrap interval, against ±5 %; IMB's own spread (interquartile range "
+          "over rounds / median):\n")
+    print("| size (B) | kit/IMB | 95 % interval | ±5 % | IMB's spread |")
+    print("|---:|---:|---:|:---|---:|")
+    for s in sizes:
+        imb = [r[s] for r in runs["imb"]]
+        mid, lo, hi = paired_ratio(imb, [r[s] for r in runs["z3-off"]])
+        q = statistics.quantiles(imb, n=4)
+        print(f"| {s} | {mid:.3f} | {lo:.3f}–{hi:.3f} | {verdict(lo, hi)} | "
+              f"{(q[2] - q[0]) / statistics.median(imb):.2f} |")
 
 
 def compare(args):
-    runs = {"imb": [], **{name: [] for name, _, _ in KIT_RUNS}}
+    runs = {"imb": [], **{name: [] for name, *_ in KIT_RUNS}}
     loads, pages = [], {}
     for r in range(args.rounds):
-        loads.append(("imb", r, loadavg()))
-        runs["imb"].append(run_imb(args.ranks, args.iters))
-        for name, huge, blocking in KIT_RUNS:
-            loads.append((name, r, loadavg()))
-            times, pages[name] = run_kit(args.ranks, args.iters, huge, blocking)
+        # the kit's runs in a turning order, IMB's place in it too, so that
+        # no column always follows the same neighbour
+        order = [("imb",)] + list(KIT_RUNS)
+        order = order[r % len(order):] + order[:r % len(order)]
+        got = {name: {} for name in runs}
+        for band, iters in zip(BANDS, (args.small_iters, args.iters)):
+            for run in order:
+                loads.append((run[0], r, loadavg()))
+                if run[0] == "imb":
+                    got["imb"].update(run_imb(args.ranks, iters, band))
+                else:
+                    name, _, huge, blocking, env = run
+                    times, facts = run_kit(args.ranks, iters, band, huge, blocking, env)
+                    pages.setdefault(name, {}).update(facts)
+                    got[name].update(times)
+        for name, times in got.items():
             runs[name].append(times)
-    med = {k: {s: statistics.median(run[s] for run in v) for s in v[0]} for k, v in runs.items()}
-    sizes = sorted(set(med["imb"]) & set(med["z3-off"]))
-    print(f"# {args.rounds} rounds, {args.iters} iterations, {args.ranks} ranks; medians (us)")
-    print("| size (B) | IMB t_avg | kit -z 3, malloc | / IMB | kit -z 3, huge pages (madvise) "
-          "| / IMB | kit -z 0, malloc | / IMB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for s in sizes:
-        i = med["imb"][s]
-        cells = "".join(f" {med[k][s]:.2f} | {med[k][s] / i:.3f} |" for k, _, _ in KIT_RUNS)
-        print(f"| {s} | {i:.2f} |{cells}")
+    print(f"# {args.rounds} rounds, {args.small_iters} iterations to {1 << BANDS[0][1]} B, "
+          f"{args.iters} above, {args.ranks} ranks")
+    print_tables(runs)
     print("# load average (1, 5, 15 min) before each run: "
           + "; ".join(f"{k} round {r + 1}: {la}" for k, r, la in loads))
     for k, v in pages.items():
@@ -138,12 +208,18 @@ def main():
     b.add_argument("--mirror", required=True, help="git directory of intel/mpi-benchmarks")
     c = sub.add_parser("compare")
     c.add_argument("--ranks", type=int, default=2)
-    c.add_argument("--iters", type=int, default=100)
+    c.add_argument("--iters", type=int, default=100, help="iterations from 2 MiB")
+    c.add_argument("--small-iters", type=int, default=1000, help="iterations to 1 MiB")
     c.add_argument("--rounds", type=int, default=2)
     c.add_argument("--json", default=None)
+    t = sub.add_parser("table", help="the tables of a saved --json")
+    t.add_argument("json")
     args = p.parse_args()
     if args.cmd == "build":
         build(args.mirror)
+    elif args.cmd == "table":
+        with open(args.json) as f:
+            print_tables(json.load(f)["runs"])
     else:
         compare(args)
 

@@ -9,7 +9,7 @@ from .backends import backend_class
 from .config import RunConfig
 from .dataset import load, save
 from .errors import ConfigError, RunError
-from .mpi_env import inside_mpi_job
+from .mpi_env import inside_mpi_job, start_mpi
 from .output_path import check_output
 from .preflight import check_run
 from .dataset.checkpoint import Checkpoint
@@ -89,8 +89,7 @@ def job_size(default):
     already one of its ranks, else `default`."""
     if not inside_mpi_job():
         return default
-    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
-    return MPI.COMM_WORLD.Get_size()
+    return start_mpi().COMM_WORLD.Get_size()
 
 
 def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hosts=None,
@@ -359,7 +358,7 @@ def _in_sequence(parts, out, launch_kw):
 
 
 def _run_in_process(cfg, progress=None):
-    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+    MPI = start_mpi()
 
 
     comm = MPI.COMM_WORLD.Dup()

@@ -21,3 +21,26 @@ def inside_mpi_job():
     # a singleton MPI (size 1, no launcher) is not a job to run inside
     return bool(mpi and mpi.Is_initialized() and not mpi.Is_finalized()
                 and mpi.COMM_WORLD.Get_size() > 1)
+
+
+#: The thread support a rank asks MPI for.  mpi4py asks for
+#: MPI_THREAD_MULTIPLE unless told otherwise, and Open MPI then takes a lock
+#: in every call: a fixed cost per call that IMB, OSU and nccl-tests, which
+#: call MPI_Init, do not pay (bench/RESULTS.md, issue 27).  The kit's ranks
+#: call MPI from their main thread only (the heartbeat is a process; the
+#: lifeline and the doctor's socket senders are threads that never call MPI),
+#: so FUNNELED is enough.  The environment's MPI4PY_RC_THREAD_LEVEL still
+#: decides where it is set.  Dask-MPI workers start MPI themselves, with
+#: MULTIPLE, which their pool threads need (`launch.dask`).
+RANK_THREAD_LEVEL = "funneled"
+
+
+def start_mpi():
+    """mpi4py's MPI module, started (once per process) the way a rank of
+    the kit starts it: with `RANK_THREAD_LEVEL`.  Call it where a rank
+    first needs MPI; later imports of ``mpi4py.MPI`` get the same module."""
+    if "mpi4py.MPI" not in sys.modules:
+        import mpi4py  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+        mpi4py.rc.thread_level = RANK_THREAD_LEVEL
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+    return MPI

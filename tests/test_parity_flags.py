@@ -6,6 +6,8 @@ iterations across ranks (0 rank 0, 1 avg, 2 min, 3 max); -N repeats the
 whole sweep; -u offsets send and receive buffers by N elements.  IMB:
 -msglen FILE (one length per line, K/M suffixes, # comments).
 """
+import os
+
 import numpy as np
 import pytest
 
@@ -255,6 +257,8 @@ def test_huge_pages_default_off_is_recorded_and_measured(tmp_path):
     a = load(out).attrs
     assert a["huge_pages"] == "off" and a["buffer_alloc"].startswith("libc malloc, as IMB")
     assert a["thp_enabled"] == thp_mode()
+    # MPI_Init's peers pay no thread locks in each call; the kit's ranks neither
+    assert a["mpi_thread_level"] == "MPI_THREAD_FUNNELED"
     assert a["buffer_pages"].startswith("the mapping of the largest buffer (8388608 B) holds ")
     offset = int(a["buffer_pages"].rsplit("; it starts ", 1)[1].split()[0])
     assert offset % 16 == 0 and offset % 64 != 0  # glibc's 16 B header, not numpy's 64 B
@@ -262,9 +266,11 @@ def test_huge_pages_default_off_is_recorded_and_measured(tmp_path):
         assert " holds 0 kB " in a["buffer_pages"]
     huge = run_cli("run", "all_reduce", "-r", 2, "-b", "8M", "-e", "8M", "-n", 2, "-w", 0,
                    "--algorithms", "mpi", "--huge-pages", "madvise", "--non-interactive",
-                   "--out", tmp_path / "huge.nc")
+                   "--out", tmp_path / "huge.nc",
+                   env={**os.environ, "MPI4PY_RC_THREAD_LEVEL": "multiple"})
     assert huge.returncode == 0, huge.stderr
     h = load(tmp_path / "huge.nc").attrs
+    assert h["mpi_thread_level"] == "MPI_THREAD_MULTIPLE"   # the environment decides
     assert h["buffer_alloc"].startswith("numpy np.empty, madvise(MADV_HUGEPAGE) on")
     assert int(h["buffer_pages"].split(" holds ")[1].split()[0]) % 2048 == 0
     if _kernel_gives_advised_huge_pages():  # advised: at least one whole 2 MiB page

@@ -10,7 +10,7 @@ from ..errors import ConfigError
 from .blocking import BLOCKING_MODES, BLOCKING_ON_RETURN
 from . import hostpages
 from .base import Backend
-from ..mpi_env import inside_mpi_job
+from ..mpi_env import inside_mpi_job, start_mpi
 from .offcache import buffer_sets, off_cache_bytes
 from .ompi_tuned import forced_algorithm
 
@@ -24,14 +24,13 @@ def engine():
     MPI4PY_LIBMPI) decides.  The engine's ``BUILD_MPI`` then decides how the
     kit launches (`ccbench_kit.launch.mpi_impl`).
     """
-    if "mpi4py.MPI" not in sys.modules:
-        if not inside_mpi_job():
-            # A launcher only reads the engine's tables; initialising MPI here
-            # would make it a singleton MPI process for nothing.
-            import mpi4py  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
-            mpi4py.rc.initialize = False
-            mpi4py.rc.finalize = False
-    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+    if "mpi4py.MPI" not in sys.modules and not inside_mpi_job():
+        # A launcher only reads the engine's tables; initialising MPI here
+        # would make it a singleton MPI process for nothing.
+        import mpi4py  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+        mpi4py.rc.initialize = False
+        mpi4py.rc.finalize = False
+    MPI = start_mpi()
     name = "_engine" if MPI.get_vendor()[0] == "Open MPI" else "_engine_mpich"
     try:
         return importlib.import_module(f"ccbench_kit.{name}")
@@ -67,6 +66,16 @@ class MPIOptions:
     #: nccl-tests' host side) or "madvise", numpy's np.empty with its
     #: madvise(MADV_HUGEPAGE) from 4 MiB; `hostpages`.
     huge_pages: str = "off"
+
+
+def thread_level():
+    """The thread support MPI gave this process, as MPI names it
+    (``MPI_THREAD_FUNNELED``...): more than the ranks need costs time per
+    call (`mpi_env.RANK_THREAD_LEVEL`)."""
+    MPI = start_mpi()
+    names = {getattr(MPI, f"THREAD_{n}"): f"MPI_THREAD_{n}"
+             for n in ("SINGLE", "FUNNELED", "SERIALIZED", "MULTIPLE")}
+    return names.get(MPI.Query_thread(), str(MPI.Query_thread()))
 
 
 def library_algorithm(library):
@@ -193,6 +202,7 @@ class MPIBackend(Backend):
 
     def dataset_attrs(self, layouts):
         return {**hostpages.describe(self.options.huge_pages, self._largest),
+                "mpi_thread_level": thread_level(),
                 "library_algorithm": library_algorithm(self.library),
                 "library_ran": self.library_ran()}
 

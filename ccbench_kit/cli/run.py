@@ -12,6 +12,7 @@ from ..formats.nccl_tests.write_table import format_table
 from ..inputs.sizes import parse_size_list, read_msglen
 from ..launch.cycles import check_cycles
 from ..launch.stable import check_target
+from ..mpi_env import start_mpi
 from ..output import json_paths, write_json
 from ..output_path import check_output
 from ..units import format_size
@@ -194,8 +195,7 @@ def _prints():
     (`mpirun -np 4 ccbench run ...`), where rank 0 alone prints."""
     if not api.inside_mpi_job():
         return True
-    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
-    return MPI.COMM_WORLD.Get_rank() == 0
+    return start_mpi().COMM_WORLD.Get_rank() == 0
 
 
 def _groups_note(ds):

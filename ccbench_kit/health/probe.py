@@ -48,6 +48,7 @@ from .collective import Timer, ring_algorithm
 from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
 from ..launch import events
 from ..launch.worker import RankWatch
+from ..mpi_env import start_mpi
 from .bisect import Descent
 
 # what the board's PLACEMENT column holds during a step (doctor.report names them)
@@ -531,7 +532,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     plan = json.loads(results.decode(argv[0]))
     watch = RankWatch(argv[1:])
-    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+    MPI = start_mpi()
     comm = MPI.COMM_WORLD.Dup()
     reporter = watch.confirm(comm.Get_rank())
     try:

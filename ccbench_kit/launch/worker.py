@@ -12,6 +12,7 @@ import zlib
 
 from ..config import RunConfig
 from ..errors import CCBenchError
+from ..mpi_env import start_mpi
 from . import events
 from ..dataset.checkpoint import Checkpoint
 from ..formats.nccl_tests.live_table import LiveTable
@@ -84,7 +85,7 @@ def main(argv=None):
     guard_rank()  # no rank outlives the launcher
     cfg = read_config(argv[0])
     watch = RankWatch(argv[1:])
-    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+    MPI = start_mpi()
 
     world = MPI.COMM_WORLD
     comm = world.Dup()
