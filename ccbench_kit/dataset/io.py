@@ -15,6 +15,7 @@ import os
 
 import xarray as xr
 
+from . import accessor  # noqa: F401  (registers ds.ccb on what it reads)
 from .._files import atomic_write_bytes, atomic_write_bytes as write_bytes, rescue
 
 from ..errors import CCBenchError

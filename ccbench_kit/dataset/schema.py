@@ -8,7 +8,6 @@ The version written is `SCHEMA`; `versions` keeps the history.
 import json
 
 import numpy as np
-import xarray as xr
 
 from .versions import SCHEMA, SchemaError
 
@@ -76,6 +75,10 @@ def make_dataset(*, algorithms, placements, sizes, counts, in_bytes, out_bytes,
     if full.get("group_size") in ("", None):
         full["group_size"] = full["nranks"]  # one group of every rank
     full["schema"] = SCHEMA
+    # xarray where a Dataset is made: the ranks import this module for its
+    # names and, but for rank 0, make none (launch/worker.py)
+    import xarray as xr  # lazy: only where a Dataset is made (above)
+    from . import accessor  # noqa: F401  # lazy: as xarray; registers ds.ccb on what it makes
     ds = xr.Dataset(data, coords=coords, attrs={k: netcdf_safe(v) for k, v in full.items()})
     ds["size"].attrs["units"] = "B"
     return ds

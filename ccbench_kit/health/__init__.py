@@ -11,7 +11,16 @@ a Dask-MPI cluster's workers), `results` (records and Datasets), `verdict`
 (statistics), `api`, `baseline` (a saved healthy run, and a run scored
 against it), `gpu` (``ccbench doctor --local``: this node's GPUs).
 """
-from . import report  # noqa: F401
-from .api import BAD_INPUT, HEALTHY, OUTLIER, RUN_FAILED, Diagnosis, doctor
-
 __all__ = ["doctor", "Diagnosis", "HEALTHY", "OUTLIER", "BAD_INPUT", "RUN_FAILED"]
+
+
+def __getattr__(name):
+    # PEP 562: the ranks import `probe` from this package and need neither
+    # the API nor the report (xarray, matplotlib: ccbench_kit/__init__.py)
+    if name in __all__:
+        from . import api  # lazy: on first use (above)
+        return getattr(api, name)
+    if name == "report":
+        import importlib  # lazy: as api
+        return importlib.import_module(f"{__name__}.report")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,7 +22,6 @@ import os
 import zlib
 
 import numpy as np
-import xarray as xr
 
 from .. import collectives
 from .._version import __version__
@@ -187,6 +186,7 @@ def pair_figure(backend):
 def figures(raw):
     """The pairs' rates as a baseline's figures (`baseline.save`): B/s
     each way, (node, peer, repeat), both orders of every pair filled."""
+    import xarray as xr  # lazy: the ranks use this module's records, not its Datasets
     bw = np.moveaxis(raw.pair_matrix("bw"), 0, -1)
     name = pair_figure(raw.plan.get("backend", "tcp"))
     return xr.Dataset({name: (("node", "peer", "repeat"), bw,

@@ -14,7 +14,6 @@ from ..config import RunConfig
 from ..errors import CCBenchError
 from ..mpi_env import start_mpi
 from . import events
-from ..dataset.checkpoint import Checkpoint
 from ..formats.nccl_tests.live_table import LiveTable
 from ..harness import Sweep
 from ..progress_board import Board, RankReporter, WIDTH
@@ -31,6 +30,14 @@ TABLE_FLAG = "--table"
 def inline_config(cfg):
     """`cfg` as one command-line word, for ranks that can't read our files."""
     return _INLINE + base64.urlsafe_b64encode(zlib.compress(cfg.to_json().encode())).decode()
+
+
+def rank0_checkpoint(cfg):
+    """Rank 0's keeper of every size done.  Only rank 0 writes the results,
+    so only it imports xarray (0.4 s of CPU a process: on a crowded node
+    the other ranks would spend it while rank 0 waits for them)."""
+    from ..dataset.checkpoint import Checkpoint  # lazy: xarray on rank 0 only (above)
+    return Checkpoint(cfg.output.out)
 
 
 def read_config(arg):
@@ -98,7 +105,8 @@ def main(argv=None):
         # a batch job's log shows the table as it grows (`live_table`)
         table = LiveTable() if rank == 0 and TABLE_FLAG in argv[1:] else None
         faults = FaultPlan.from_environment(rank)  # empty outside the tests
-        sweep = Sweep(comm, faults.config(cfg), emit=emit, checkpoint=Checkpoint(cfg.output.out),
+        sweep = Sweep(comm, faults.config(cfg), emit=emit,
+                      checkpoint=rank0_checkpoint(cfg) if rank == 0 else None,
                       reporter=faults.reporter(reporter), table=table)
         sweep.backend = faults.backend(sweep.backend)  # the same backend outside the tests
         ds = sweep.run()
