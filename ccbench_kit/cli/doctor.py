@@ -10,7 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .. import health
+from ..health import api as doctor_api, report as doctor_report
 from ..errors import ConfigError
 from ..health import gpu
 from ..health.gpu import check, report
@@ -33,7 +33,7 @@ def add_parser(sub):
     p.add_argument("--scheduler-file", default=None,
                    help="check the hosts of a Dask-MPI cluster (ccbench cluster start)")
     g = p.add_argument_group("measurement")
-    m = health.api.MEASUREMENT
+    m = doctor_api.MEASUREMENT
     g.add_argument("--repeats", type=int, default=m["repeats"],
                    help=f"repeats of every test (default {m['repeats']})")
     g.add_argument("--bw-size", default=m["bw_bytes"],
@@ -50,7 +50,7 @@ def add_parser(sub):
                         "run at once, and the verdict judges the uplinks between leaves")
     g.add_argument("--bisect", action=argparse.BooleanOptionalAction, default=None,
                    help="bisection of a slow all_reduce (O(log N) rounds) instead of the pair "
-                        f"matrix; default: from {health.api.BISECT_FROM} nodes on")
+                        f"matrix; default: from {doctor_api.BISECT_FROM} nodes on")
     g.add_argument("--backend", default=None, metavar="{tcp,mpi,nccl}",
                    help="what the pair tests, the local all_reduce and the bisection run "
                         "through: nccl (one rank per GPU), mpi (the kit's MPI engine) or tcp "
@@ -96,7 +96,7 @@ def main_local(args):
         raise ConfigError(f"--local checks this node's GPUs with no launcher; {given[0]} "
                           "does not apply", given[0])
     if args.per_gpu:  # refused before anything is measured, not after the GPU checks
-        health.api.per_gpu_nodes(*health.api.visible_gpus())
+        doctor_api.per_gpu_nodes(*doctor_api.visible_gpus())
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
     diag = gpu.local(args.gpus, repeats=args.repeats, out=args.out, baseline=args.baseline,
                      save_baseline=args.save_baseline, command=shlex.join(argv) if argv else "",
@@ -119,7 +119,7 @@ def main_local(args):
     print(f"GPU checks: {diag.line}")
     pairs = run_doctor(args, out=None, baseline=None, save_baseline=None, report=None)
     print(f"nccl pairs: {pairs.line}")
-    line, code = health.api.joint_verdict([diag, pairs])
+    line, code = doctor_api.joint_verdict([diag, pairs])
     print(line)
     return code
 
@@ -163,7 +163,7 @@ def run_doctor(args, **override):
     if args.scheduler_file:
         client = connect(args.scheduler_file)
     try:
-        diag = health.doctor(
+        diag = doctor_api.doctor(
             launch["hosts"], hosts_file=launch["hosts_file"], nnodes=launch["nnodes"],
             slurm=launch["slurm"], client=client, out=opt["out"],
             ranks_per_node=launch["ranks_per_node"], repeats=args.repeats,
@@ -180,8 +180,8 @@ def run_doctor(args, **override):
     for note in diag.verdict.notes:
         if note != diag.message:
             print(f"note: {note}")
-    print(health.report.text(diag))
+    print(doctor_report.text(diag))
     if opt["report"] and diag.out:
-        path = health.report.html(diag.out, opt["report"])
+        path = doctor_report.html(diag.out, opt["report"])
         print(f"report: {path}")
     return diag
