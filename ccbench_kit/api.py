@@ -359,8 +359,6 @@ def _in_sequence(parts, out, launch_kw):
 
 def _run_in_process(cfg, progress=None):
     MPI = start_mpi()
-
-
     comm = MPI.COMM_WORLD.Dup()
     # every rank runs rank 0's seed (one drawn at random differs per rank)
     cfg = cfg.replace(seed=comm.bcast(cfg.inputs.seed, root=0))

@@ -21,6 +21,7 @@ def __getattr__(name):
         from . import api  # lazy: on first use (above)
         return getattr(api, name)
     if name == "report":
+        # not `from . import report`: that asks this very __getattr__ first
         import importlib  # lazy: as api
         return importlib.import_module(f"{__name__}.report")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -54,7 +54,7 @@ def show_collective(ctx, name):
         first = "out_of_place" if "out_of_place" in placements else placements[0]
         measured = _measured_algorithms(ds)
         show_figure(plots.busbw_vs_size(ds, stat=ctx.stat, placement=first, preset=preset,
-                                  fits=drawn, band=band, algorithms=measured), plt)
+                                        fits=drawn, band=band, algorithms=measured), plt)
         refused = analysis.not_available(ds)
         missing = [a for a in map(str, ds["algorithm"].values) if a not in measured]
         if missing:
