@@ -3,7 +3,10 @@
 ``_flow.py serve PORT``: accept connections; a connection whose first byte
 is ``u`` is read and discarded, one whose first byte is ``d`` is written to.
 ``_flow.py connect ADDR PORT FLOWS [SECONDS]``: FLOWS connections each way,
-for SECONDS (default one hour; the fault's removal kills it sooner).
+for SECONDS (default one hour; the fault's removal kills it sooner).  It
+prints ``flowing`` once every connection has moved its first megabyte, so
+that the fault is in force when its apply returns (on a loaded host the
+flows were seen to start more than a second late).
 """
 import socket
 import sys
@@ -13,13 +16,21 @@ import time
 CHUNK = b"\0" * (1 << 20)
 
 
-def _pump(sock, upload):
+def _pump(sock, upload, started=None):
+    moved = 0
     try:
         while True:
             if upload:
                 sock.sendall(CHUNK)
-            elif not sock.recv(1 << 20):
-                return
+                moved += len(CHUNK)
+            else:
+                got = sock.recv(1 << 20)
+                if not got:
+                    return
+                moved += len(got)
+            if started is not None and moved >= len(CHUNK):
+                started.set()
+                started = None
     except OSError:
         return
 
@@ -47,12 +58,18 @@ def _connect(addr, port, attempts=20):
 
 
 def connect(addr, port, flows, seconds):
+    started = []
     for _ in range(flows):
         for mode in (b"u", b"d"):
             s = _connect(addr, port)
             s.settimeout(None)
             s.sendall(mode)
-            threading.Thread(target=_pump, args=(s, mode == b"u"), daemon=True).start()
+            started.append(threading.Event())
+            threading.Thread(target=_pump, args=(s, mode == b"u", started[-1]),
+                             daemon=True).start()
+    for event in started:
+        event.wait()
+    print("flowing", flush=True)
     time.sleep(seconds)
 
 

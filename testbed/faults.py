@@ -24,6 +24,7 @@ crash-at-start  the first rank on the node of each of the next   jobs (1)
 """
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -36,6 +37,7 @@ KINDS = ("slow-link", "congested-link", "cpu-contended", "stopped", "lossy-link"
          "crash-at-start")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SINK_PORT = 5201
+FLOW_START_S = 20.0   # a loaded CI host was seen to take over a second
 
 
 class FaultUnavailable(RuntimeError):
@@ -117,12 +119,15 @@ def _congest_apply(cluster, node, value):
     time.sleep(0.3)
     client = subprocess.Popen(in_netns(c.netns(node), [sys.executable, flow, "connect", addr,
                                                        SINK_PORT, flows]),
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, start_new_session=True)
-    time.sleep(0.3)
-    if client.poll() is not None:
-        err = client.stderr.read().decode().strip()
-        _kill([server.pid])
+    # the fault is applied once every flow moves data, not once it is launched
+    ready, _, _ = select.select([client.stdout], [], [], FLOW_START_S)
+    if not ready or client.stdout.readline().strip() != b"flowing":
+        ended = client.poll() is not None
+        _kill([client.pid, server.pid])
+        err = (client.stderr.read().decode().strip() if ended
+               else f"no data moved within {FLOW_START_S:g} s")
         fabric.del_netns(sink)
         raise FabricError(f"congested-link: the competing flow did not start: {err}")
     return {"pids": [server.pid, client.pid], "sink": sink, "flows": flows, "address": addr}

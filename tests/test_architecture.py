@@ -333,3 +333,35 @@ def test_every_package_directory_is_in_the_architecture_doc():
     packages = sorted(str(p.parent.relative_to(PKG)) for p in PKG.rglob("__init__.py")
                       if p.parent != PKG)
     assert [p for p in packages if f"{p}/" not in doc] == []
+
+
+ENDS_A_BLOCK = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def unreachable_statements(roots=("ccbench_kit", "tests", "testbed", "bench"), base=ROOT):
+    """'path:line' of each statement that follows a return, raise, continue
+    or break in the same block: code that never runs (a test's assertions
+    left under a helper's return were found this way)."""
+    found = []
+    for root in roots:
+        for path in sorted((base / root).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                for field in ("body", "orelse", "finalbody"):
+                    block = getattr(node, field, None)
+                    if not isinstance(block, list):
+                        continue
+                    for stmt, after in zip(block, block[1:]):
+                        if isinstance(stmt, ENDS_A_BLOCK):
+                            found.append(f"{path.relative_to(base)}:{after.lineno}")
+    return found
+
+
+def test_no_statement_follows_a_return():
+    assert unreachable_statements() == []
+
+
+def test_the_unreachable_check_finds_one(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "t.py").write_text(
+        "def f():\n    return 1\n    assert False\n\ndef g():\n    if 1:\n        raise E\n    x = 2\n")
+    assert unreachable_statements(("tests",), tmp_path) == ["tests/t.py:3"]

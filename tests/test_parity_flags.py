@@ -7,6 +7,8 @@ whole sweep; -u offsets send and receive buffers by N elements.  IMB:
 -msglen FILE (one length per line, K/M suffixes, # comments).
 """
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -245,8 +247,8 @@ def test_cycles_and_until_stable_from_the_python_api(tmp_path):
 def test_huge_pages_default_off_is_recorded_and_measured(tmp_path):
     """The buffers' allocator and pages are in the attrs; by default the
     buffers are libc malloc's, as IMB's: with the kernel's THP in madvise
-    mode the 8 MiB buffers get base pages and start 16 B past a 64 B line
-    (glibc's chunk header); with --huge-pages madvise numpy's np.empty gets
+    mode the 8 MiB buffers get base pages and start on glibc's 16 B
+    alignment; with --huge-pages madvise numpy's np.empty gets
     2 MiB pages where the kernel gives any."""
     from conftest import run_cli
     from ccbench_kit.backends.hostpages import thp_mode
@@ -260,8 +262,12 @@ def test_huge_pages_default_off_is_recorded_and_measured(tmp_path):
     # MPI_Init's peers pay no thread locks in each call; the kit's ranks neither
     assert a["mpi_thread_level"] == "MPI_THREAD_FUNNELED"
     assert a["buffer_pages"].startswith("the mapping of the largest buffer (8388608 B) holds ")
+    # glibc's chunks are 16 B-aligned; where the block came from (its own
+    # mmap, 16 B into a page, or the heap once glibc's mmap threshold has
+    # risen past 8 MiB, as it does in IMB) is glibc's choice, recorded as is
     offset = int(a["buffer_pages"].rsplit("; it starts ", 1)[1].split()[0])
-    assert offset % 16 == 0 and offset % 64 != 0  # glibc's 16 B header, not numpy's 64 B
+    assert offset % 16 == 0 and 0 <= offset < 4096
+    assert a["library_algorithm"].startswith("Open MPI's coll framework picks per call")
     if thp_mode() == "madvise":  # nothing advised, so nothing huge
         assert " holds 0 kB " in a["buffer_pages"]
     huge = run_cli("run", "all_reduce", "-r", 2, "-b", "8M", "-e", "8M", "-n", 2, "-w", 0,
@@ -275,6 +281,22 @@ def test_huge_pages_default_off_is_recorded_and_measured(tmp_path):
     assert int(h["buffer_pages"].split(" holds ")[1].split()[0]) % 2048 == 0
     if _kernel_gives_advised_huge_pages():  # advised: at least one whole 2 MiB page
         assert " holds 0 kB " not in h["buffer_pages"]
+    bad = run_cli("run", "all_reduce", "-r", 2, "--huge-pages", "always", "--out", out)
+    assert bad.returncode == 2 and "--huge-pages: invalid choice: 'always'" in bad.stderr
+
+
+def test_malloc_array_is_glibcs_own_block():
+    """In a fresh process (glibc's mmap threshold at its 128 KiB start) an
+    8 MiB `malloc_array` is glibc's own mapping: 16 B into a page, past its
+    chunk header, and it reads back what was written."""
+    code = ("from ccbench_kit.backends.hostpages import malloc_array, page_offset\n"
+            "a = malloc_array(8 << 20); a[:] = 7\n"
+            "print(page_offset(a), int(a.sum()) == 7 * (8 << 20))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["16", "True"]
 
 
 def _kernel_gives_advised_huge_pages():
@@ -292,9 +314,6 @@ def _kernel_gives_advised_huge_pages():
     del arr
     m.close()
     return bool(kb)
-    assert a["library_algorithm"].startswith("Open MPI's coll framework picks per call")
-    bad = run_cli("run", "all_reduce", "-r", 2, "--huge-pages", "always", "--out", out)
-    assert bad.returncode == 2 and "--huge-pages: invalid choice: 'always'" in bad.stderr
 
 
 def test_nccom_hosts_default(tmp_path, monkeypatch):
