@@ -114,8 +114,9 @@ cluster-doctor: setup
 cluster-demo: setup
 	$(PY) testbed/demo.py
 
+# the fifteen slowest tests close the log: where the suite's time goes
 test: setup
-	$(VENV)/bin/pytest -q -ra $(TESTS)
+	$(VENV)/bin/pytest -q -ra --durations=15 $(TESTS)
 
 # the same kit built against MPICH, and what differs between the MPIs (TESTS
 # above); apart from `make test` to keep that within 15 minutes on 2 cores;

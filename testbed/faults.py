@@ -10,7 +10,8 @@ kind            what it does                                     VALUE
 slow-link       the node's link (both directions) cut to a       fraction of
                 fraction of its rate                             the rate (0.5)
 congested-link  bulk TCP flows both ways between the node and a  flows each
-                sink on the node's leaf, sharing the node link   way (2)
+                sink on the node's leaf, sharing the node link;  way (2)
+                in force (every flow moving data) when applied
 cpu-contended   busy loops in the node's CPU cgroup, which is    busy loops (2)
                 capped at one core
 stopped         SIGSTOP of the node's processes other than       -
