@@ -129,14 +129,22 @@ def _congest_apply(cluster, node, value):
         _kill([client.pid, server.pid])
         err = (client.stderr.read().decode().strip() if ended
                else f"no data moved within {FLOW_START_S:g} s")
-        fabric.del_netns(sink)
+        _del_sink(cluster, sink, f"s{k}")
         raise FabricError(f"congested-link: the competing flow did not start: {err}")
-    return {"pids": [server.pid, client.pid], "sink": sink, "flows": flows, "address": addr}
+    return {"pids": [server.pid, client.pid], "sink": sink, "flows": flows, "address": addr,
+            "port": f"s{k}"}
+
+
+def _del_sink(cluster, sink, port):
+    # the sink's port in the fabric goes first: deleting the namespace frees
+    # the pair later, and applying the fault again at once found it there
+    sh(["ip", "-n", cluster.config.netns("fab"), "link", "del", port], check=False)
+    fabric.del_netns(sink)
 
 
 def _congest_remove(cluster, node, info):
     _kill(info.get("pids", []))
-    fabric.del_netns(info["sink"])
+    _del_sink(cluster, info["sink"], info["port"])
     sh(["ip", "-n", cluster.config.netns(node), "neigh", "del", info["address"], "dev", "eth0"],
        check=False)
 
