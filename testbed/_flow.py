@@ -5,8 +5,7 @@ is ``u`` is read and discarded, one whose first byte is ``d`` is written to.
 ``_flow.py connect ADDR PORT FLOWS [SECONDS]``: FLOWS connections each way,
 for SECONDS (default one hour; the fault's removal kills it sooner).  It
 prints ``flowing`` once every connection has moved its first megabyte, so
-that the fault is in force when its apply returns (on a loaded host the
-flows were seen to start more than a second late).
+that the fault is in force when its apply returns, not merely launched.
 """
 import socket
 import sys

@@ -38,7 +38,7 @@ KINDS = ("slow-link", "congested-link", "cpu-contended", "stopped", "lossy-link"
          "crash-at-start")
 HERE = os.path.dirname(os.path.abspath(__file__))
 SINK_PORT = 5201
-FLOW_START_S = 20.0   # a loaded CI host was seen to take over a second
+FLOW_START_S = 20.0   # for every competing flow to move its first MiB
 
 
 class FaultUnavailable(RuntimeError):
