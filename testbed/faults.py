@@ -69,8 +69,10 @@ def _number(value, default, kind, lo, hi, integer=False):
     return v
 
 
-def _link(cluster, node):
-    """(namespace, device) of both ends of `node`'s link."""
+def link_ends(cluster, node):
+    """(namespace, device) of both shaped ends of `node`'s link: the node's
+    own (its egress is the traffic from the node), then the fabric's port
+    (its egress is the traffic to the node)."""
     c = cluster.config
     return [(c.netns(node), "eth0"), (c.netns("fab"), f"p{node[4:]}")]
 
@@ -80,13 +82,13 @@ def _link(cluster, node):
 def _slow_apply(cluster, node, value):
     fraction = _number(value, 0.5, "slow-link", 0.001, 1.0)
     rate = max(1, int(cluster.config.rate_mbit * fraction))
-    for ns, dev in _link(cluster, node):
+    for ns, dev in link_ends(cluster, node):
         fabric.tbf(ns, dev, rate)
     return {"rate_mbit": rate}
 
 
 def _slow_remove(cluster, node, info):
-    for ns, dev in _link(cluster, node):
+    for ns, dev in link_ends(cluster, node):
         fabric.tbf(ns, dev, cluster.config.rate_mbit)
 
 
@@ -271,7 +273,7 @@ def _lossy_apply(cluster, node, value):
     # drops at both ends' ingress: node -> fabric on the fabric's port,
     # fabric -> node on the node's eth0, i.e. on the wire each way
     table = f"ccbloss_{node}"
-    for ns, dev in _link(cluster, node):
+    for ns, dev in link_ends(cluster, node):
         proc = subprocess.run(["ip", "netns", "exec", ns, "nft", "-f", "-"],
                               input=_nft_rules(table, dev, percent), text=True,
                               capture_output=True, timeout=30)
@@ -281,7 +283,7 @@ def _lossy_apply(cluster, node, value):
 
 
 def _lossy_remove(cluster, node, info):
-    for ns, _dev in _link(cluster, node):
+    for ns, _dev in link_ends(cluster, node):
         sh(["ip", "netns", "exec", ns, "nft", "delete", "table", "netdev", info["table"]],
            check=False)
 

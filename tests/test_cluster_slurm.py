@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from testbed import Cluster, Config, check_host, lossy_unavailable  # noqa: E402
 from testbed import TestbedError as _TestbedError  # noqa: E402  (not a test class)
+from testbed.faults import link_ends  # noqa: E402
 
 BIN = Path(sys.executable).parent
 CCBENCH = str(BIN / "ccbench")
@@ -101,7 +102,7 @@ _RATE_PY = textwrap.dedent("""\
 def _mbit(tb, src, dst, tmp_path, seconds=1.5):
     """Mbit/s from node `src` to node `dst`: what one TCP stream delivers in
     `seconds` (counted at the receiver, so that a starved stream's queued
-    bytes do not stretch the measurement)."""
+    bytes cannot stretch the measurement)."""
     script = tmp_path / "rate.py"
     script.write_text(_RATE_PY)
     ns = tb.config.netns
@@ -114,14 +115,13 @@ def _mbit(tb, src, dst, tmp_path, seconds=1.5):
 
 
 def _link_mbit(tb, node, seconds=2.0):
-    """(to `node`, from `node`) Mbit/s that its link's two shaped ends sent
+    """(from `node`, to `node`) Mbit/s that its link's two shaped ends sent
     over `seconds`, from their tbf qdiscs' byte counters."""
-    ends = [(tb.config.netns("fab"), f"p{node[4:]}"), (tb.config.netns(node), "eth0")]
-
     def sent():
         return [json.loads(subprocess.run(["tc", "-n", ns, "-s", "-j", "qdisc", "show", "dev",
                                            dev], capture_output=True, text=True,
-                                          check=True).stdout)[0]["bytes"] for ns, dev in ends]
+                                          check=True).stdout)[0]["bytes"]
+                for ns, dev in link_ends(tb, node)]
     before, t0 = sent(), time.monotonic()
     time.sleep(seconds)
     after = sent()
@@ -156,7 +156,7 @@ def test_fabric_topology_and_faults(tb, tmp_path):
     # Mbit/s in three runs); from it they reach 97-117, their ACKs queued and
     # dropped behind the full other direction
     tb.fault("congested-link", "node2")
-    to_node, from_node = _link_mbit(tb, "node2")
+    from_node, to_node = _link_mbit(tb, "node2")
     assert to_node > 0.9 * 200 and from_node > 0.25 * 200, (to_node, from_node)
     tb.clear("congested-link:node2")
     assert max(_link_mbit(tb, "node2")) < 1
