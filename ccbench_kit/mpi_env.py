@@ -23,16 +23,18 @@ def inside_mpi_job():
                 and mpi.COMM_WORLD.Get_size() > 1)
 
 
-#: The thread support a rank asks MPI for.  mpi4py asks for
-#: MPI_THREAD_MULTIPLE unless told otherwise, and Open MPI then takes a lock
-#: in every call: a fixed cost per call that IMB, OSU and nccl-tests, which
-#: call MPI_Init, do not pay (bench/RESULTS.md, issue 27).  The kit's ranks
-#: call MPI from their main thread only (the heartbeat is a process; the
-#: lifeline and the doctor's socket senders are threads that never call MPI),
-#: so FUNNELED is enough.  The environment's MPI4PY_RC_THREAD_LEVEL still
-#: decides where it is set.  Dask-MPI workers start MPI themselves, with
-#: MULTIPLE, which their pool threads need (`launch.dask`).
-RANK_THREAD_LEVEL = "funneled"
+#: The thread support a rank asks MPI for: MPI_THREAD_SINGLE, what
+#: ``MPI_Init`` gives IMB, OSU and nccl-tests.  Any level above it makes
+#: Open MPI take its locks in every call (``ompi_mpi_init`` turns OPAL's
+#: thread support on for every level but SINGLE): FUNNELED cost 0.5-1 µs a
+#: call at 4-16 KiB, MULTIPLE (mpi4py's default) more (bench/RESULTS.md,
+#: issue 27).  The kit's ranks call MPI from their main thread only; their
+#: other threads (the lifeline, the doctor's socket senders) never call MPI,
+#: as nccl-tests' worker threads run under its ``MPI_Init``.  The
+#: environment's MPI4PY_RC_THREAD_LEVEL still decides where it is set.
+#: Dask-MPI workers start MPI themselves, with MULTIPLE, which their pool
+#: threads need (`launch.dask`).
+RANK_THREAD_LEVEL = "single"
 
 
 def start_mpi():

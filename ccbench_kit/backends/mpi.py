@@ -70,8 +70,8 @@ class MPIOptions:
 
 def thread_level():
     """The thread support MPI gave this process, as MPI names it
-    (``MPI_THREAD_FUNNELED``...): more than the ranks need costs time per
-    call (`mpi_env.RANK_THREAD_LEVEL`)."""
+    (``MPI_THREAD_SINGLE``...): any level above SINGLE costs time per call
+    in Open MPI (`mpi_env.RANK_THREAD_LEVEL`)."""
     MPI = start_mpi()
     names = {getattr(MPI, f"THREAD_{n}"): f"MPI_THREAD_{n}"
              for n in ("SINGLE", "FUNNELED", "SERIALIZED", "MULTIPLE")}
