@@ -2,7 +2,8 @@
 
     python bench/imb_compare.py build --mirror GITDIR   # IMB-MPI1 into third_party_build/imb
     python bench/imb_compare.py compare [--rounds 2] [--iters 100] [--json OUT]
-    python bench/imb_compare.py table OUT                 # the tables again
+                                        [--imb PATH] [--columns z3-off,z3-madvise]
+    python bench/imb_compare.py table OUT [OUT...]        # the tables again (rounds pooled)
 
 ``build`` copies intel/mpi-benchmarks out of a git directory (a clone or a
 mirror: ``git --git-dir=GITDIR archive HEAD``) into the git-ignored
@@ -13,7 +14,7 @@ in this repository.
 
 ``compare`` runs, in each round, ``IMB-MPI1 Allreduce`` (fp32 sum, 2 ranks,
 ``-iter N -iter_policy off``) and the kit's ``ccbench run all_reduce
---algorithms mpi`` four ways, all launched the same way
+--algorithms mpi`` five ways (``--columns`` picks some), all launched the same way
 (`ccbench_kit.launch.mpirun`), in two bands of sizes: 8 B to 1 MiB with
 ``--small-iters`` iterations (default 1000), 2 to 64 MiB with ``--iters``
 (default 100).  The order of the five runs turns from round to round.
@@ -27,7 +28,9 @@ in this repository.
   (the huge-page column);
 - ``-z 3 --huge-pages off`` with ``MPI4PY_RC_THREAD_LEVEL=multiple``:
   mpi4py's default thread level, which the kit's ranks no longer ask for
-  (IMB calls MPI_Init);
+  (IMB calls MPI_Init, which gives MPI_THREAD_SINGLE);
+- the same with ``funneled``, the level the kit's ranks asked for before
+  (Open MPI locks in every call at any level above SINGLE);
 - ``-z 0 --huge-pages off``: the kit's default loop, iterations back to
   back with no barrier (nccl-tests' default).
 
@@ -44,6 +47,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -78,9 +82,21 @@ def loadavg():
 BANDS = ((3, 20), (21, 26))
 
 
-def run_imb(ranks, iters, band):
+def host_facts():
+    """What the comparison ran on, for the JSON and the tables' heading."""
+    from ccbench_kit.launch import mpi_impl
+    launcher = mpi_impl.launcher_path(mpi_impl.family())
+    version = subprocess.run([launcher, "--version"], capture_output=True, text=True).stdout
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+        thp = f.read().strip()
+    return {"cores": os.cpu_count(), "kernel": os.uname().release,
+            "launcher": version.strip().splitlines()[0] if version.strip() else launcher,
+            "transparent_hugepage": thp}
+
+
+def run_imb(imb, ranks, iters, band):
     from ccbench_kit.launch.mpirun import mpirun_command, mpirun_env
-    cmd = mpirun_command(ranks, [IMB, "Allreduce", "-npmin", str(ranks), "-msglog",
+    cmd = mpirun_command(ranks, [imb, "Allreduce", "-npmin", str(ranks), "-msglog",
                                  f"{band[0]}:{band[1]}", "-iter", str(iters), "-iter_policy",
                                  "off", "-time", "600", "-mem", "2"])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=mpirun_env()).stdout
@@ -100,7 +116,7 @@ def run_imb(ranks, iters, band):
 def run_kit(ranks, iters, band, huge, blocking, env):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "k.nc")
-        cmd = [os.path.join(os.path.dirname(sys.executable), "ccbench"), "run", "all_reduce",
+        cmd = [sys.executable, "-m", "ccbench_kit", "run", "all_reduce",
                "-r", str(ranks), "-b", str(1 << band[0]), "-e", str(1 << band[1]), "-f", "2",
                "-n", str(iters), "-w", "10", "-d", "fp32", "--algorithms", "mpi",
                "--placement", "out_of_place", "--huge-pages", huge, "-z", str(blocking),
@@ -121,6 +137,8 @@ KIT_RUNS = (
     ("z3-off-multiple", "kit -z 3, malloc, MPI_THREAD_MULTIPLE", "off", 3,
      {"MPI4PY_RC_THREAD_LEVEL": "multiple"}),
     ("z0-off", "kit -z 0, malloc", "off", 0, {}),
+    ("z3-off-funneled", "kit -z 3, malloc, MPI_THREAD_FUNNELED", "off", 3,
+     {"MPI4PY_RC_THREAD_LEVEL": "funneled"}),
 )
 
 
@@ -146,14 +164,16 @@ def verdict(lo, hi, band=0.05):
 
 def print_tables(runs):
     """The medians per size, then kit/IMB per round with its interval."""
-    med = {k: {s: statistics.median(run[s] for run in v) for s in v[0]} for k, v in runs.items()}
+    med = {k: {s: statistics.median(run[s] for run in v) for s in v[0]}
+           for k, v in runs.items() if v}
+    kit_runs = [r for r in KIT_RUNS if r[0] in med]
     sizes = sorted(set(med["imb"]) & set(med["z3-off"]), key=int)
     print("Medians over rounds (us):\n")
-    print("| size (B) | IMB t_avg |" + "".join(f" {t} | / IMB |" for _, t, *_ in KIT_RUNS))
-    print("|---:|---:|" + "---:|---:|" * len(KIT_RUNS))
+    print("| size (B) | IMB t_avg |" + "".join(f" {t} | / IMB |" for _, t, *_ in kit_runs))
+    print("|---:|---:|" + "---:|---:|" * len(kit_runs))
     for s in sizes:
         i = med["imb"][s]
-        cells = "".join(f" {med[k][s]:.2f} | {med[k][s] / i:.3f} |" for k, *_ in KIT_RUNS)
+        cells = "".join(f" {med[k][s]:.2f} | {med[k][s] / i:.3f} |" for k, *_ in kit_runs)
         print(f"| {s} | {i:.2f} |{cells}")
     print("\nkit -z 3 (malloc) / IMB, the two taken in the same round: median over rounds, "
           "95 % bootstrap interval, against ±5 %; IMB's own spread (interquartile range "
@@ -163,25 +183,32 @@ def print_tables(runs):
     for s in sizes:
         imb = [r[s] for r in runs["imb"]]
         mid, lo, hi = paired_ratio(imb, [r[s] for r in runs["z3-off"]])
-        q = statistics.quantiles(imb, n=4)
-        print(f"| {s} | {mid:.3f} | {lo:.3f}–{hi:.3f} | {verdict(lo, hi)} | "
-              f"{(q[2] - q[0]) / statistics.median(imb):.2f} |")
+        if len(imb) < 2:
+            spread = "–"
+        else:
+            q = statistics.quantiles(imb, n=4)
+            spread = f"{(q[2] - q[0]) / statistics.median(imb):.2f}"
+        said = verdict(lo, hi) if len(imb) >= 3 else f"cannot tell ({len(imb)} rounds)"
+        print(f"| {s} | {mid:.3f} | {lo:.3f}–{hi:.3f} | {said} | {spread} |")
 
 
 def compare(args):
-    runs = {"imb": [], **{name: [] for name, *_ in KIT_RUNS}}
-    loads, pages = [], {}
+    kit_runs = [r for r in KIT_RUNS if r[0] in args.columns]
+    runs = {"imb": [], **{name: [] for name, *_ in kit_runs}}
+    loads, pages, host = [], {}, host_facts()
+    start = time.monotonic()
     for r in range(args.rounds):
+        round_start = time.monotonic()
         # the kit's runs in a turning order, IMB's place in it too, so that
         # no column always follows the same neighbour
-        order = [("imb",)] + list(KIT_RUNS)
+        order = [("imb",)] + kit_runs
         order = order[r % len(order):] + order[:r % len(order)]
         got = {name: {} for name in runs}
         for band, iters in zip(BANDS, (args.small_iters, args.iters)):
             for run in order:
                 loads.append((run[0], r, loadavg()))
                 if run[0] == "imb":
-                    got["imb"].update(run_imb(args.ranks, iters, band))
+                    got["imb"].update(run_imb(args.imb, args.ranks, iters, band))
                 else:
                     name, _, huge, blocking, env = run
                     times, facts = run_kit(args.ranks, iters, band, huge, blocking, env)
@@ -189,16 +216,35 @@ def compare(args):
                     got[name].update(times)
         for name, times in got.items():
             runs[name].append(times)
-    print(f"# {args.rounds} rounds, {args.small_iters} iterations to {1 << BANDS[0][1]} B, "
-          f"{args.iters} above, {args.ranks} ranks")
+        if args.json:  # after every round, so a call cut short keeps what it measured
+            save(args.json, runs, loads, pages, host)
+        took = time.monotonic() - round_start
+        if args.seconds and time.monotonic() - start + took > args.seconds:
+            print(f"# stopped after {r + 1} rounds: another would pass --seconds {args.seconds}")
+            break
+    print(f"# {len(runs['imb'])} rounds, {args.small_iters} iterations to {1 << BANDS[0][1]} B, "
+          f"{args.iters} above, {args.ranks} ranks; {host}")
     print_tables(runs)
     print("# load average (1, 5, 15 min) before each run: "
           + "; ".join(f"{k} round {r + 1}: {la}" for k, r, la in loads))
     for k, v in pages.items():
         print(f"# kit {k}: {v}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"runs": runs, "loads": loads, "pages": pages}, f, indent=1)
+
+
+def merged_runs(paths):
+    """The rounds of several saved comparisons as one (the columns all of
+    them have); each file's rounds are side by side within themselves."""
+    files = []
+    for path in paths:
+        with open(path) as f:
+            files.append(json.load(f)["runs"])
+    common = set.intersection(*(set(k for k, v in runs.items() if v) for runs in files))
+    return {k: [r for runs in files for r in runs[k]] for k in sorted(common)}
+
+
+def save(path, runs, loads, pages, host):
+    with open(path, "w") as f:
+        json.dump({"runs": runs, "loads": loads, "pages": pages, "host": host}, f, indent=1)
 
 
 def main():
@@ -211,16 +257,24 @@ def main():
     c.add_argument("--iters", type=int, default=100, help="iterations from 2 MiB")
     c.add_argument("--small-iters", type=int, default=1000, help="iterations to 1 MiB")
     c.add_argument("--rounds", type=int, default=2)
+    c.add_argument("--seconds", type=float, default=None,
+                   help="start no round that would end past this many seconds")
     c.add_argument("--json", default=None)
-    t = sub.add_parser("table", help="the tables of a saved --json")
-    t.add_argument("json")
+    c.add_argument("--imb", default=IMB, help="the IMB-MPI1 to run (default: the one build made)")
+    names = [name for name, *_ in KIT_RUNS]
+    c.add_argument("--columns", type=lambda v: v.split(","), default=names,
+                   help="the kit's runs, some of " + ",".join(names) + " (z3-off always)")
+    t = sub.add_parser("table", help="the tables of saved --json files, their rounds together")
+    t.add_argument("json", nargs="+")
     args = p.parse_args()
     if args.cmd == "build":
         build(args.mirror)
     elif args.cmd == "table":
-        with open(args.json) as f:
-            print_tables(json.load(f)["runs"])
+        print_tables(merged_runs(args.json))
     else:
+        unknown = set(args.columns) - set(names)
+        if unknown or "z3-off" not in args.columns:
+            p.error(f"--columns: some of {','.join(names)}, z3-off among them")
         compare(args)
 
 
