@@ -21,13 +21,14 @@ MAX_YAML_NODES = 1_000_000
 
 
 def read_text(path, what, limit=MAX_BYTES):
-    """The text of `path` (UTF-8), refused past `limit` bytes.  OSError and
+    """The text of `path` (UTF-8; a leading byte-order mark, which Windows
+    editors write, is dropped), refused past `limit` bytes.  OSError and
     UnicodeDecodeError go to the caller, which knows the flag to name."""
     with open_regular(path) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
         raise ConfigError(f"{path}: larger than {limit >> 20} MiB; not {what}")
-    return data.decode("utf-8")
+    return data.decode("utf-8-sig")
 
 
 def depth(value, limit=MAX_DEPTH):
