@@ -17,7 +17,7 @@ in this repository.
 --algorithms mpi`` five ways (``--columns`` picks some), all launched the same way
 (`ccbench_kit.launch.mpirun`), in two bands of sizes: 8 B to 1 MiB with
 ``--small-iters`` iterations (default 1000), 2 to 64 MiB with ``--iters``
-(default 100).  The order of the five runs turns from round to round.
+(default 100).  The order of the runs turns from round to round.
 
 - ``-z 3 --huge-pages off``: IMB's loop and IMB's memory.  IMB times each
   call alone and then, untimed, runs ``IMB_do_n_barriers(comm, sync)`` with

@@ -26,14 +26,14 @@ def inside_mpi_job():
 #: The thread support a rank asks MPI for: MPI_THREAD_SINGLE, what
 #: ``MPI_Init`` gives IMB, OSU and nccl-tests.  Any level above it makes
 #: Open MPI take its locks in every call (``ompi_mpi_init`` turns OPAL's
-#: thread support on for every level but SINGLE): FUNNELED cost 0.5-1 µs a
-#: call at 4-16 KiB, MULTIPLE (mpi4py's default) more (bench/RESULTS.md,
-#: issue 27).  The kit's ranks call MPI from their main thread only; their
-#: other threads (the lifeline, the doctor's socket senders) never call MPI,
-#: as nccl-tests' worker threads run under its ``MPI_Init``.  The
-#: environment's MPI4PY_RC_THREAD_LEVEL still decides where it is set.
-#: Dask-MPI workers start MPI themselves, with MULTIPLE, which their pool
-#: threads need (`launch.dask`).
+#: thread support on for every level but SINGLE): FUNNELED cost 17-33 % a
+#: call to 4 KiB in a plain C loop (bench/thread_level.py), MULTIPLE
+#: (mpi4py's default) as much.  The kit's ranks call MPI from their main
+#: thread only; their other threads (the lifeline, the doctor's socket
+#: senders) never call MPI, as nccl-tests' worker threads run under its
+#: ``MPI_Init``.  The environment's MPI4PY_RC_THREAD_LEVEL still decides
+#: where it is set.  Dask-MPI workers start MPI themselves, with MULTIPLE,
+#: which their pool threads need (`launch.dask`).
 RANK_THREAD_LEVEL = "single"
 
 
