@@ -87,11 +87,10 @@ def host_facts():
     from ccbench_kit.launch import mpi_impl
     launcher = mpi_impl.launcher_path(mpi_impl.family())
     version = subprocess.run([launcher, "--version"], capture_output=True, text=True).stdout
-    with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
-        thp = f.read().strip()
+    from ccbench_kit.backends.hostpages import thp_mode
     return {"cores": os.cpu_count(), "kernel": os.uname().release,
             "launcher": version.strip().splitlines()[0] if version.strip() else launcher,
-            "transparent_hugepage": thp}
+            "transparent_hugepage": thp_mode()}
 
 
 def run_imb(imb, ranks, iters, band):
