@@ -53,7 +53,7 @@ def main():
         for r in range(args.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             for name in order:
-                loads.append(loadavg().split()[0])
+                loads.append(float(loadavg().split()[0]))
                 if name == "imb":
                     runs[name].append(run_imb(IMB, 2, args.iters, (lo_log, hi_log)))
                 else:
