@@ -38,7 +38,11 @@ IMB's ``t_avg`` is each rank's mean time per call averaged over ranks, so
 the kit's number is the same statistic (``time("avg", "ranks-avg")``, its
 ``-a 1``).  Per size it prints the median over rounds of each, the ratios
 kit/IMB, and the load average before each run; only ratios taken side by
-side mean anything.
+side mean anything.  ``--imb`` names an ``IMB-MPI1`` built elsewhere (a
+device machine builds its own from the carried copy).  The JSON keeps the
+host's cores and kernel and, per column, what the kit's runs recorded
+(`RUN_FACTS`: their MPI library, cores, THP mode, buffers' pages and
+thread level).
 """
 import argparse
 import json
@@ -83,22 +87,24 @@ BANDS = ((3, 20), (21, 26))
 
 
 def host_facts():
-    """What the comparison ran on, for the JSON and the tables' heading."""
-    from ccbench_kit.launch import mpi_impl
-    launcher = mpi_impl.launcher_path(mpi_impl.family())
-    version = subprocess.run([launcher, "--version"], capture_output=True, text=True).stdout
-    from ccbench_kit.backends.hostpages import thp_mode
-    return {"cores": os.cpu_count(), "kernel": os.uname().release,
-            "launcher": version.strip().splitlines()[0] if version.strip() else launcher,
-            "transparent_hugepage": thp_mode()}
+    """What the kit's runs do not record of the host, for the JSON and the
+    tables' heading (each run records its MPI library, cores and THP mode:
+    `RUN_FACTS`)."""
+    return {"cores": os.cpu_count(), "kernel": os.uname().release}
+
+
+def mpirun_stdout(ranks, argv):
+    """What `argv` on `ranks` ranks prints, launched as the kit launches its
+    own ranks (`ccbench_kit.launch.mpirun`), so that both tools run alike."""
+    from ccbench_kit.launch.mpirun import mpirun_command, mpirun_env
+    return subprocess.run(mpirun_command(ranks, argv), check=True, capture_output=True,
+                          text=True, env=mpirun_env()).stdout
 
 
 def run_imb(imb, ranks, iters, band):
-    from ccbench_kit.launch.mpirun import mpirun_command, mpirun_env
-    cmd = mpirun_command(ranks, [imb, "Allreduce", "-npmin", str(ranks), "-msglog",
-                                 f"{band[0]}:{band[1]}", "-iter", str(iters), "-iter_policy",
-                                 "off", "-time", "600", "-mem", "2"])
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=mpirun_env()).stdout
+    out = mpirun_stdout(ranks, [imb, "Allreduce", "-npmin", str(ranks), "-msglog",
+                                f"{band[0]}:{band[1]}", "-iter", str(iters), "-iter_policy",
+                                "off", "-time", "600", "-mem", "2"])
     times, inside = {}, False
     for line in out.splitlines():
         if line.startswith("# Benchmarking Allreduce"):
@@ -110,6 +116,10 @@ def run_imb(imb, ranks, iters, band):
     if not times:
         raise SystemExit(f"no Allreduce table in IMB's output:\n{out}")
     return times
+
+
+#: what each kit run records of its memory, thread level and host, kept per column
+RUN_FACTS = ("buffer_pages", "mpi_thread_level", "library", "cpus_available", "thp_enabled")
 
 
 def run_kit(ranks, iters, band, huge, blocking, env):
@@ -125,7 +135,7 @@ def run_kit(ranks, iters, band, huge, blocking, env):
         import ccbench_kit as ccb
         ds = ccb.load(out)
         t = ds.ccb.time("avg", "ranks-avg").sel(algorithm="mpi", placement="out_of_place")
-        facts = {k: ds.attrs[k] for k in ("buffer_pages", "mpi_thread_level") if k in ds.attrs}
+        facts = {k: ds.attrs[k] for k in RUN_FACTS if k in ds.attrs}
         return {int(s): float(t.sel(size=s)) for s in ds["size"].values}, facts
 
 

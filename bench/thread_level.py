@@ -20,7 +20,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from imb_compare import IMB, loadavg, paired_ratio, run_imb  # noqa: E402
+from imb_compare import IMB, loadavg, mpirun_stdout, paired_ratio, run_imb  # noqa: E402
 
 LEVELS = ("single", "funneled", "multiple")
 
@@ -32,9 +32,7 @@ def build(tmp):
 
 
 def run_level(exe, level, lo, hi, iters):
-    from ccbench_kit.launch.mpirun import mpirun_command, mpirun_env
-    out = subprocess.run(mpirun_command(2, [exe, level, str(lo), str(hi), str(iters)]),
-                         check=True, capture_output=True, text=True, env=mpirun_env()).stdout
+    out = mpirun_stdout(2, [exe, level, str(lo), str(hi), str(iters)])
     return {int(s): float(t) for s, t in (line.split() for line in out.splitlines())}
 
 
