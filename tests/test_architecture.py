@@ -136,9 +136,9 @@ def _describe(graph, cycle):
 def test_the_graph_sees_every_kind_of_import():
     g = import_graph()
     # function-level, `from . import submodule`, `from ..mod import name`
-    assert "ccbench_kit.harness" in g["ccbench_kit.launch.worker"]  # function-level
-    assert "ccbench_kit.launch.events" in g["ccbench_kit.launch.worker"]  # from . import x
-    assert "ccbench_kit.config" in g["ccbench_kit.launch.worker"]  # from ..config import Y
+    assert "ccbench_kit.dataset.checkpoint" in g["ccbench_kit.launch.sweep_task"]  # function-level
+    assert "ccbench_kit.launch.events" in g["ccbench_kit.launch.sweep_task"]  # from . import x
+    assert "ccbench_kit.config" in g["ccbench_kit.launch.job"]  # from ..config import Y
     assert "ccbench_kit.backends.base" in g["ccbench_kit.backends"]  # a package's __init__
     assert "ccbench_kit._nccl" in g["ccbench_kit.backends.nccl"]  # a compiled extension
 
@@ -165,7 +165,7 @@ LAYERS = [
     {"widgets", "suite", "report", "health", "history"},      # notebooks, reports and the doctor drive the API
     {"api", "preflight"},                          # preflight: checks before a launch
     {"launch"},                                    # mpirun, Slurm, Dask-MPI, the watchdog
-    {"harness"},                                   # one rank's sweep
+    {"harness", "session"},                        # one rank's sweep; what a job's parts share
     {"backends", "checks", "clock", "config", "run_fields"},
     {"compare", "importers", "formats", "output", "theory"},  # files in, files out, models
     {"collectives", "inputs"},                     # collectives' facts; their parsed inputs

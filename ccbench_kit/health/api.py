@@ -26,6 +26,7 @@ from .._files import atomic_write_text
 from ..dataset import save
 from ..launch import hosts as _hosts, slurm as _slurm
 from ..launch.command import launcher
+from ..launch.job import RANK_MODULE, Job
 from ..launch.hosts import load_topology
 from ..launch.mpirun import died_message, run_ranks
 from ..launch.watchdog import describe_stall
@@ -376,7 +377,7 @@ def _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command
         launched = time.time()
         with tempfile.TemporaryDirectory(prefix=run_prefix(DOCTOR_PREFIX)) as run_dir:
             failure, exit_code, _, dead = run_ranks(
-                "ccbench_kit.health.probe", [results.encode(plan)], nranks, run_dir,
+                RANK_MODULE, [Job.doctor(plan).word()], nranks, run_dir,
                 describe=describe, call_timeout=timeout, command=cmd, env=env)
         interrupted = failure is not None and exit_code in (EXIT_SIGINT, EXIT_SIGTERM)
         # a rank the launcher saw killed by a signal, not by the watchdog
