@@ -11,7 +11,7 @@ import time
 import uuid
 import ctypes
 
-from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError, CCBenchError
+from ..errors import EXIT_SIGINT, CCBenchError, Interrupted, RunError, print_warning
 from ..progress_board import Board, ALG, PLACEMENT
 from . import events, leftovers, lifeline, mpi_impl, ranklogs
 from .job import RANK_MODULE, Job
@@ -269,13 +269,6 @@ def died_message(dead):
     return "; ".join(f"rank {r} on host {h} died (signal {sig})" for r, h, sig in dead)
 
 
-class Interrupted(Exception):
-    """SIGTERM, turned into an exception so that the launcher cleans up."""
-
-    signal_name = "SIGTERM"
-    exit_code = EXIT_SIGTERM
-
-
 class _Output:
     """Relays the job's output; keeps progress events, errors and a tail."""
 
@@ -301,7 +294,7 @@ class _Output:
             elif ev.get("event") == "error":
                 self.errors.append(ev)
             elif ev.get("event") == "warning":  # shown even without a progress callback
-                print(f"ccbench: warning: {ev.get('message')}", file=sys.stderr, flush=True)
+                print_warning(ev.get("message"))
             elif self.beats is not None and self.beats.take(ev):
                 pass
             elif self.on_event:
