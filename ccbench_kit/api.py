@@ -1,5 +1,6 @@
 """The Python API: run, load, save.  The CLI is a thin shell over this."""
 import datetime
+import itertools
 import os
 import shutil
 import tempfile
@@ -18,11 +19,16 @@ from .harness import Sweep
 from .launch.command import launcher
 from .launch.debug import rank_env as debug_env
 from .launch.cycles import check_cycles, run_cycles, save_cycles
-from .launch.stable import check_target, run_until_stable
-from .launch.job import Job, Part
+from .launch.stable import Rounds, check_target, run_until_stable
+from .launch.job import Job, Part, round_path
 from .launch.mpirun import launch
 
 __all__ = ["load", "run", "run_many", "save", "make_config", "make_configs", "inside_mpi_job", "RunConfig"]
+
+#: `run`'s keywords that say how and where the ranks start, not what they
+#: measure: the place fields (hosts...) and the plain keywords of `run`
+LAUNCH_KEYWORDS = ("progress", "slurm", "env", "client", "mpi_log_dir", "debug",
+                   *(f.name for f in run_fields.in_section(run_fields.PLACE)))
 
 
 def make_config(collective, nranks=2, sizes=None, **keywords):
@@ -273,14 +279,15 @@ def _temporary_stem():
     return os.path.join(tempfile.gettempdir(), f"ccbench-{uuid.uuid4().hex[:12]}.nc")
 
 
-def _launch_job(parts, launch_kw, on_part=None):
+def _launch_job(parts, launch_kw, on_part=None, rounds=None):
     """Run `parts` ([(name, RunConfig)], each with its ``out``) as one
     `launch.job.Job`: one mpirun, hosts or srun launch for them all.
 
-    `on_part(index)`: part `index`'s results file is complete.  Raises the
-    launcher's RunError (its ``part``: the index of the part it failed in)."""
-    kw = {k: launch_kw.get(k) for k in ("hosts", "hosts_file", "nnodes", "ranks_per_node",
-                                        "slurm", "env", "mpi_log_dir", "debug", "progress")}
+    `on_part(index)`: part `index`'s results file is complete.  `rounds`:
+    the job's ``--until-stable`` rounds (`launch.stable.Rounds.spec`).
+    Raises the launcher's RunError (its ``part``: the index of the part it
+    failed in)."""
+    kw = {k: launch_kw.get(k) for k in LAUNCH_KEYWORDS}
     first = parts[0][1]
     remote = bool(kw["hosts"] or kw["hosts_file"] or kw["slurm"])
     for _, cfg in parts:  # before mpirun starts: the files, and whether the ranks fit here
@@ -296,9 +303,11 @@ def _launch_job(parts, launch_kw, on_part=None):
             on_part(int(ev["index"]))
         if progress:
             progress(ev)
-    launch(Job(parts=tuple(Part(n, c) for n, c in parts), task="sweep"), on_event=follow,
+    launch(Job("sweep", tuple(Part(n, c) for n, c in parts), rounds=rounds), on_event=follow,
            command=command, env=env, debug=kw["debug"])
-    missing = [c.output.out for _, c in parts if not os.path.exists(c.output.out)]
+    # a part's first file: its only one, or its first round's
+    missing = [p for p in (round_path(c.output.out, 0) if rounds else c.output.out
+                           for _, c in parts) if not os.path.exists(p)]
     if command and missing:
         raise RunError(f"the run finished but {missing[0]} is not here: rank 0 wrote it on "
                        "its own host; give --out a path on a shared file system, or "
@@ -335,7 +344,11 @@ def _repeated(parts, cycles, until_stable, stable_cap, launch_kw, out=None, on_c
         out = os.path.join(tmp, "results.nc")
     check_run(first.replace(out=out), ranks_here=0)
     try:
-        if until_stable is not None:
+        if until_stable is not None and _one_launch(launch_kw):
+            iters = first.sweep.iters
+            results = _stable_in_one_job(parts, out, Rounds(
+                *check_target(until_stable, stable_cap, iters), iters), launch_kw)
+        elif until_stable is not None:
             iters = first.sweep.iters
             target, cap = check_target(until_stable, stable_cap, iters)
             results = run_until_stable(
@@ -385,10 +398,8 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until
     dict
         {name: xarray.Dataset}; None on ranks other than 0 of an MPI job.
     """
-    launch_keys = {"progress", "slurm", "env", "client", "mpi_log_dir", "debug",
-                   *(f.name for f in run_fields.in_section(run_fields.PLACE))}
-    launch_kw = {k: v for k, v in options.items() if k in launch_keys}
-    config_kw = {k: v for k, v in options.items() if k not in launch_keys}
+    launch_kw = {k: v for k, v in options.items() if k in LAUNCH_KEYWORDS}
+    config_kw = {k: v for k, v in options.items() if k not in LAUNCH_KEYWORDS}
     if out:
         check_output(out, "--out")
     if isinstance(collectives_, str) or not all(isinstance(c, RunConfig) for c in collectives_):
@@ -464,6 +475,29 @@ def _cycles_in_one_job(parts, n, out, launch_kw, on_cycle=None):
             if os.path.exists(path):
                 os.unlink(path)
     return save_cycles(done, n, out)
+
+
+def _stable_in_one_job(parts, out, rounds, launch_kw):
+    """{name: Dataset} of `parts` run until stable (`launch.stable`), every
+    round in one job: rank 0 decides between rounds, each round of a part
+    lands in its own file, merged here into `out`."""
+    bases = {name: f"{out}.{name}" for name in parts}
+    _launch_job([(n, c.replace(out=bases[n])) for n, c in parts.items()], launch_kw,
+                rounds=rounds.spec())
+    files = []
+    for name, base in bases.items():
+        for k in itertools.count():
+            path = round_path(base, k)
+            if not os.path.exists(path):
+                break
+            with load(path) as ds:
+                rounds.record(name, ds.load())
+            files.append(path)
+    merged = rounds.merged()
+    save(merged, out)
+    for path in files:
+        os.unlink(path)
+    return merged
 
 
 def _run_in_process(cfg, progress=None):

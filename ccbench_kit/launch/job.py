@@ -32,6 +32,11 @@ TASKS = {
 }
 
 
+def round_path(out, k):
+    """Round `k`'s results file of a part whose file is `out` (``--until-stable``)."""
+    return f"{out}.round{k}.part"
+
+
 @dataclasses.dataclass(frozen=True)
 class Part:
     """One sweep of a job: its name (the results file's group) and configuration."""
@@ -52,16 +57,21 @@ class Job:
         ``sweep``: the sweeps, run in order on one session.
     plan : dict, optional
         ``doctor``: the health check's plan (`health.plan`).
+    rounds : dict, optional
+        ``sweep`` with ``--until-stable``: `stable.Rounds`' target, cap and
+        iterations; the parts run in rounds, each round's results in
+        `stable.round_path` of the part's file.
     """
 
     task: str
     parts: tuple = ()
     plan: dict = None
+    rounds: dict = None
 
     @classmethod
-    def sweep(cls, parts):
+    def sweep(cls, parts, rounds=None):
         """A sweep job of `parts`: {name: RunConfig} in run order."""
-        return cls("sweep", tuple(Part(n, c) for n, c in parts.items()))
+        return cls("sweep", tuple(Part(n, c) for n, c in parts.items()), rounds=rounds)
 
     @classmethod
     def doctor(cls, plan):
@@ -76,6 +86,7 @@ class Job:
         if self.task == "sweep":
             body["parts"] = [{"name": p.name, "config": json.loads(p.config.to_json())}
                              for p in self.parts]
+            body["rounds"] = self.rounds
         else:
             body["plan"] = self.plan
         return json.dumps(body, sort_keys=True)
@@ -91,7 +102,7 @@ class Job:
                            "(a different ccbench_kit version on this host?)")
         if body["task"] == "sweep":
             return cls("sweep", tuple(Part(p["name"], RunConfig.from_json(json.dumps(p["config"])))
-                                      for p in body["parts"]))
+                                      for p in body["parts"]), rounds=body.get("rounds"))
         return cls(body["task"], plan=body.get("plan"))
 
     def word(self):
