@@ -107,6 +107,45 @@ def test_options_are_checked_before_any_rank_starts(tmp_path, cli):
                                 "the mpi backend times with the host clock")
 
 
+def test_register_modes_and_device_kernels_are_refused_in_one_line(capsys):
+    from ccbench_kit.cli import main
+    assert nccl.NCCLBackend.make_options(register=2).register == 2
+    assert nccl.NCCLBackend.make_options(register=True).register == 1  # the old bool form
+    with pytest.raises(ConfigError, match=r"^-R/--local-register: must be 0, 1 or 2, got 3$"):
+        nccl.check_options(register=3)
+    cases = [(("-D", "3"), "-D/--device-implementation: -D 3 needs NVLink multicast (multimem), "
+                           "which the kit keeps off (NCCL_NVLS_ENABLE=0)"),
+             (("-D", "4"), "-D/--device-implementation: -D 4 needs NVLink multicast"),
+             (("-D", "1"), "-D/--device-implementation: -D 1 (nccl-tests' kernels on NCCL's "
+                           "device API) is not in this kit")]
+    for args, message in cases:
+        assert main(["run", "all_reduce", "--backend", "nccl", *args]) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"ccbench: error: {message}"), err
+        assert len(err.splitlines()) == 1
+
+
+class _NcclOf:
+    """What `_check_windows` asks a loaded NCCL: whether it has a symbol."""
+
+    def __init__(self, symbols):
+        self.symbols = symbols
+
+    def has(self, name):
+        return name in self.symbols
+
+
+def test_symmetric_windows_need_nccl_2_27():
+    with pytest.raises(ConfigError) as e:
+        nccl._check_windows(_NcclOf(set()), 22603)
+    assert str(e.value) == ("-R/--local-register: -R 2 (symmetric windows, "
+                            "ncclCommWindowRegister) needs NCCL 2.27.0 or later; this is "
+                            "NCCL 2.26.3")
+    with pytest.raises(ConfigError, match="this is NCCL 2.28.9"):  # a build without the symbol
+        nccl._check_windows(_NcclOf(set()), 22809)
+    nccl._check_windows(_NcclOf({"ncclCommWindowRegister"}), 22809)
+
+
 def test_nccl_enums_match_nccl_h():
     # nccl.h: ncclInt8 0, ncclUint8 1, ncclInt32 2, ncclUint32 3, ncclInt64 4, ncclUint64 5,
     # ncclFloat16 6, ncclFloat32 7, ncclFloat64 8, ncclBfloat16 9, and from 2.24
@@ -134,6 +173,10 @@ vm:2101:2101 [0] NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL channel{Lo..
 vm:2101:2101 [0] NCCL INFO Channel 00/32 : 0 1
 vm:2101:2101 [0] NCCL INFO AllGather: 4194304 Bytes -> Algo PAT proto Simple
 """
+# A call on symmetric windows (-R 2), as NCCL 2.28 logs the kernel it ran.
+SYM_LOG = """vm:2101:2101 [0] NCCL INFO AllReduce [Symmetric]: 2097152 Bytes -> Kernel AllReduce_RSxLD_AGxST nchannels 16 nthreads 512 nWorks 1
+vm:2101:2101 [0] NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}
+"""
 
 
 def test_tuning_lines_are_parsed_and_summarized():
@@ -145,6 +188,10 @@ def test_tuning_lines_are_parsed_and_summarized():
     assert nccl_tuning.summarize(d[:1] * 3) == "RING/LL x1ch"
     assert nccl_tuning.summarize(d) == "RING/LL x1ch+TREE/SIMPLE x32ch+PAT/Simple"
     assert nccl_tuning.summarize([]) == ""
+    d = nccl_tuning.parse(SYM_LOG)
+    assert d[0] == {"func": "AllReduce", "bytes": 2097152, "algo": "SYM",
+                    "proto": "AllReduce_RSxLD_AGxST", "channels": 16}
+    assert nccl_tuning.summarize(d) == "SYM/AllReduce_RSxLD_AGxST x16ch+RING/LL x1ch"
 
 
 def test_tuning_capture_sets_and_restores_nccl_debug(tmp_path, monkeypatch):

@@ -66,6 +66,10 @@ NCCL_DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint
 NCCL_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 # ncclFloat8e4m3/e5m2 came with NCCL 2.24 (and reduce on sm_90 and later only)
 FP8_SINCE_NCCL = 22400
+# ncclCommWindowRegister (symmetric windows, -R 2) came with NCCL 2.27
+WINDOWS_SINCE_NCCL = 22700
+# nccl-tests 2.19's -R: 0 none, 1 ncclCommRegister, 2 symmetric windows
+REGISTER_MODES = (0, 1, 2)
 
 
 def nccl_algorithms(collective):
@@ -99,8 +103,10 @@ def algorithm_env(algorithm):
 
 
 def check_options(timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
-                  register=False, fresh_buffers=False, **_other):
+                  register=0, fresh_buffers=False, **_other):
     """ConfigError for a backend option the nccl backend can't take."""
+    if register not in REGISTER_MODES:  # True and False are 1 and 0
+        raise ConfigError(f"must be 0, 1 or 2, got {register!r}", "-R/--local-register")
     if timing not in TIMINGS:
         raise ConfigError(f"unknown timing {timing!r}; use {', '.join(TIMINGS)}", "--timing")
     if not isinstance(graph_launches, int) or graph_launches < 1:
@@ -108,6 +114,16 @@ def check_options(timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
     if mem_type not in MEM_TYPES:
         raise ConfigError(f"unknown memory type {mem_type!r}; use {', '.join(MEM_TYPES)}",
                           "--mem-type")
+
+
+def device_implementation_refusal(mode):
+    """Why the kit doesn't take nccl-tests' ``-D mode``."""
+    if mode in (3, 4):
+        return (f"-D {mode} needs NVLink multicast (multimem), which the kit keeps off "
+                "(NCCL_NVLS_ENABLE=0): it can take a shared host's GPUs out of service")
+    return (f"-D {mode} (nccl-tests' kernels on NCCL's device API) is not in this kit; its own "
+            "peer-memory kernels run as --algorithms oneshot,twoshot (all_reduce) or direct "
+            "(all_gather, reduce_scatter)")
 
 
 def version_string(code):
@@ -126,7 +142,7 @@ class NCCLOptions:
     timing: str = "cuda-events"     # --timing (-G N: graph)
     graph_launches: int = 1         # -G: replays of the captured graph
     mem_type: str = "cudaMalloc"    # --mem-type
-    register: bool = False          # -R 1: ncclCommRegister the buffers
+    register: int = 0               # -R: 1 ncclCommRegister, 2 symmetric windows
     fresh_buffers: bool = False     # --fresh-buffers
 
 
@@ -164,8 +180,12 @@ class NCCLBackend(Backend):
                        help="nccl: capture the iterations in a CUDA graph, replay it N times")
         g.add_argument("--mem-type", default="cudaMalloc", choices=MEM_TYPES,
                        help="nccl: how device buffers are allocated")
-        g.add_argument("-R", "--local-register", type=int, choices=(0, 1), default=0,
-                       help="nccl: 1 registers buffers with ncclCommRegister")
+        g.add_argument("-R", "--local-register", type=int, choices=REGISTER_MODES, default=0,
+                       help="nccl: 1 registers buffers with ncclCommRegister, 2 as symmetric "
+                            "windows (ncclCommWindowRegister, NCCL 2.27+; ncclMemAlloc memory)")
+        g.add_argument("-D", "--device-implementation", type=int, choices=(0, 1, 2, 3, 4),
+                       default=0, help="nccl-tests' device-API kernels: not in this kit (3 and 4 "
+                                       "need NVLink multicast, which stays off)")
         g.add_argument("--fresh-buffers", action="store_true",
                        help="nccl: allocate every size's buffers anew, instead of running every "
                             "size in the largest ones as nccl-tests does")
@@ -184,8 +204,11 @@ class NCCLBackend(Backend):
             opts["graph_launches"] = args.cudagraph or 1
         if args.mem_type != "cudaMalloc":
             opts["mem_type"] = args.mem_type
+        if args.device_implementation:
+            raise ConfigError(device_implementation_refusal(args.device_implementation),
+                              "-D/--device-implementation")
         if args.local_register:
-            opts["register"] = True
+            opts["register"] = args.local_register
         if args.fresh_buffers:
             opts["fresh_buffers"] = True
         return opts
@@ -208,7 +231,9 @@ class NCCLBackend(Backend):
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
         self.rank, self.nranks = comm.Get_rank(), comm.Get_size()
         self.timing, self.graph_launches = o.timing, o.graph_launches
-        self.mem_type, self.register = o.mem_type, bool(o.register)
+        self.register = int(o.register)
+        # symmetric windows map cuMem memory only, as nccl-tests -R 2 allocates
+        self.mem_type = "ncclMemAlloc" if self.register == 2 else o.mem_type
         cudart, nccl = nccl_lib.locate()
         self._x = _nccl
         try:
@@ -216,6 +241,8 @@ class NCCLBackend(Backend):
         except _nccl.LoadError as e:
             raise nccl_lib.LibraryNotFound(f"--backend nccl: {e}") from None
         self.version = self.lib.nccl_version()
+        if self.register == 2:
+            _check_windows(self.lib, self.version)
         dcomm = self.world
         self.local_rank, self.local_size = _local_rank(dcomm)
         local_size = self.local_size
@@ -235,7 +262,7 @@ class NCCLBackend(Backend):
         self._free_at_start = self.info["free_bytes"]
         self._init_bytes = 0  # device memory the communicators took at init (-M)
         self.fresh_buffers = bool(o.fresh_buffers)
-        self._pool = Pool(self.lib, o.mem_type, reuse=not o.fresh_buffers)
+        self._pool = Pool(self.lib, self.mem_type, reuse=not o.fresh_buffers)
         self.ran = {}         # algorithm -> {engine count: "RING/LL x2ch"}
         self.unavailable = {}  # algorithm -> {engine count: reason}
         self._probed = set()
@@ -272,7 +299,8 @@ class NCCLBackend(Backend):
             "nccl_version": version_string(self.version), "cuda_runtime": self.cuda["runtime"],
             "cuda_driver": self.cuda["driver"], "nccl_library": self.paths["nccl"],
             "cudart_library": self.paths["cudart"], "mem_type": self.mem_type,
-            "register": self.register, "graph_launches": self.graph_launches,
+            "register": bool(self.register), "local_register": self.register,
+            "graph_launches": self.graph_launches,
             "fresh_buffers": self.fresh_buffers,
             "nccl_ran": by_size(self.ran), "nccl_ran_note": self.tuning.reason,
             "not_available": by_size(self.unavailable), "gpus": self.gpus or [],
@@ -353,11 +381,19 @@ class NCCLBackend(Backend):
         return self._comms[key]
 
     def _register(self, comm, buffers):
+        """-R 1: ncclCommRegister each allocation once per communicator; -R 2:
+        ncclCommWindowRegister, a collective call (every rank's sweep takes
+        the same allocations in the same order, so the ranks agree)."""
+        window = self.register == 2
         for bufs in buffers:
             for b in bufs[:2]:
                 a = b.allocation
                 if comm not in a.registered:
-                    a.registered[comm] = self.lib.register(comm, a.ptr, a.nbytes)
+                    if window:
+                        handle = self.lib.window_register(comm, a.ptr, a.nbytes)
+                    else:
+                        handle = self.lib.register(comm, a.ptr, a.nbytes)
+                    a.registered[comm] = (handle, window)
 
     def _call(self, collective, algorithm, send, recv, count, dtype, op, root, comm, vectors):
         d = dict(kind=collective, p2p=int(algorithm == "nccl:p2p"), send=send.ptr,
@@ -527,6 +563,14 @@ def visible_gpus():
         return _nccl.Library(cudart, nccl).device_count(), ""
     except Exception as e:  # not found, not loadable, no driver: no GPU here
         return 0, str(e).removeprefix("--backend nccl: ")
+
+
+def _check_windows(lib, version):
+    """ConfigError, in one line, where this NCCL has no symmetric windows."""
+    if version < WINDOWS_SINCE_NCCL or not lib.has("ncclCommWindowRegister"):
+        raise ConfigError(f"-R 2 (symmetric windows, ncclCommWindowRegister) needs NCCL "
+                          f"{version_string(WINDOWS_SINCE_NCCL)} or later; this is NCCL "
+                          f"{version_string(version)}", "-R/--local-register")
 
 
 def _local_rank(comm):
