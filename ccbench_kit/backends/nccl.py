@@ -9,7 +9,12 @@ communicator, created on first use with NCCL_ALGO/NCCL_PROTO set for it
 - ``nccl:ring``, ``nccl:tree``, ``nccl:pat``, ``nccl:collnet_direct``,
   ``nccl:collnet_chain``, each optionally ``/ll``, ``/ll128`` or ``/simple``;
 - ``nccl:p2p``: alltoall, gather and scatter as grouped ncclSend/ncclRecv
-  where NCCL (2.28+) also has a native call, which ``nccl`` uses.
+  where NCCL (2.28+) also has a native call, which ``nccl`` uses;
+- the kit's own kernels on peer memory (`gpu_kernels`): ``oneshot`` and
+  ``twoshot`` (all_reduce), ``direct`` (all_gather, reduce_scatter), timed in
+  the same loops.  Ranks may share a GPU for these only (CUDA IPC works
+  between processes of one GPU: a correctness check, not a measurement):
+  NCCL's algorithms are then refused, and the ``ranks_per_gpu`` attr says so.
 
 A combination NCCL refuses (ncclInvalidUsage/ncclInvalidArgument) gives NaN
 for that size and a reason in the Dataset's ``not_available`` attr; what
@@ -41,6 +46,7 @@ from ..dataset.schema import attr_json
 from ..dtypes import DTYPES, FP8, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
+from . import gpu_kernels
 from .base import Backend
 from .nccl_buffers import DeviceBuffer, Pool, overlap
 from .nccl_tuning import TuningCapture, environ, summarize
@@ -77,7 +83,8 @@ def nccl_algorithms(collective):
     case = _collectives.get(collective).nccl  # collectives.def's NCCL column
     if case == "native":
         return (["nccl"] + [f"nccl:{a}" for a in ALGOS]
-                + [f"nccl:{a}/{p}" for a in ALGOS for p in PROTOS])
+                + [f"nccl:{a}/{p}" for a in ALGOS for p in PROTOS]
+                + gpu_kernels.names_for(_collectives.get(collective).name))
     if case == "native_since_2_28":
         return ["nccl", "nccl:p2p"]
     if case == "p2p":
@@ -251,10 +258,12 @@ class NCCLBackend(Backend):
         except _nccl.CudaError as e:
             raise nccl_lib.LibraryNotFound(f"--backend nccl: no usable GPU: {e} "
                                            f"(CUDA runtime {cudart})") from None
-        if ndev < local_size:
-            raise ConfigError(f"{local_size} ranks share this host but it has {ndev} GPU(s) "
-                              "visible; NCCL needs one GPU per rank", "-r/--nworkers")
-        self.device = self.local_rank
+        if ndev < 1:
+            raise ConfigError(f"{local_size} ranks share this host but it has no GPU visible",
+                              "-r/--nworkers")
+        # more ranks than GPUs: they share, for the kit's own kernels only
+        self.ranks_per_gpu = -(-local_size // ndev)
+        self.device = self.local_rank % ndev
         self.lib.set_device(self.device)
         self.info = self.lib.device_info(self.device)
         self.stream = self.lib.stream_create()
@@ -277,6 +286,9 @@ class NCCLBackend(Backend):
         self.topology = None
         if dcomm.Get_rank() == 0:
             self.topology = topology()
+        self.own = gpu_kernels.PeerKernels(self.lib, comm, self.device,
+                                           {"name": gpu["name"], "host": gpu["host"],
+                                            "pci_bus_id": gpu["pci_bus_id"]})
 
     # -- what the harness reads ------------------------------------------------
     @property
@@ -304,7 +316,8 @@ class NCCLBackend(Backend):
             "fresh_buffers": self.fresh_buffers,
             "nccl_ran": by_size(self.ran), "nccl_ran_note": self.tuning.reason,
             "not_available": by_size(self.unavailable), "gpus": self.gpus or [],
-            "topology": self.topology or {},
+            "topology": self.topology or {}, "ranks_per_gpu": self.ranks_per_gpu,
+            "kernel_target": self.own.target,
         }
 
     # -- buffers -----------------------------------------------------------------
@@ -322,7 +335,7 @@ class NCCLBackend(Backend):
         (the harness compares it with one rank's bytes times the ranks on
         the host)."""
         free = self.lib.device_info(self.device)["free_bytes"] + self._pool.free_bytes
-        return free * self.local_size
+        return free * self.local_size // self.ranks_per_gpu
 
     def _free_bytes(self):
         return self.lib.device_info(self.device)["free_bytes"]
@@ -433,6 +446,14 @@ class NCCLBackend(Backend):
                               "-d/--datatype")
         if collective not in x.KINDS:
             raise ConfigError(f"the nccl backend has no {collective}", "COLLECTIVE")
+        own = gpu_kernels.find(collective, algorithm)
+        if own is not None:
+            return self._time_own(own, buffers, count=count, dtype=dtype, op=op, warmup=warmup,
+                                  iters=iters, agg=agg, blocking=blocking, once=once)
+        if self.ranks_per_gpu > 1:
+            return self._refuse(algorithm, count, f"{self.local_size} ranks share this host's "
+                                f"GPUs ({self.ranks_per_gpu} a GPU): NCCL needs one GPU per "
+                                "rank; only the kit's own kernels run on shared GPUs")
         if collective == "hypercube" and self.nranks & (self.nranks - 1):
             return self._refuse(algorithm, count, "hypercube needs a power-of-two rank count")
         if collective in NO_IN_PLACE and overlap(buffers[0][0], buffers[0][1]):
@@ -465,6 +486,28 @@ class NCCLBackend(Backend):
             raise RunError(f"rank {self.rank}: {e}") from None
         to_wtime = _wtime_us() - x.monotonic_us()
         return lat, start + to_wtime
+
+    def _time_own(self, module, buffers, *, count, dtype, op, warmup, iters, agg, blocking,
+                  once):
+        """`time` of one of the kit's own kernels (`gpu_kernels`): NaN and a
+        reason where it can't run here, as for NCCL's refusals."""
+        op_name = _OP_NAMES.get(op, "sum")
+        reason = self.own.refusal(module, dtype.name, op_name)
+        if reason:
+            return self._refuse(module.NAME, count, reason)
+        base = [self._call(module.COLLECTIVE, module.NAME, b[0], b[1],
+                           b[3] if len(b) > 3 else count, dtype, op, 0, 0, {}) for b in buffers]
+        calls, launched = self.own.calls(module, dtype, base, count)
+        try:
+            if once:
+                lat, start = self._one_call(calls)
+            else:
+                lat, start = self._loop(calls, warmup, iters, agg, blocking)
+        except (self._x.CudaError, self._x.NcclError) as e:
+            raise RunError(f"rank {self.rank}: {module.NAME}: {e}") from None
+        if self.rank == 0:
+            self.ran.setdefault(module.NAME, {})[count] = launched
+        return lat, start + (_wtime_us() - self._x.monotonic_us())
 
     def _refuse(self, algorithm, count, reason):
         self.unavailable.setdefault(algorithm, {})[count] = reason
@@ -534,6 +577,7 @@ class NCCLBackend(Backend):
         return lat, start
 
     def close(self):
+        self.own.close()
         self._pool.close()
         for key, c in list(self._comms.items()):
             if not isinstance(c, Exception):
