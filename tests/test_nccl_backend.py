@@ -85,7 +85,8 @@ def test_algorithm_names_and_what_they_set():
     assert ar[:6] == ["nccl", "nccl:ring", "nccl:tree", "nccl:pat", "nccl:collnet_direct",
                       "nccl:collnet_chain"]
     assert "nccl:ring/ll" in ar and "nccl:tree/ll128" in ar and "nccl:pat/simple" in ar
-    assert len(ar) == 1 + 5 + 15
+    assert len(ar) == 1 + 5 + 15 + 2  # NCCL's, then the kit's own: oneshot, twoshot
+    assert ar[-2:] == ["oneshot", "twoshot"]
     assert nccl.algorithm_env("nccl") == {}
     assert nccl.algorithm_env("nccl:ring/ll") == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
     assert nccl.algorithm_env("nccl:collnet_direct") == {"NCCL_ALGO": "CollnetDirect"}
@@ -285,7 +286,7 @@ def test_package_imports_and_lists_algorithms_without_cuda():
     code = ("import ccbench_kit.backends.nccl as n, ccbench_kit._nccl as x; "
             "print(len(n.nccl_algorithms('all_gather')), x.KINDS[-1])")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0 and p.stdout.split() == ["21", "hypercube"], p.stderr
+    assert p.returncode == 0 and p.stdout.split() == ["22", "hypercube"], p.stderr
 
 
 def test_gpus_are_picked_among_all_ranks_of_a_host_not_a_groups(mpirun):

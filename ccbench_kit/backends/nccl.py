@@ -497,7 +497,7 @@ class NCCLBackend(Backend):
             return self._refuse(module.NAME, count, reason)
         base = [self._call(module.COLLECTIVE, module.NAME, b[0], b[1],
                            b[3] if len(b) > 3 else count, dtype, op, 0, 0, {}) for b in buffers]
-        calls, launched = self.own.calls(module, dtype, base, count)
+        calls, launched = self.own.calls(module, dtype, base)
         try:
             if once:
                 lat, start = self._one_call(calls)

@@ -57,7 +57,11 @@ class PeerKernels:
             return f"{module.NAME} has {', '.join(OPS)} kernels, not {op}"
         if self._setup is None:
             self._gpus = self.comm.allgather(self._gpu)
-            self._setup = self._agree(self._local_problem()) or self._agree(self._map_flags())
+            try:
+                problem = self._local_problem()
+            except Exception as e:  # a CUDA error asking about the GPUs: this rank's reason
+                problem = f"the GPUs could not be queried: {e}"
+            self._setup = self._agree(problem) or self._agree(self._map_flags())
         if self._setup:
             return self._setup
         if module.SOURCE not in self._modules:
@@ -149,15 +153,16 @@ class PeerKernels:
             reason = str(e)
         return self._agree(reason) or handle
 
-    def calls(self, module, dtype, base_calls, count):
+    def calls(self, module, dtype, base_calls):
         """`base_calls` (the backend's call dicts) with `module`'s kernel for
         `dtype` (a `ccbench_kit.dtypes` type), and what it launches (text)."""
+        count = max(d["count"] for d in base_calls)
         self._ensure_stage(module.staging_elems(count, self.nranks) * dtype.itemsize)
         blocks = max(1, min(MAX_BLOCKS, -(-module.parallel_elems(count, self.nranks) // THREADS)))
         func = self._functions[kernel_name(module, dtype.name)]
         out = []
         for d in base_calls:
-            kargs = {"send": d["send"], "recv": d["recv"], "count": count,
+            kargs = {"send": d["send"], "recv": d["recv"], "count": d["count"],
                      "stage": self._peers["stage"], "signal": self._peers["flags"],
                      "epochs": self._mine["epochs"][0], "rank": self.rank,
                      "nranks": self.nranks}
