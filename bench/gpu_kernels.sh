@@ -30,7 +30,7 @@ ccb() {  # NAME RANKS ARGS...: one `ccbench run --backend nccl`, its output appe
     local name=$1 ranks=$2; shift 2
     local left=$((DEADLINE - SECONDS - 10))
     [ $left -lt 20 ] && { say "$name: skipped, no time left"; return; }
-    [ $left -gt 90 ] && left=90
+    [ $left -gt 120 ] && left=120
     say "$name: ccbench run $* -r $ranks (up to $left s)"
     echo "=== $name: ccbench run $* -r $ranks" >>"$RUNS"
     timeout $left $PY -m ccbench_kit run "$@" --backend nccl -r "$ranks" --non-interactive \
@@ -45,9 +45,11 @@ for k in ('nccl_ran', 'not_available', 'ranks_per_gpu', 'local_register', 'mem_t
 print('wrong max', int(ds['wrong'].max()))" "$WORK/$name.nc" >>"$RUNS" 2>&1
 }
 ccb r2 "$NG" all_reduce,all_gather,reduce_scatter -R 2 -b 8 -e 64M -f 8 --check --show-algorithm -n 20 -w 5
-[ "$NG" -ge 2 ] && ccb side_by_side "$NG" all_reduce --algorithms nccl,oneshot,twoshot -b 8 -e 256M -f 4 --check -n 20 -w 5
-ccb own_1g_ar $OWN_RANKS all_reduce --algorithms oneshot,twoshot -b 1G -e 1G -n 1 -w 0 --check -d fp32,bf16
-ccb own_1g_ag $OWN_RANKS all_gather --algorithms direct -b 1G -e 1G -n 1 -w 0 --check -d fp16
-ccb own_1g_rs $OWN_RANKS reduce_scatter --algorithms direct -b 1G -e 1G -n 1 -w 0 --check -d fp32
-ccb r0 "$NG" all_reduce -b 8 -e 64M -f 8 --check -n 20 -w 5
+if [ "$NG" -ge 2 ]; then  # side by side with NCCL, one GPU a rank
+    ccb side_ar "$NG" all_reduce --algorithms nccl,oneshot,twoshot -b 8 -e 1G -f 4 --check -n 20 -w 5
+    ccb side_ag_rs "$NG" all_gather,reduce_scatter --algorithms nccl,direct -b 1K -e 256M -f 16 --check -n 20 -w 5
+    ccb side_batch "$NG" all_reduce --algorithms nccl,oneshot,twoshot -b 8 -e 32K -f 8 --timing batch -n 200 -w 20
+    ccb side_graph "$NG" all_reduce --algorithms nccl,oneshot,twoshot -b 8 -e 32K -f 8 -G 10 -n 20 -w 5
+fi
+ccb own_1g_ar $OWN_RANKS all_reduce --algorithms oneshot,twoshot -b 1G -e 1G -n 1 -w 0 --check -d fp32
 rm -rf "$WORK"

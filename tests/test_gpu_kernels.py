@@ -68,7 +68,10 @@ def test_every_kernel_compiles_to_ptx_for_sm_90(tmp_path):
         ptx = data.rstrip(b"\0").decode()
         assert ".target sm_90" in ptx, path
         entries = set(re.findall(r"\.entry\s+(\w+)", ptx))
-        assert entries == {gpu_kernels.kernel_name(m, dt) for dt in gpu_kernels.ELEMENT_TYPES}
+        assert entries == {gpu_kernels.kernel_name(m, dt, wide) for dt in gpu_kernels.ELEMENT_TYPES
+                           for wide in (False, True)}
+        # the wide entries move 16 bytes a load and store
+        assert "ld.global.v4.u32" in ptx or "ld.global.nc.v4.u32" in ptx
         # the barrier's flags: system-scope release and acquire
         assert "st.release.sys.global.u32" in ptx and "ld.acquire.sys.global.u32" in ptx
         if coll != "all_gather":  # the sums round back to 16 bits once
@@ -146,7 +149,8 @@ def test_own_kernels_match_numpy_on_the_gpu():
                                    for a in names}},
                         "ran": json.loads(ds.attrs["nccl_ran"]),
                         "na": json.loads(ds.attrs["not_available"]),
-                        "ranks_per_gpu": int(ds.attrs["ranks_per_gpu"])}}
+                        "ranks_per_gpu": int(ds.attrs["ranks_per_gpu"]),
+                        "sizes": len(ds["size"])}}
         # a CUDA graph of the iterations, replayed: the epochs live on the device
         ds = ccbench_kit.run("all_reduce", sizes=[4096 + 12], algorithms=["oneshot", "twoshot"],
                              check="random", seed=2, backend="nccl", warmup=1, iters=3,
@@ -172,12 +176,12 @@ def test_own_kernels_match_numpy_on_the_gpu():
         for a in own:
             assert v["finite"][a], (key, a, v["na"])
             assert all(w == 0 for p in v["wrong"][a] for w in p), (key, a, v["wrong"][a])
-            assert len(v["ran"][a]) == len(SIZES)
+            assert len(v["ran"][a]) == v["sizes"]
             assert all(r.startswith(_registry.kernel_base(gpu_kernels.find(coll, a)) + "_")
                        for r in v["ran"][a].values()), v["ran"][a]
         assert v["ranks_per_gpu"] == (-(-NRANKS // NGPU) if shared else 1)
         if shared:  # NCCL refused, the own kernels measured
-            assert not v["finite"]["nccl"] and len(v["na"]["nccl"]) == len(SIZES)
+            assert not v["finite"]["nccl"] and len(v["na"]["nccl"]) == v["sizes"]
             assert all("NCCL needs one GPU per rank" in r for r in v["na"]["nccl"].values())
     assert res["graph"]["finite"] and all(w == 0 for a in res["graph"]["wrong"]
                                           for p in a for w in p), res["graph"]

@@ -9,10 +9,10 @@ harness does; every refusal is agreed (the first rank's reason wins), so no
 rank waits on a peer that gave up.
 """
 from . import _nvrtc
-from ._registry import ELEMENT_TYPES, OPS, kernel_name
+from ._registry import ELEMENT_TYPES, OPS, WORD_BYTES, kernel_name
 
 MAX_PEERS = 8      # common.cuh's CCB_MAX_PEERS, ext/nccl_api.h's CCBN_MAX_PEERS
-MAX_BLOCKS = 64    # common.cuh's CCB_MAX_BLOCKS
+MAX_BLOCKS = 128   # common.cuh's CCB_MAX_BLOCKS
 THREADS = 512      # common.cuh's __launch_bounds__
 FLAG_BYTES = MAX_BLOCKS * MAX_PEERS * 4
 ALIGN = 2 << 20
@@ -147,8 +147,9 @@ class PeerKernels:
             data, self.images[module.SOURCE] = _nvrtc.image(_nvrtc.load(), module, self.target)
             handle = self.lib.module_load(data)
             for dt in ELEMENT_TYPES:
-                name = kernel_name(module, dt)
-                self._functions[name] = self.lib.module_function(handle, name)
+                for wide in (False, True):
+                    name = kernel_name(module, dt, wide)
+                    self._functions[name] = self.lib.module_function(handle, name)
         except Exception as e:  # NVRTC missing, a compile error, a driver refusing the image
             reason = str(e)
         return self._agree(reason) or handle
@@ -158,8 +159,17 @@ class PeerKernels:
         `dtype` (a `ccbench_kit.dtypes` type), and what it launches (text)."""
         count = max(d["count"] for d in base_calls)
         self._ensure_stage(module.staging_elems(count, self.nranks) * dtype.itemsize)
-        blocks = max(1, min(MAX_BLOCKS, -(-module.parallel_elems(count, self.nranks) // THREADS)))
-        func = self._functions[kernel_name(module, dtype.name)]
+        # 16-byte words where every rank's every buffer and count allow them
+        # (the ranks must agree: a block's elements are its words' elements)
+        wide = all(self.comm.allgather(all(
+            d["send"] % WORD_BYTES == 0 and d["recv"] % WORD_BYTES == 0
+            and d["count"] * dtype.itemsize % WORD_BYTES == 0 for d in base_calls)))
+        lanes = WORD_BYTES // dtype.itemsize if wide else 1
+        per_block = THREADS * lanes
+        blocks = max(1, min(MAX_BLOCKS,
+                            -(-module.parallel_elems(count, self.nranks) // per_block)))
+        name = kernel_name(module, dtype.name, wide)
+        func = self._functions[name]
         out = []
         for d in base_calls:
             kargs = {"send": d["send"], "recv": d["recv"], "count": d["count"],
@@ -167,7 +177,7 @@ class PeerKernels:
                      "epochs": self._mine["epochs"][0], "rank": self.rank,
                      "nranks": self.nranks}
             out.append(dict(d, kernel=(func, blocks, THREADS, kargs)))
-        return out, f"{kernel_name(module, dtype.name)} {blocks}x{THREADS}"
+        return out, f"{name} {blocks}x{THREADS}"
 
     def close(self):
         for m in self._modules.values():

@@ -50,6 +50,10 @@ def kernel_base(module):
     return os.path.splitext(module.SOURCE)[0]
 
 
-def kernel_name(module, dtype):
-    """The extern "C" entry of `module` for element type `dtype`."""
-    return f"{kernel_base(module)}_{dtype}"
+def kernel_name(module, dtype, wide=False):
+    """The extern "C" entry of `module` for element type `dtype`; `wide`:
+    the one moving 16 bytes a word (common.cuh's CCB_KERNELS)."""
+    return f"{kernel_base(module)}_{dtype}" + ("_v" if wide else "")
+
+
+WORD_BYTES = 16  # the wide entries' word

@@ -13,7 +13,7 @@
 // element i to the same block: the loops below stride by i alone.
 
 #define CCB_MAX_PEERS 8
-#define CCB_MAX_BLOCKS 64
+#define CCB_MAX_BLOCKS 128
 
 typedef unsigned long long u64;
 typedef unsigned int u32;
@@ -85,13 +85,52 @@ static __device__ __forceinline__ void epoch_store(const KArgs &a, u32 epoch) {
     if (threadIdx.x == 0) ((volatile u32 *)a.epochs)[blockIdx.x] = epoch;
 }
 
+// Words: a kernel moves elements one at a time (W = E::T) or 16 bytes at a
+// time (W = W16, where every rank's buffers and the count allow it: the
+// host picks the entry, the same on every rank).  Lanes<E, W> sums words.
+struct alignas(16) W16 { u32 x, y, z, w; };
+
+template <class E, class W>
+struct Lanes {
+    typedef typename E::T T;
+    enum { N = sizeof(W) / sizeof(T) };
+    float f[N];
+    __device__ __forceinline__ Lanes() {
+#pragma unroll
+        for (int k = 0; k < N; k++) f[k] = 0.f;
+    }
+    __device__ __forceinline__ void add(const W &w) {
+        const T *t = (const T *)&w;
+#pragma unroll
+        for (int k = 0; k < N; k++) f[k] += E::load(t[k]);
+    }
+    __device__ __forceinline__ W get() const {
+        W w;
+        T *t = (T *)&w;
+#pragma unroll
+        for (int k = 0; k < N; k++) t[k] = E::store(f[k]);
+        return w;
+    }
+};
+
+// The call's count in words.
+template <class E, class W>
+static __device__ __forceinline__ u64 words(const KArgs &a) {
+    return a.count / Lanes<E, W>::N;
+}
+
 // Element i of a range of n, strided so that every phase gives it to the same block.
 #define CCB_FOR(i, n) for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
                            i += (u64)gridDim.x * blockDim.x)
 
-// One extern "C" entry per element type, NAME_fp32 / NAME_fp16 / NAME_bf16,
-// around the algorithm's `template <class E> __device__ void NAME(const KArgs &)`.
-#define CCB_KERNELS(NAME)                                                              \
-    extern "C" __global__ void __launch_bounds__(512) NAME##_fp32(const KArgs a) { NAME<Fp32>(a); } \
-    extern "C" __global__ void __launch_bounds__(512) NAME##_fp16(const KArgs a) { NAME<Fp16>(a); } \
-    extern "C" __global__ void __launch_bounds__(512) NAME##_bf16(const KArgs a) { NAME<Bf16>(a); }
+// Two extern "C" entries per element type, NAME_fp32 (an element a word)
+// and NAME_fp32_v (16 bytes a word), and so for fp16 and bf16, around the
+// algorithm's `template <class E, class W> __device__ void NAME(const KArgs &)`.
+#define CCB_ENTRY(NAME, TYPE, E, W, SUFFIX)                                                  \
+    extern "C" __global__ void __launch_bounds__(512) NAME##_##TYPE##SUFFIX(const KArgs a) { \
+        NAME<E, W>(a);                                                                       \
+    }
+#define CCB_KERNELS(NAME)                                                                    \
+    CCB_ENTRY(NAME, fp32, Fp32, float, ) CCB_ENTRY(NAME, fp32, Fp32, W16, _v)               \
+    CCB_ENTRY(NAME, fp16, Fp16, u16, ) CCB_ENTRY(NAME, fp16, Fp16, W16, _v)                 \
+    CCB_ENTRY(NAME, bf16, Bf16, u16, ) CCB_ENTRY(NAME, bf16, Bf16, W16, _v)

@@ -4,18 +4,18 @@
 // again (no rank refills its staging buffer while a peer still reads it).
 #include "common.cuh"
 
-template <class E>
+template <class E, class W>
 __device__ void oneshot(const KArgs &a) {
-    typedef typename E::T T;
-    const T *in = (const T *)a.send;
-    T *out = (T *)a.recv, *mine = (T *)a.stage[a.rank];
+    const W *in = (const W *)a.send;
+    W *out = (W *)a.recv, *mine = (W *)a.stage[a.rank];
+    const u64 n = words<E, W>(a);
     u32 epoch = epoch_load(a);
-    CCB_FOR(i, a.count) mine[i] = in[i];
+    CCB_FOR(i, n) mine[i] = in[i];
     peer_barrier(a, epoch);
-    CCB_FOR(i, a.count) {
-        float s = 0.f;
-        for (int r = 0; r < a.nranks; r++) s += E::load(((const T *)a.stage[r])[i]);
-        out[i] = E::store(s);
+    CCB_FOR(i, n) {
+        Lanes<E, W> s;
+        for (int r = 0; r < a.nranks; r++) s.add(((const W *)a.stage[r])[i]);
+        out[i] = s.get();
     }
     peer_barrier(a, epoch);
     epoch_store(a, epoch);

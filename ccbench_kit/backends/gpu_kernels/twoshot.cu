@@ -5,12 +5,11 @@
 // chunk from the rank that reduced it; the ranks meet again.
 #include "common.cuh"
 
-template <class E>
+template <class E, class W>
 __device__ void twoshot(const KArgs &a) {
-    typedef typename E::T T;
-    const T *in = (const T *)a.send;
-    T *out = (T *)a.recv, *mine = (T *)a.stage[a.rank];
-    const u64 n = a.count, p = a.nranks, chunk = (n + p - 1) / p;
+    const W *in = (const W *)a.send;
+    W *out = (W *)a.recv, *mine = (W *)a.stage[a.rank];
+    const u64 n = words<E, W>(a), p = a.nranks, chunk = (n + p - 1) / p;
     u32 epoch = epoch_load(a);
     CCB_FOR(i, chunk) {
         for (u64 c = 0; c < p; c++) {
@@ -22,9 +21,9 @@ __device__ void twoshot(const KArgs &a) {
     CCB_FOR(i, chunk) {
         u64 e = (u64)a.rank * chunk + i;
         if (e < n) {
-            float s = 0.f;
-            for (int r = 0; r < a.nranks; r++) s += E::load(((const T *)a.stage[r])[e]);
-            T v = E::store(s);
+            Lanes<E, W> s;
+            for (int r = 0; r < a.nranks; r++) s.add(((const W *)a.stage[r])[e]);
+            W v = s.get();
             mine[e] = v;
             out[e] = v;
         }
@@ -33,7 +32,7 @@ __device__ void twoshot(const KArgs &a) {
     CCB_FOR(i, chunk) {
         for (int c = 0; c < a.nranks; c++) {
             u64 e = (u64)c * chunk + i;
-            if (c != a.rank && e < n) out[e] = ((const T *)a.stage[c])[e];
+            if (c != a.rank && e < n) out[e] = ((const W *)a.stage[c])[e];
         }
     }
     peer_barrier(a, epoch);
