@@ -122,6 +122,27 @@ def test_cache_folder_follows_the_environment():
     assert _nvrtc.cache_dir({"XDG_CACHE_HOME": "/c"}) == "/c/ccbench_kit/gpu_kernels"
 
 
+def test_a_refused_algorithm_is_one_line_under_the_table():
+    """A kernel that can't run (here: no peer access, as `_peers` words it)
+    leaves NaN in the Dataset and one line naming it and why in the table."""
+    import numpy as np
+    from ccbench_kit.dataset.schema import make_dataset
+    from ccbench_kit.formats.nccl_tests.write_table import format_table
+    lat = np.full((2, 1, 2, 2, 3), 10.0)
+    lat[1] = np.nan
+    why = "no peer access from GPU 0000:19:00.0 to 0000:3b:00.0 (ranks 0 and 1)"
+    ds = make_dataset(algorithms=["nccl", "oneshot"], placements=["out_of_place"],
+                      sizes=[1024, 1 << 20], counts=[256, 1 << 18], in_bytes=[1024, 1 << 20],
+                      out_bytes=[1024, 1 << 20], latency=lat, wrong=np.full((2, 1, 2), -1),
+                      ranks=[0, 1], hosts=["a", "a"], devices=["gpu0", "gpu1"],
+                      attrs={"collective": "all_reduce", "dtype": "fp32", "nranks": 2,
+                             "not_available": json.dumps({"oneshot": {"1024": why,
+                                                                      "1048576": why}})})
+    lines = format_table(ds)
+    assert [ln for ln in lines if "not available" in ln] == [
+        f"# not available: oneshot: {why} (2 sizes)"]
+
+
 # -- on a GPU --------------------------------------------------------------------
 from test_nccl_gpu import _N, _mpirun_n  # noqa: E402  (one launcher for the GPU tests)
 
