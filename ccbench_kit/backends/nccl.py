@@ -498,6 +498,8 @@ class NCCLBackend(Backend):
         base = [self._call(module.COLLECTIVE, module.NAME, b[0], b[1],
                            b[3] if len(b) > 3 else count, dtype, op, 0, 0, {}) for b in buffers]
         calls, launched = self.own.calls(module, dtype, base)
+        if calls is None:
+            return self._refuse(module.NAME, count, launched)
         try:
             if once:
                 lat, start = self._one_call(calls)

@@ -42,7 +42,7 @@ class PeerKernels:
         self._mine = {}             # "flags", "epochs", "stage" -> (ptr, bytes)
         self._peers = {"flags": [], "stage": []}  # every rank's pointer, mapped here
         self.target = ""
-        self.images = {}            # source -> cached image's path (the run's attrs)
+        self.images = {}            # source -> the cached image it was loaded from
 
     # -- agreement -------------------------------------------------------------
     def _agree(self, reason):
@@ -120,13 +120,25 @@ class PeerKernels:
         return ""
 
     def _ensure_stage(self, nbytes):
-        """A staging buffer of `nbytes` or more on every rank (collective)."""
+        """A staging buffer of `nbytes` or more on every rank (collective);
+        why not ("" when there is one), agreed: a rank short of memory must
+        not leave the others waiting for its handle."""
         need = max(self.comm.allgather(-(-max(nbytes, 1) // ALIGN) * ALIGN))
         if "stage" in self._mine and self._mine["stage"][1] >= need:
-            return
+            return ""
         self._unmap("stage")
-        self._alloc("stage", need)
+        reason = ""
+        try:
+            self._alloc("stage", need)
+        except Exception as e:  # cudaMalloc's out of memory, on this rank
+            reason = f"no device memory for its {need} B staging buffer: {e}"
+        reason = self._agree(reason)
+        if reason:
+            if "stage" in self._mine:
+                self.lib.free(self._mine.pop("stage")[0])
+            return reason
         self._peers["stage"] = self._exchange("stage")
+        return ""
 
     def _unmap(self, name):
         """Unmap the peers' `name` buffers and free this rank's (collective:
@@ -156,9 +168,12 @@ class PeerKernels:
 
     def calls(self, module, dtype, base_calls):
         """`base_calls` (the backend's call dicts) with `module`'s kernel for
-        `dtype` (a `ccbench_kit.dtypes` type), and what it launches (text)."""
+        `dtype` (a `ccbench_kit.dtypes` type), and what it launches (text);
+        (None, why not) where the staging buffer could not be had."""
         count = max(d["count"] for d in base_calls)
-        self._ensure_stage(module.staging_elems(count, self.nranks) * dtype.itemsize)
+        short = self._ensure_stage(module.staging_elems(count, self.nranks) * dtype.itemsize)
+        if short:
+            return None, short
         # 16-byte words where every rank's every buffer and count allow them
         # (the ranks must agree: a block's elements are its words' elements)
         wide = all(self.comm.allgather(all(
