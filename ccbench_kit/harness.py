@@ -92,6 +92,7 @@ class Sweep:
         self.backend = backend or self.session.backend(
             cfg.backend.name, cfg.backend_options(), cfg.inputs.groups)
         _agree_on_config(comm, cfg)
+        self.backend.check_algorithms(self.coll.name, cfg.sweep.algorithms)
         if cfg.launch.nranks != self.world_size:
             raise RunError(f"configured for {cfg.launch.nranks} ranks but the communicator has "
                            f"{self.world_size}")

@@ -221,6 +221,11 @@ class Backend(abc.ABC):
         what the library ran; `layouts` are the sizes done."""
         return {}
 
+    def check_algorithms(self, collective, algorithms):
+        """Raise ConfigError, before any size, when none of `algorithms` can
+        run here at all (default: every one can; one that cannot is refused
+        at its size, the others still measured)."""
+
     def begin_part(self):
         """A part of the job starts on this backend (`session.Session` keeps
         one instance for every part of a job): forget what the previous part
