@@ -1,10 +1,11 @@
 """Judge saved `ccbench doctor` results files again with the current
 statistics (`health.verdict.judge`), without measuring again:
 
-    python bench/doctor_rejudge.py [--baseline FILE] [--fixture DIR] RESULTS.nc ...
+    python bench/doctor_rejudge.py [--baseline FILE] [--fixture DIR] RESULTS.nc|RAW.json ...
 
 The records are read back from the file's `pairs` and `local` parts (the
-plan and the node names from its attributes).  Run it under two checkouts
+plan and the node names from its attributes), or from a raw JSON that
+``--fixture`` wrote.  Run it under two checkouts
 (``PYTHONPATH=/path/to/other/tree``) to compare two versions of the verdict
 on the same measurements.  ``--fixture DIR`` also writes each file's records
 as a raw JSON (`results.Raw`) with every time rounded to 4 significant
@@ -62,6 +63,8 @@ def raw_of(path):
 def judged_then(path):
     """The verdict line the run printed (kept in the file), "" if none."""
     import xarray as xr  # lazy: only this script reads the files back
+    if path.endswith(".json"):
+        return ""
     with xr.open_dataset(path) as ds:
         return json.loads(ds.attrs.get("doctor_verdict", "{}")).get("line", "")
 
@@ -78,7 +81,7 @@ def trimmed(raw):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("files", nargs="+", metavar="RESULTS.nc")
+    p.add_argument("files", nargs="+", metavar="RESULTS.nc|RAW.json")
     p.add_argument("--baseline", default=None, metavar="FILE",
                    help="judge against this saved baseline too (--save-baseline's file)")
     p.add_argument("--fixture", default=None, metavar="DIR",
@@ -86,15 +89,17 @@ def main():
     a = p.parse_args()
     base = _baseline.load(a.baseline, "--baseline") if a.baseline else None
     for path in a.files:
-        raw = raw_of(path)
+        raw = results.Raw.read(path) if path.endswith(".json") else raw_of(path)
         if a.fixture:
             raw = trimmed(raw)
-            name = os.path.basename(path).rsplit(".", 1)[0]
+            name = os.path.basename(path).split(".", 1)[0]
             raw.write(os.path.join(a.fixture, f"{name}.raw.json"))
         v = verdict.judge(raw, baseline=base)
         why = "; ".join([v.undecided] * bool(v.undecided) + [f.sentence() for f in v.findings]
                         + [n for n in v.notes if " not named: " in n])
-        print(f"{os.path.basename(path)}\tthen: {judged_then(path)}\tnow: {v.line()}\t{why}")
+        then = judged_then(path)
+        print(f"{os.path.basename(path)}\t{f'then: {then}' + chr(9) if then else ''}"
+              f"now: {v.line()}\t{why}")
     return 0
 
 
