@@ -150,8 +150,8 @@ class MPIBackend(Backend):
             values["off_cache"] = off_cache_bytes(values["off_cache"])
         return super().make_options(**values)
 
-    def __init__(self, comm, options=None, world=None):
-        super().__init__(comm, options, world)
+    def __init__(self, comm, options=None, world=None, placement=None):
+        super().__init__(comm, options, world, placement)
         self.engine = _engine()
         self._largest = (0, None, 0)  # (bytes, huge kB, page offset) of the largest written
         self._collectives = set()   # those timed, for `library_ran`
