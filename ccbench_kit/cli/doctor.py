@@ -83,6 +83,10 @@ def add_gpu_arguments(p):
                         "after the GPU checks, one verdict for both")
     g.add_argument("--gpus", default=None, metavar="LIST",
                    help="with --local: CUDA indices to check, e.g. 0,2 (default: all)")
+    g.add_argument("--pairs", action=argparse.BooleanOptionalAction, default=None,
+                   help="with --local: the NVLink pair matrix (every pair's peer copy rate "
+                        "each way and both ways, latency, NVLink error counters); default on "
+                        "with 2 GPUs or more")
 
 
 def main_local(args):
@@ -100,6 +104,7 @@ def main_local(args):
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
     diag = gpu.local(args.gpus, repeats=args.repeats, out=args.out, baseline=args.baseline,
                      save_baseline=args.save_baseline, command=shlex.join(argv) if argv else "",
+                     pairs=args.pairs,
                      progress=lambda msg: print(f"[gpu] {msg}", file=sys.stderr, flush=True))
     ds = check.load(diag.out)
     for note in diag.verdict.notes:
@@ -141,8 +146,9 @@ def main(args):
     _check_outputs(args)
     if args.local:
         return main_local(args)
-    if args.gpus is not None:
-        raise ConfigError("applies to the GPU checks: add --local", "--gpus")
+    for flag, given in (("--gpus", args.gpus is not None), ("--pairs", args.pairs is not None)):
+        if given:
+            raise ConfigError("applies to the GPU checks: add --local", flag)
     diag = run_doctor(args)
     print(diag.line)
     file_results(args, diag.out)

@@ -9,6 +9,7 @@ from ..report import html as _html
 from . import nvml as _nvml
 from .check import FIGURES
 from .judge import SHORT, fmt
+from .pairs import PAIR_FIGURES, SHORT as PAIR_SHORT, named
 
 
 def _ratio(r):
@@ -31,9 +32,40 @@ def text(ds, verdict):
     lines.append("(ratios: the GPU's median over the reference; < 1 is slower. peers: the "
                  "other GPUs of this run; preset: its typical healthy figure; baseline: "
                  "--baseline FILE)")
+    if "peer_gbps" in ds:
+        lines.extend(pair_lines(ds, verdict))
     for f in verdict.findings:
         lines.append(f.sentence())
     return "\n".join(lines)
+
+
+def pair_lines(ds, verdict):
+    """The pair matrix: every link's and pair's figures with their ratios,
+    then each GPU's NVLink error counters."""
+    lines = [f"{'pair':<22}{'figure':<13}{'value':>14}{'peers':>9}{'preset':>9}{'baseline':>10}"]
+    for n in ds["node"].values:
+        for figure, (dim, unit, _, _) in PAIR_FIGURES.items():
+            for label in ds[dim].values:
+                row = verdict.scores.get(figure, {}).get(f"{n}/{label}")
+                value = "not measured" if row is None else f"{row['value']:,.1f} {unit}"
+                row = row or {}
+                lines.append(f"{f'{n}/{named(str(label))}':<22}{PAIR_SHORT[figure]:<13}"
+                             f"{value:>14}"
+                             f"{_ratio(row.get('peers')):>9}{_ratio(row.get('preset')):>9}"
+                             f"{_ratio(row.get('baseline')):>10}")
+        for g in ds["gpu"].values:
+            counts = []
+            for key in _nvml.NVLINK_COUNTERS:
+                if f"{key}_during" in ds:
+                    during = float(ds[f"{key}_during"].sel(node=n, gpu=g).values)
+                    total = float(ds[f"{key}_total"].sel(node=n, gpu=g).values)
+                    counts.append(f"{key.removeprefix('nvlink_')} +{during:.0f} ({total:.0f})"
+                                  if np.isfinite(total) else f"{key.removeprefix('nvlink_')} ?")
+            lines.append(f"{f'{n}/gpu{int(g)}':<22}NVLink errors during the matrix (since the "
+                         f"driver loaded): {', '.join(counts)}")
+    lines.append("(pair ratios: < 1 is worse, latency included; peers: the best other link or "
+                 "pair of this run; preset: the model's NVLink rate per direction)")
+    return lines
 
 
 def state_line(ds, n, g):
