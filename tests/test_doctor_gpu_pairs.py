@@ -11,7 +11,7 @@ import xarray as xr
 
 from ccbench_kit.errors import ConfigError
 from ccbench_kit.health import baseline
-from ccbench_kit.health.gpu import judge, pairs, report
+from ccbench_kit.health.gpu import judge, pairs, per_gpu_baseline, report
 from test_doctor_gpu_judge import H100, gpu_run
 
 ONE_WAY, BOTH, LAT = 380.0, 740.0, 2.4  # GB/s, GB/s, us: a healthy NVSwitch pair (hand-made)
@@ -200,3 +200,101 @@ def test_one_gpu_note_says_no_pair():
     v = judge.judge(gpu_run(ngpu=1))
     assert any(n.endswith("no pair of GPUs to copy between") for n in v.notes)
     assert not math.isnan(v.scores["hbm_gbps"]["n1/gpu0"]["value"])
+
+
+# -- --local --per-gpu: the NCCL pairs and the host all_reduce in the baseline --
+
+def per_gpu_figures(ngpu=2, host=296.0, pair=150e9, slow=None, reps=5, seed=3):
+    """A --per-gpu run's figures in the baseline's form: every pair's NCCL
+    rate `pair` B/s x `slow` {(a, b): factor}, the host all_reduce `host` GB/s."""
+    rng = np.random.default_rng(seed)
+    nodes = [f"vm gpu{k}" for k in range(ngpu)]
+    rates = np.full((ngpu, ngpu, reps), np.nan)
+    for a in range(ngpu):
+        for b in range(ngpu):
+            if a != b:
+                k = (slow or {}).get((min(a, b), max(a, b)), 1.0)
+                rates[a, b] = pair * k * (1 + 0.01 * rng.standard_normal(reps))
+    rates[1, 0] = rates[0, 1]
+    return {"pair_busbw_nccl": {"dims": ["node", "peer"], "labels": {"node": nodes,
+                                                                     "peer": nodes},
+                                "better": "higher", "units": "B/s",
+                                "samples": np.where(np.isnan(rates), None, rates).tolist()},
+            per_gpu_baseline.HOST_FIGURE: {
+                "dims": ["node"], "labels": {"node": ["vm"]}, "better": "higher",
+                "units": "GB/s",
+                "samples": [list(host * (1 + 0.01 * rng.standard_normal(reps)))]}}
+
+
+def saved(tmp_path, per_gpu, ngpu=2):
+    path = str(tmp_path / "base.json")
+    ds = pair_run(ngpu)
+    baseline.save(ds.assign_coords(node=["vm"]), path)
+    per_gpu_baseline.extend(path, per_gpu)
+    return path
+
+
+def test_a_two_gpu_node_is_judged_against_its_own_past(tmp_path):
+    path = saved(tmp_path, per_gpu_figures())
+    base = baseline.load(path)
+    assert base.identity["nodes"] == ["vm", "vm gpu0", "vm gpu1"]
+    assert set(base.figures) >= {"hbm_gbps", "peer_gbps", "pair_busbw_nccl",
+                                 "host_allreduce_gbps"}
+    baseline.check_matches(base, pair_run(2).assign_coords(node=["vm"]))  # the GPU checks' too
+    v = per_gpu_baseline.judge(per_gpu_figures(seed=4), base, "vm")
+    assert v.line() == "verdict: none"
+    assert v.notes[0].startswith("host all_reduce 29") and "x the baseline's 29" in v.notes[0]
+    # the issue's P2P copy loop on 2 H200: host all_reduce 296 -> 166 GB/s
+    loaded = per_gpu_figures(host=166.0, pair=80e9, seed=5)
+    v = per_gpu_baseline.judge(loaded, base, "vm")
+    assert v.line() == "verdict: vm gpu0<->gpu1 NVLink"
+    (f,) = v.findings
+    assert set(f.moved) == {"pair_busbw_nccl", "host_allreduce_gbps"}
+    assert f.reasons[0] == ("NCCL sendrecv gpu0<->gpu1 79.8 GB/s is 0.53x the baseline's "
+                            "149.3 GB/s (90% CI 0.52-0.54)")
+    assert any(r.startswith("host all_reduce 16") and "x the baseline's 29" in r
+               for r in f.reasons)
+    # the host all_reduce alone moved: still the one pair
+    v = per_gpu_baseline.judge(per_gpu_figures(host=166.0, seed=6), base, "vm")
+    assert v.line() == "verdict: vm gpu0<->gpu1 NVLink"
+
+
+def test_per_gpu_baseline_on_four_gpus_names_the_pair_or_the_host(tmp_path):
+    base = baseline.load(saved(tmp_path, per_gpu_figures(4), 4))
+    loop = {p: 0.5 for p in [(0, 1), (1, 2), (1, 3), (0, 3), (2, 3)]}  # gpu1 <-> gpu3 busy
+    v = per_gpu_baseline.judge(per_gpu_figures(4, slow=loop, seed=7), base, "vm")
+    assert v.line() == "verdict: vm gpu1<->gpu3 NVLink"
+    # a loaded GPU the GPU checks named takes its pairs: no new name
+    gpu2 = {p: 0.5 for p in [(0, 2), (1, 2), (2, 3)]}
+    v = per_gpu_baseline.judge(per_gpu_figures(4, slow=gpu2, seed=8), base, "vm", [2])
+    assert v.line() == "verdict: vm gpu2"
+    v = per_gpu_baseline.judge(per_gpu_figures(4, host=150.0, seed=9), base, "vm")
+    assert v.line() == "verdict: vm NVLink"
+
+
+def test_a_gpu_only_baseline_says_the_per_gpu_figures_are_not_judged(tmp_path):
+    path = str(tmp_path / "gpu-only.json")
+    baseline.save(pair_run(2).assign_coords(node=["vm"]), path)
+    v = per_gpu_baseline.judge(per_gpu_figures(), baseline.load(path), "vm")
+    assert v.line() == "verdict: none"
+    assert v.notes == [f"{path} holds no --per-gpu figures (save it with --local --per-gpu "
+                       "--save-baseline): the NCCL pairs and the host all_reduce are not "
+                       "judged against it"]
+
+
+def test_per_gpu_figures_read_back_from_the_run_files(tmp_path):
+    from ccbench_kit.dataset import save
+    from ccbench_kit.health import results
+    from test_doctor_per_gpu import per_gpu_raw
+    nb = 1 << 20
+    raw = per_gpu_raw([[4e-6, 5e-6, 9e-6], [8e-6, 10e-6, 10e-6]], nb, gpus=2)
+    for rep in (0, 1):
+        raw.add("pair", rep, {"a": 0, "b": 1, "lat_s": [5e-6] * 3, "bw_s": [1e-5 * (rep + 1)] * 3,
+                              "bw_bytes": nb})
+    save(results.to_datasets(raw, {"doctor_host_allreduce": results.host_allreduce(raw)}),
+         str(tmp_path / "d.nc"))
+    baseline.save(results.figures(raw), str(tmp_path / "pairs.json"))
+    got = per_gpu_baseline.figures(str(tmp_path / "d.nc"), str(tmp_path / "pairs.json"), "vm")
+    # 2 GPUs: busbw = 2 (n - 1) / n x nb / the median time = nb / 5 us, nb / 10 us
+    assert got["host_allreduce_gbps"]["samples"] == [[209.715, 104.858]]
+    assert got["pair_busbw_nccl"]["samples"][0][1] == [nb / 1e-5, nb / 2e-5]

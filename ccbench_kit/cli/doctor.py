@@ -6,14 +6,17 @@ printed is the verdict: ``verdict: node3``, ``verdict: node3 link`` or
 ``verdict: none``.
 """
 import argparse
+import os
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 from ..health import api as doctor_api, report as doctor_report
 from ..errors import ConfigError
 from ..health import gpu
-from ..health.gpu import check, report
+from ..health import baseline as _baseline
+from ..health.gpu import check, per_gpu_baseline, report
 from ..launch.cluster import connect
 from ..output_path import check_output
 from .. import argtypes as T
@@ -120,13 +123,36 @@ def main_local(args):
         print(diag.line)
         return diag.exit_code
     # --local --per-gpu: then the GPUs' pairs and the host's all_reduce
-    # through nccl (its own results file; the baselines are the GPU checks')
+    # through nccl (its own results file), judged against the same baseline
     print(f"GPU checks: {diag.line}")
-    pairs = run_doctor(args, out=None, baseline=None, save_baseline=None, report=None)
-    print(f"nccl pairs: {pairs.line}")
-    line, code = doctor_api.joint_verdict([diag, pairs])
+    line, code = doctor_api.joint_verdict([diag, *per_gpu_after(args, diag)])
     print(line)
     return code
+
+
+def per_gpu_after(args, diag):
+    """The ``--per-gpu`` run after the GPU checks `diag`, and its figures
+    against the baseline (`per_gpu_baseline`): [Diagnosis] to join."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pair_base = os.path.join(tmp, "per-gpu-baseline.json")
+        pairs = run_doctor(args, out=None, baseline=None, save_baseline=pair_base, report=None)
+        per_gpu = None
+        if os.path.exists(pair_base) and pairs.out:
+            per_gpu = per_gpu_baseline.figures(pairs.out, pair_base, diag.nodes[0])
+    print(f"nccl pairs: {pairs.line}")
+    if per_gpu and args.save_baseline:
+        per_gpu_baseline.extend(args.save_baseline, per_gpu)
+        print(f"baseline: the NCCL pairs and the host all_reduce added to {args.save_baseline}")
+    if not (per_gpu and args.baseline):
+        return [pairs]
+    named = [f.gpu for f in diag.verdict.findings if getattr(f, "kind", "") == "gpu"]
+    past = per_gpu_baseline.judge(per_gpu, _baseline.load(args.baseline), diag.nodes[0], named)
+    for note in past.notes:
+        print(f"note: {note}")
+    for f in past.findings:
+        print(f.sentence())
+    return [pairs, doctor_api.Diagnosis(past, doctor_api.OUTLIER if past.findings
+                                        else doctor_api.HEALTHY)]
 
 
 def _check_outputs(args):
