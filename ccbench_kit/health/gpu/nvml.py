@@ -173,6 +173,9 @@ def nvlink_errors(pynvml, bus_id):
     `NVLINK_COUNTERS` since the driver loaded (or the counters were reset);
     NaN and a reason where NVML has no NVLink or no counter on this GPU."""
     N = pynvml
+    if not hasattr(N, "nvmlDeviceGetNvLinkErrorCounter"):
+        return ({key: math.nan for key in NVLINK_COUNTERS},
+                "nvidia-ml-py has no nvmlDeviceGetNvLinkErrorCounter")
     h = N.nvmlDeviceGetHandleByPciBusId(bus_id)
     out = {key: 0.0 for key in NVLINK_COUNTERS}
     links, why = 0, ""
