@@ -13,6 +13,7 @@ from ccbench_kit.backends.nccl import visible_gpus
 from ccbench_kit.errors import ConfigError
 from ccbench_kit.health import api, results, verdict
 from ccbench_kit.health.api import Diagnosis, joint_verdict, per_gpu_nodes, per_gpu_refuse
+from ccbench_kit.launch.job import RANK_MODULE, Job
 from ccbench_kit.launch.mpirun import run_ranks
 
 
@@ -119,8 +120,8 @@ def test_probe_runs_one_node_a_rank_and_the_host_step_over_mpi(tmp_path):
     plan["hosts"], plan["per_gpu"] = per_gpu_nodes(3, host="vm"), True
     plan["out"] = str(tmp_path / "raw.json")
     with tempfile.TemporaryDirectory() as run_dir:
-        failure, _, _, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], 3,
-                                  run_dir, describe=str, call_timeout=60)
+        failure, _, _, _ = run_ranks(RANK_MODULE, [Job.doctor(plan).word()], 3,
+                                     run_dir, describe=str, call_timeout=60)
     assert failure is None
     raw = results.Raw.read(plan["out"])
     assert raw.nodes == ["vm gpu0", "vm gpu1", "vm gpu2"] and raw.node_of == [0, 1, 2]

@@ -11,6 +11,7 @@ import pytest
 
 from ccbench_kit.backends.nccl import visible_gpus
 from ccbench_kit.health import api, results
+from ccbench_kit.launch.job import RANK_MODULE, Job
 from ccbench_kit.launch.mpirun import run_ranks
 
 _N, _WHY = visible_gpus()
@@ -24,8 +25,8 @@ def _probe(n, tmp_path, bisect=False):
     plan["hosts"], plan["per_gpu"] = api.per_gpu_nodes(n, host="vm"), True
     plan["out"] = str(tmp_path / f"raw{n}{'b' if bisect else ''}.json")
     with tempfile.TemporaryDirectory() as run_dir:
-        failure, _, errors = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], n,
-                                       run_dir, describe=str, call_timeout=120)[:3]
+        failure, _, errors = run_ranks(RANK_MODULE, [Job.doctor(plan).word()], n, run_dir,
+                                       describe=str, call_timeout=120)[:3]
     assert failure is None, (failure, errors)
     return results.Raw.read(plan["out"])
 

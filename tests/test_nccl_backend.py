@@ -248,7 +248,7 @@ def test_gpus_are_picked_among_all_ranks_of_a_host_not_a_groups(mpirun):
 import json
 from mpi4py import MPI
 from ccbench_kit.backends.base import host_placement
-from ccbench_kit.harness import split_groups
+from ccbench_kit.session import split_groups
 world = MPI.COMM_WORLD
 _, group = split_groups(world, [[0, 2], [1, 3]])
 # the harness makes the backend with world=the job's communicator, which

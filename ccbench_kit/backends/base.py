@@ -249,5 +249,10 @@ class Backend(abc.ABC):
         what the library ran; `layouts` are the sizes done."""
         return {}
 
+    def begin_part(self):
+        """A part of the job starts on this backend (`session.Session` keeps
+        one instance for every part of a job): forget what the previous part
+        recorded for its Dataset's attrs, keep communicators and buffers."""
+
     def close(self):
         """Free buffers, communicators and devices."""

@@ -240,9 +240,7 @@ class NCCLBackend(Backend):
         self._init_bytes = 0  # device memory the communicators took at init (-M)
         self.fresh_buffers = bool(o.fresh_buffers)
         self._pool = Pool(self.lib, o.mem_type, reuse=not o.fresh_buffers)
-        self.ran = {}         # algorithm -> {engine count: "RING/LL x2ch"}
-        self.unavailable = {}  # algorithm -> {engine count: reason}
-        self._probed = set()
+        self.begin_part()
         self._tmp = tempfile.mkdtemp(prefix="ccbench-nccl-")
         self.tuning = TuningCapture(self.lib.reset_debug, os.path.join(self._tmp, "tuning.log"))
         runtime, driver = self.lib.cuda_versions()
@@ -254,6 +252,12 @@ class NCCLBackend(Backend):
         self.topology = None
         if dcomm.Get_rank() == 0:
             self.topology = topology()
+
+    def begin_part(self):
+        # what NCCL ran and refused, by engine count: one part's collective
+        self.ran = {}         # algorithm -> {engine count: "RING/LL x2ch"}
+        self.unavailable = {}  # algorithm -> {engine count: reason}
+        self._probed = set()
 
     # -- what the harness reads ------------------------------------------------
     @property

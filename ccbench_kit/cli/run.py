@@ -136,7 +136,8 @@ def main(args):
         print(f"# cycle {c + 1} of {cycles}")
         _print_tables(results, args, rank_stat)
 
-    results = api.run_many(cfgs, out=out, cycles=cycles, until_stable=args.until_stable,
+    results = api.run_many(cfgs, out=out, cycles=cycles, job_per_cycle=args.job_per_cycle,
+                           until_stable=args.until_stable,
                            stable_cap=args.stable_cap, on_cycle=print_cycle, progress=progress,
                            **launch_options(args))
     if results is None or any(ds is None for ds in results.values()):

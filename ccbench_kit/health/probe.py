@@ -1,4 +1,4 @@
-"""The ranks' side of a health check: ``python -m ccbench_kit.health.probe PLAN``.
+"""The ranks' side of a health check: the ``doctor`` task of a job (`rank_task`).
 
 One MPI job measures everything, so the cost is one job start:
 
@@ -32,9 +32,7 @@ run that hangs or dies keeps the partial matrix.
 """
 import functools
 import itertools
-import json
 import socket
-import sys
 import time
 import fcntl
 import struct
@@ -46,9 +44,7 @@ from ..collectives import get as get_collective
 from . import results
 from .collective import Timer, job_placement, ring_algorithm
 from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
-from ..launch import events
-from ..launch.worker import RankWatch
-from ..mpi_env import start_mpi
+from ..errors import CCBenchError, RunError
 from .bisect import Descent
 
 # what the board's PLACEMENT column holds during a step (doctor.report names them)
@@ -533,26 +529,15 @@ def _pair_check_backend(link, plan, progress, wave):
             "bw_bytes": nb}
 
 
-def main(argv=None):
-    """Entry point of each rank."""
-    argv = sys.argv[1:] if argv is None else argv
-    plan = json.loads(results.decode(argv[0]))
-    watch = RankWatch(argv[1:])
-    MPI = start_mpi()
-    comm = MPI.COMM_WORLD.Dup()
-    reporter = watch.confirm(comm.Get_rank())
+def rank_task(comm, job, reporter, flags=()):
+    """The doctor's task of a `launch.job.Job` (the rank entry,
+    `launch.worker`, runs it): measure the job's plan; rank 0 writes the
+    records as it goes.  A failure is one line naming the rank, as the
+    doctor's notes quote it."""
+    plan = job.plan
     try:
         run(comm, plan, Progress(reporter.row), plan["out"])
-        comm.Barrier()
-        if comm.Get_rank() == 0:
-            events.emit({"event": "done", "out": plan["out"]})
-    except Exception as e:  # every rank's error reaches the launcher, then the job ends
-        events.emit({"event": "error", "rank": comm.Get_rank(), "kind": type(e).__name__,
-                     "message": f"rank {comm.Get_rank()}: {type(e).__name__}: {e}"})
-        MPI.COMM_WORLD.Abort(3)
-    watch.stop()
-    comm.Free()
-
-
-if __name__ == "__main__":
-    main()
+    except CCBenchError:
+        raise
+    except Exception as e:  # a node lost, a socket reset: the doctor's finding, not a bug
+        raise RunError(f"rank {comm.Get_rank()}: {type(e).__name__}: {e}") from None
