@@ -298,3 +298,15 @@ def test_per_gpu_figures_read_back_from_the_run_files(tmp_path):
     # 2 GPUs: busbw = 2 (n - 1) / n x nb / the median time = nb / 5 us, nb / 10 us
     assert got["host_allreduce_gbps"]["samples"] == [[209.715, 104.858]]
     assert got["pair_busbw_nccl"]["samples"][0][1] == [nb / 1e-5, nb / 2e-5]
+
+
+def test_compare_lists_the_pair_figures_and_reads_latency_the_right_way_round():
+    old, new = pair_run(3), pair_run(3, slow={(0, 1): 0.5}, lat_scale={(2, 1): 2.0}, seed=9)
+    lines, below = report.compare_lines(old, new, "old.nc", "new.nc", min_ratio=0.9)
+    row = next(ln for ln in lines if ln.startswith("n1/gpu0->gpu1") and "peer copy" in ln)
+    assert row.split()[-1] == "slower" and " 0.5" in row
+    row = next(ln for ln in lines if ln.startswith("n1/gpu2->gpu1") and "latency" in ln)
+    assert row.split()[-1] == "slower" and "2.4 us        4.8 us   1.99x" in row
+    assert {(p, f) for p, f, _ in below} == {("n1/gpu0->gpu1", "peer_gbps"),
+                                             ("n1/gpu0<->gpu1", "peer_bidir_gbps"),
+                                             ("n1/gpu2->gpu1", "peer_latency_us")}

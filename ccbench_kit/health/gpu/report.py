@@ -130,11 +130,20 @@ def compare_lines(base_ds, run_ds, base_label, run_label, min_ratio=None):
              f"{'90% CI':>13}  verdict"]
     below = []
     for s in _baseline.score(run_ds, base):
-        place = f"{s.where['node']}/gpu{s.where['gpu']}"
+        if s.figure in PAIR_FIGURES:  # the pair matrix: a link or a pair, not a GPU
+            dim, unit = PAIR_FIGURES[s.figure][:2]
+            place, short = f"{s.where['node']}/{named(str(s.where[dim]))}", PAIR_SHORT[s.figure]
+            base_v, now_v = f"{s.base:,.1f} {unit}", f"{s.now:,.1f} {unit}"
+        else:
+            place, short = f"{s.where['node']}/gpu{s.where['gpu']}", SHORT[s.figure]
+            base_v, now_v = fmt(s.figure, s.base), fmt(s.figure, s.now)
         ci = f"{s.ci[0]:.2f}-{s.ci[1]:.2f}"
-        word = "slower" if s.ci[1] < 1 else "faster" if s.ci[0] > 1 else "same"
-        lines.append(f"{place:<22}{SHORT[s.figure]:<13}{fmt(s.figure, s.base):>14}"
-                     f"{fmt(s.figure, s.now):>14}{s.ratio:>7.2f}x{ci:>13}  {word}")
-        if min_ratio is not None and s.ratio < min_ratio:
+        worse, better = (s.ci[1] < 1, s.ci[0] > 1) if s.better == "higher" else \
+            (s.ci[0] > 1, s.ci[1] < 1)
+        word = "slower" if worse else "faster" if better else "same"
+        lines.append(f"{place:<22}{short:<13}{base_v:>14}{now_v:>14}{s.ratio:>7.2f}x{ci:>13}"
+                     f"  {word}")
+        kept = s.ratio if s.better == "higher" else 1 / s.ratio  # < 1: worse, either way
+        if min_ratio is not None and kept < min_ratio:
             below.append((place, s.figure, s.ratio))
     return lines, below
