@@ -310,3 +310,16 @@ def test_compare_lists_the_pair_figures_and_reads_latency_the_right_way_round():
     assert {(p, f) for p, f, _ in below} == {("n1/gpu0->gpu1", "peer_gbps"),
                                              ("n1/gpu0<->gpu1", "peer_bidir_gbps"),
                                              ("n1/gpu2->gpu1", "peer_latency_us")}
+
+
+def test_report_page_names_the_pair_and_lists_the_matrix(tmp_path):
+    pytest.importorskip("papermill")
+    from ccbench_kit.health.gpu import check
+    ds = pair_run(slow=busy(1, 3))
+    ds.attrs["doctor_verdict"] = json.dumps(judge.judge(ds).to_dict(), default=float)
+    check.save(ds, tmp_path / "r.nc")
+    assert check.load(tmp_path / "r.nc").sizes["link"] == 12  # the file keeps the matrix
+    page = open(report.html(tmp_path / "r.nc", tmp_path / "r.html")).read()
+    assert "verdict: n1 gpu1&lt;-&gt;gpu3 NVLink" in page
+    assert "- n1 gpu1&lt;-&gt;gpu3 NVLink: gpu0-&gt;gpu1 peer copy" in page
+    assert page.count("NVLink errors during the matrix") == 4

@@ -33,20 +33,21 @@ def text(ds, verdict):
                  "other GPUs of this run; preset: its typical healthy figure; baseline: "
                  "--baseline FILE)")
     if "peer_gbps" in ds:
-        lines.extend(pair_lines(ds, verdict))
+        lines.extend(pair_lines(ds, verdict.scores))
     for f in verdict.findings:
         lines.append(f.sentence())
     return "\n".join(lines)
 
 
-def pair_lines(ds, verdict):
-    """The pair matrix: every link's and pair's figures with their ratios,
+def pair_lines(ds, scores):
+    """The pair matrix: every link's and pair's figures with their ratios
+    (`scores`: the verdict's, or its ``scores`` as stored with the results),
     then each GPU's NVLink error counters."""
     lines = [f"{'pair':<22}{'figure':<13}{'value':>14}{'peers':>9}{'preset':>9}{'baseline':>10}"]
     for n in ds["node"].values:
         for figure, (dim, unit, _, _) in PAIR_FIGURES.items():
             for label in ds[dim].values:
-                row = verdict.scores.get(figure, {}).get(f"{n}/{label}")
+                row = scores.get(figure, {}).get(f"{n}/{label}")
                 value = "not measured" if row is None else f"{row['value']:,.1f} {unit}"
                 row = row or {}
                 lines.append(f"{f'{n}/{named(str(label))}':<22}{PAIR_SHORT[figure]:<13}"
