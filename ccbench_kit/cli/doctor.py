@@ -134,10 +134,13 @@ def per_gpu_after(args, diag):
     """The ``--per-gpu`` run after the GPU checks `diag`, and its figures
     against the baseline (`per_gpu_baseline`): [Diagnosis] to join."""
     with tempfile.TemporaryDirectory() as tmp:
-        pair_base = os.path.join(tmp, "per-gpu-baseline.json")
-        pairs = run_doctor(args, out=None, baseline=None, save_baseline=pair_base, report=None)
+        # the pair rates, as `health.api` saves them, read back below
+        pair_base = os.path.join(tmp, "per-gpu-baseline.json") \
+            if args.save_baseline or args.baseline else None
+        pairs = run_doctor(args, out=None, baseline=None, save_baseline=pair_base, report=None,
+                           aside=True)
         per_gpu = None
-        if os.path.exists(pair_base) and pairs.out:
+        if pair_base and os.path.exists(pair_base) and pairs.out:
             per_gpu = per_gpu_baseline.figures(pairs.out, pair_base, diag.nodes[0])
     print(f"nccl pairs: {pairs.line}")
     if per_gpu and args.save_baseline:
@@ -183,7 +186,8 @@ def main(args):
 
 def run_doctor(args, **override):
     """`health.doctor` with the command line's settings (`override`: out,
-    baseline, save_baseline, report); prints the notes and the table."""
+    baseline, save_baseline, report; aside=True: save_baseline is a scratch
+    file, its note not printed); prints the notes and the table."""
     opt = {k: override.get(k, getattr(args, k))
            for k in ("out", "baseline", "save_baseline", "report")}
     launch = launch_options(args)
@@ -209,8 +213,9 @@ def run_doctor(args, **override):
             client.close()
     if diag.message:
         print(f"ccbench: {diag.message}", file=sys.stderr)
+    kept_aside = f"baseline saved: {opt['save_baseline']}" if override.get("aside") else None
     for note in diag.verdict.notes:
-        if note != diag.message:
+        if note not in (diag.message, kept_aside):  # a scratch file is no news to the user
             print(f"note: {note}")
     print(doctor_report.text(diag))
     if opt["report"] and diag.out:
