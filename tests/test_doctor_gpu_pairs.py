@@ -121,6 +121,13 @@ def test_latency_that_grew_is_named_and_its_ratio_reads_worse_below_one():
     assert any("latency 7.2 us is 0.3" in r and "(longer;" in r for r in v.findings[0].reasons)
 
 
+def test_a_latency_within_the_events_resolution_is_shown_not_judged():
+    # 2.4 -> 3.2 us: 0.75x its peers, but 0.8 us above them (events resolve ~0.5 us)
+    v = judge.judge(pair_run(lat_scale={(1, 2): 1.35, (2, 1): 1.35}))
+    assert v.line() == "verdict: none"
+    assert v.scores["peer_latency_us"]["n1/1->2"]["peers"] == pytest.approx(1 / 1.35, abs=0.03)
+
+
 def test_nvlink_errors_that_grew_during_the_matrix_name_the_gpus_nvlink():
     v = judge.judge(pair_run(during={3: {"nvlink_recovery": 2, "nvlink_crc": 40}}))
     assert v.line() == "verdict: n1 gpu3 nvlink"

@@ -16,8 +16,11 @@ the bootstrap 90 % interval below 1):
   direction (`theory.presets`, ``peer_gbps``), both ways over twice it;
 - **baseline**: a saved healthy run (`health.baseline`), 0.8x.
 
-Latency has no preset (the copy engine's start-up time is not a link
-figure a datasheet gives); a higher latency is the worse one.
+Latency is judged against the median of the other links (a few us, where
+the best of them would be one lucky reading of the events' 0.5 us
+resolution), and only when it is more than `LATENCY_RESOLUTION_US` above
+it; it has no preset (the copy engine's start-up time is not a link figure
+a datasheet gives); a higher latency is the worse one.
 
 Then who is named: the pairs that moved are grouped by GPU.  A GPU all of
 whose pairs moved (3 GPUs or more) is the cause, not each pair: if the GPU
@@ -43,6 +46,9 @@ from .pairs import PAIR_FIGURES, SHORT, ends, named
 PEER_THRESHOLD = 0.75
 PRESET_THRESHOLD = 0.75
 PRESET_SCALE = {"peer_gbps": 1.0, "peer_bidir_gbps": 2.0}  # x the preset's per-direction rate
+# a latency this much above its peers' at most is not judged: CUDA events
+# resolve about 0.5 us, and a copy engine's latency is a few us
+LATENCY_RESOLUTION_US = 1.0
 
 
 @dataclass
@@ -83,10 +89,11 @@ def score(ds, node, preset, baseline, rng):
             med = float(np.nanmedian(raw[i]))
             row = {"value": round(med, 3), "peers": None, "preset": None, "baseline": None}
 
-            def vote(ref, ratios, threshold, against):
+            def vote(ref, ratios, threshold, against, judged=True):
                 m, votes, total, ci = _summary(ratios, False, threshold, rng)
                 row[ref] = round(m, 4)
-                if total and m <= threshold and ci[1] < 1 and votes >= AGREE * total:
+                if judged and total and m <= threshold and ci[1] < 1 \
+                        and votes >= AGREE * total:
                     worse = "slower" if better == "higher" else "longer"
                     evidence.append(Evidence(a, b, figure, (
                         f"{named(label)} {SHORT[figure]} {_fmt(figure, med)} is {m:.2f}x {against}"
@@ -95,10 +102,17 @@ def score(ds, node, preset, baseline, rng):
             others = np.delete(good, i, axis=0)
             if np.isfinite(others).any():
                 with np.errstate(all="ignore"):
-                    best = np.nanmax(np.where(np.isfinite(others), others, -np.inf), axis=0)
-                    best[~np.isfinite(best)] = np.nan
-                    vote("peers", good[i] / best, PEER_THRESHOLD,
-                         "the best other pair's figure (peers)")
+                    if better == "higher":
+                        ref = np.nanmax(np.where(np.isfinite(others), others, -np.inf), axis=0)
+                        ref[~np.isfinite(ref)] = np.nan
+                        against = "the best other pair's figure (peers)"
+                    else:
+                        ref = np.nanmedian(others, axis=0)
+                        against = "the other links' median (peers)"
+                    # a latency within the events' resolution of its peers': shown, not judged
+                    judged = better == "higher" or \
+                        np.nanmedian(raw[i] - 1.0 / ref) > LATENCY_RESOLUTION_US
+                vote("peers", good[i] / ref, PEER_THRESHOLD, against, judged)
             rate = preset.extra.get("peer_gbps") if preset else None
             if rate and figure in PRESET_SCALE:
                 typical = rate * PRESET_SCALE[figure]
