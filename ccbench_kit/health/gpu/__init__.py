@@ -78,11 +78,11 @@ def local(gpus=None, *, repeats=5, out=None, baseline=None, save_baseline=None, 
 
 
 def _with_pairs(ds, inv, repeats, progress):
-    """`ds` and the pair matrix; a CUDA error in the matrix keeps the GPU
-    figures (saved beside, the note says why) rather than losing them."""
+    """`ds` and the pair matrix; a CUDA or NVML error in the matrix keeps
+    the GPU figures (the verdict's note says why) rather than losing them."""
     try:
         matrix = _pairs.measure(inv, repeats, progress)
-    except CudaError as e:
+    except (CudaError, inv.pynvml.NVMLError) as e:
         ds.attrs["pair_matrix_error"] = str(e)
         return ds
     return xr.merge([ds, matrix], combine_attrs="no_conflicts")
