@@ -8,7 +8,7 @@
 # should be named), a matmul loop on one GPU (that GPU).  On one GPU it
 # shows the one-line refusals of --per-gpu and --pairs and runs the plain
 # --local check.  Writes OUTDIR/env.txt, log.txt, summary.txt (command, exit
-# code, seconds, verdict line per run) and results.tgz.
+# code, seconds, verdict line per run), pytest_gpu.txt and results.tgz.
 set -u -o pipefail
 NAME=gpu-pairs
 . "$(dirname "$0")/gpu_setup.sh"
@@ -38,9 +38,9 @@ doctor() {
 }
 
 say "gpu-marked tests"
-timeout 400 $PY -m pytest -q -m gpu tests/test_doctor_per_gpu_gpus.py \
-    tests/test_doctor_gpu_pairs_gpus.py >"$WORK/pytest.log" 2>&1
-say "gpu-marked tests rc=$?"; tail -15 "$WORK/pytest.log" | tee -a "$LOG"
+timeout 400 $PY -m pytest -q -rs -m gpu -p no:cacheprovider tests/test_doctor_per_gpu_gpus.py \
+    tests/test_doctor_gpu_pairs_gpus.py >"$OUTDIR/pytest_gpu.txt" 2>&1
+say "gpu-marked tests rc=$?"; tail -15 "$OUTDIR/pytest_gpu.txt" | tee -a "$LOG"
 
 cd "$WORK" || exit 1
 if [ "$NGPU" -lt 2 ]; then
