@@ -295,13 +295,13 @@ def test_gpus_are_picked_among_all_ranks_of_a_host_not_a_groups(mpirun):
     p = mpirun(4, """
 import json
 from mpi4py import MPI
-from ccbench_kit.backends import nccl
+from ccbench_kit.backends.base import host_placement
 from ccbench_kit.session import split_groups
 world = MPI.COMM_WORLD
 _, group = split_groups(world, [[0, 2], [1, 3]])
 # the harness makes the backend with world=the job's communicator, which
 # NCCLBackend splits by host (Backend.world)
-row = [world.Get_rank(), nccl._local_rank(world)[0], nccl._local_rank(group)[0]]
+row = [world.Get_rank(), host_placement(world).local_rank, host_placement(group).local_rank]
 rows = world.gather(row, root=0)
 if world.Get_rank() == 0:
     print("ROWS", json.dumps(sorted(rows)))

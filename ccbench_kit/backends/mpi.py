@@ -150,8 +150,8 @@ class MPIBackend(Backend):
             values["off_cache"] = off_cache_bytes(values["off_cache"])
         return super().make_options(**values)
 
-    def __init__(self, comm, options=None, world=None):
-        super().__init__(comm, options, world)
+    def __init__(self, comm, options=None, world=None, placement=None):
+        super().__init__(comm, options, world, placement)
         self.engine = _engine()
         self.begin_part()
         # process-wide, for as long as the backend lives (close() restores it):

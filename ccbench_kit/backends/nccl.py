@@ -47,7 +47,7 @@ from ..dtypes import DTYPES, FP8, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
 from . import gpu_kernels
-from .base import Backend
+from .base import Backend, host_placement
 from .nccl_buffers import DeviceBuffer, Pool, overlap
 from .nccl_tuning import TuningCapture, environ, summarize
 from .nccl_topo import topology
@@ -227,11 +227,14 @@ class NCCLBackend(Backend):
         check_options(**vars(opts))
         return opts
 
-    def __init__(self, comm, options=None, world=None):
+    def __init__(self, comm, options=None, world=None, placement=None):
         """`comm` runs the collectives (a replica group's); `world` (default
         `comm`) spans every rank of the job, so that ranks of different
-        groups on one host pick different GPUs."""
-        super().__init__(comm, options, world)
+        groups on one host pick different GPUs; `placement` (a
+        `base.Placement` decided once for the job) picks the GPU instead
+        where `world` is not the job's (the doctor's pair of ranks 2 and 3
+        of a host drives GPUs 2 and 3, not its own local ranks 0 and 1)."""
+        super().__init__(comm, options, world, placement)
         o = self.options
         # NVLink multicast can take a shared host's GPUs out of service:
         # off unless the user asks for it.
@@ -251,7 +254,8 @@ class NCCLBackend(Backend):
         if self.register == 2:
             _check_windows(self.lib, self.version)
         dcomm = self.world
-        self.local_rank, self.local_size = _local_rank(dcomm)
+        where = self.placement or host_placement(dcomm)
+        self.local_rank, self.local_size = where.local_rank, where.local_size
         local_size = self.local_size
         try:
             ndev = self.lib.device_count()
@@ -633,17 +637,6 @@ def _check_windows(lib, version):
         raise ConfigError(f"-R 2 (symmetric windows, ncclCommWindowRegister) needs NCCL "
                           f"{version_string(WINDOWS_SINCE_NCCL)} or later; this is NCCL "
                           f"{version_string(version)}", "-R/--local-register")
-
-
-def _local_rank(comm):
-    """(rank, size) among the ranks on this host: an MPI shared-memory split,
-    so it holds under mpirun, srun and Dask-MPI alike."""
-    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
-    shm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
-    try:
-        return shm.Get_rank(), shm.Get_size()
-    finally:
-        shm.Free()
 
 
 def _wtime_us():
