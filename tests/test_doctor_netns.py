@@ -171,9 +171,9 @@ def test_a_pairs_busbw_is_ccbench_run_sendrecv_between_the_same_nodes(net, tmp_p
     pair's rate in the doctor is the busbw `ccbench run sendrecv` reports
     between the same two hosts, with the same Open MPI settings (both on a
     link shaped to 100 Mbit/s each way, so both measure the link)."""
-    from ccbench_kit.health.api import eager_env
+    from ccbench_kit.backends.mpi import MPIBackend
     h0, h1 = net.names[:2]
-    env = {**net.env, **eager_env(1 << 20)}
+    env = {**net.env, **MPIBackend.doctor_env(1 << 20)}
     on_h0 = lambda argv: subprocess.run(  # noqa: E731
         ["ip", "netns", "exec", h0, "unshare", "--uts", "sh", "-c",
          'hostname "$1"; shift; exec "$@"', "sh", h0, *map(str, argv)],

@@ -107,6 +107,9 @@ class Backend(abc.ABC):
     #: (report_cputime) does; equal to `timing` where the host clock is
     #: already the timer (config picks it for ``-C 1``).
     cputime_timing: ClassVar[str] = "host-clock"
+    #: The all_reduce algorithm whose busbw is its slowest link's rate (a
+    #: ring): the doctor's bisection groups run it.  None: `default_algorithm`.
+    ring_algorithm: ClassVar[str] = None
 
     # -- class side -----------------------------------------------------------
     @classmethod
@@ -131,6 +134,25 @@ class Backend(abc.ABC):
         run of this backend, under ``--theory auto``; None where no preset is
         safe (the network decides)."""
         return None
+
+    @classmethod
+    def doctor_ranks_per_node(cls, remote):
+        """Ranks a node runs in a health check (``ccbench doctor``) when the
+        user gives none: 2 (the local check's all_reduce needs two).  A
+        backend of one rank per device says its devices; `remote`: the nodes
+        are not this host.  ConfigError where it cannot tell."""
+        return 2
+
+    @classmethod
+    def doctor_check(cls, remote):
+        """ConfigError, before a health check, where this host cannot run
+        this backend's ranks (`remote`: the nodes are elsewhere)."""
+
+    @classmethod
+    def doctor_env(cls, pair_bytes):
+        """Environment variables for the ranks of a health check whose pairs
+        exchange `pair_bytes` each way (default: none)."""
+        return {}
 
     @classmethod
     def add_arguments(cls, group):

@@ -97,6 +97,7 @@ class MPIBackend(Backend):
     name = "mpi"
     default_algorithm = "mpi"
     host_buffers = True
+    ring_algorithm = "ring"
     Options = MPIOptions
     timing = "host-clock"
 
@@ -158,6 +159,20 @@ class MPIBackend(Backend):
         # the rank's every array, not only its buffers, must leave the heap's
         # pages unadvised, as a malloc-only peer's process does
         self._madvise_before = hostpages.set_numpy_madvise(self.options.huge_pages == "madvise")
+
+    @classmethod
+    def doctor_env(cls, pair_bytes):
+        """Open MPI settings that send a pair's `pair_bytes` eagerly over TCP.
+
+        Above its eager limit (64 KiB) Open MPI's TCP transport sends by
+        rendezvous, and in a sendrecv the two ends' go-aheads queue behind
+        their own data: the directions then take turns and a healthy pair
+        runs at half its link's rate, in some repeats and not others
+        (docs/theory.md).  Sent eagerly, the sendrecv measures the link.
+        Settings the user made win."""
+        limit = str(pair_bytes + (64 << 10))
+        return {k: os.environ.get(k, limit) for k in ("OMPI_MCA_btl_tcp_eager_limit",
+                                                      "OMPI_MCA_btl_tcp_max_send_size")}
 
     def begin_part(self):
         self._largest = (0, None, 0)  # (bytes, huge kB, page offset) of the largest written

@@ -156,6 +156,7 @@ class NCCLOptions:
 class NCCLBackend(Backend):
     name = "nccl"
     default_algorithm = "nccl"
+    ring_algorithm = "nccl:ring"
     warms_every_size = True  # as nccl-tests: the harness warms every size up before timing
     aggregated_timings = ("batch", "graph")  # one average per iteration slot
     cputime_timing = "host-enqueue"          # nccl-tests -C 1
@@ -291,6 +292,25 @@ class NCCLBackend(Backend):
         self.own = gpu_kernels.PeerKernels(self.lib, comm, self.device,
                                            {"name": gpu["name"], "host": gpu["host"],
                                             "pci_bus_id": gpu["pci_bus_id"]})
+
+    @classmethod
+    def doctor_ranks_per_node(cls, remote):
+        """One rank per GPU: this host's GPUs; under Slurm the nodes are not
+        this host, so the user says."""
+        if remote:
+            raise ConfigError("give the GPUs per node: the nccl backend runs one rank per "
+                              "GPU and the nodes are not this host", "--ranks-per-node")
+        return visible_gpus()[0]
+
+    @classmethod
+    def doctor_check(cls, remote):
+        if remote:
+            return
+        gpus, why = visible_gpus()
+        if not gpus:
+            raise ConfigError(f"nccl needs a GPU on every node but this host has none "
+                              f"({why.split(';')[0]}); use --backend mpi on CPU nodes",
+                              "--backend")
 
     def check_algorithms(self, collective, algorithms):
         """More ranks than GPUs on a host and only NCCL's algorithms asked

@@ -18,6 +18,7 @@ from ..errors import EXIT_SIGINT, EXIT_SIGTERM, ConfigError, RunError
 from ..launch.leftovers import DOCTOR_PREFIX, run_prefix
 from ..output_path import check_output
 from ..units import parse_size
+from ..backends import backend_class
 from ..backends.nccl import visible_gpus
 from . import baseline as _baseline
 from . import plan as _plan
@@ -33,7 +34,7 @@ from ..launch.hosts import load_topology
 from ..launch.mpirun import died_message, run_ranks
 from ..launch.watchdog import describe_stall
 from ..progress_board import ALG, PLACEMENT
-from .collective import BACKENDS
+from .collective import TCP, transports
 
 # Exit codes, for CI and Slurm prologs (docs/doctor.md)
 HEALTHY, OUTLIER, BAD_INPUT, RUN_FAILED = 0, 1, 2, 3
@@ -89,7 +90,7 @@ MEASUREMENT = {"repeats": 5, "bw_bytes": "2M", "local_bytes": "1M", "lat_iters":
 def make_plan(nnodes, *, ranks_per_node=2, repeats=MEASUREMENT["repeats"],
               bw_bytes=MEASUREMENT["bw_bytes"], local_bytes=MEASUREMENT["local_bytes"],
               lat_iters=MEASUREMENT["lat_iters"], bw_iters=MEASUREMENT["bw_iters"],
-              leaf_of=None, bisect=None, backend="tcp"):
+              leaf_of=None, bisect=None, backend=TCP):
     """The measurement plan the ranks follow (a JSON-able dict).
 
     `bisect`: True runs the bisection (`health.bisect`) instead of the pair
@@ -134,23 +135,22 @@ def leaves(names, topology):
 
 
 def choose_backend(name, remote=False):
-    """(backend, why): the doctor's transport (`collective.BACKENDS`).
+    """(backend, why): the doctor's transport (`collective.transports`:
+    tcp, or any kit backend, built in or registered).
 
-    None picks nccl where this host has GPUs, else mpi.  ``--backend nccl``
-    on a host without a GPU is bad input, unless the ranks run elsewhere
-    (`remote`: under Slurm, launched from a login node)."""
-    if name is not None and name not in BACKENDS:
-        raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}",
+    None picks nccl where this host has GPUs, else mpi.  A backend this
+    host cannot run is bad input (`Backend.doctor_check`: nccl without a
+    GPU), unless the ranks run elsewhere (`remote`: under Slurm, launched
+    from a login node)."""
+    if name is not None and name not in transports():
+        raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(transports())}",
                           "--backend")
-    if name in ("tcp", "mpi"):
+    if name is not None:
+        if name != TCP:
+            backend_class(name).doctor_check(remote)
         return name, "asked for"
-    gpus, why = (0, "") if remote and name == "nccl" else visible_gpus()
+    gpus, why = visible_gpus()
     why = why.split(";")[0]
-    if name == "nccl":
-        if not remote and not gpus:
-            raise ConfigError(f"nccl needs a GPU on every node but this host has none "
-                              f"({why}); use --backend mpi on CPU nodes", "--backend")
-        return name, "asked for"
     if gpus:
         return "nccl", f"the default: {gpus} GPU(s) on this host"
     return "mpi", f"the default: no GPU on this host ({why})"
@@ -332,11 +332,9 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
                                    lat_iters=lat_iters, bw_iters=bw_iters, bisect=bisect,
                                    backend=backend))
     if not per_gpu:
-        if ranks_per_node is None:  # nccl: one rank per GPU
-            if backend == "nccl" and slurm:
-                raise ConfigError("give the GPUs per node: the nccl backend runs one rank per "
-                                  "GPU and the nodes are not this host", "--ranks-per-node")
-            ranks_per_node = visible_gpus()[0] if backend == "nccl" else 2
+        if ranks_per_node is None:  # a device backend: one rank per device
+            ranks_per_node = 2 if backend == TCP else \
+                backend_class(backend).doctor_ranks_per_node(remote=bool(slurm))
         names = resolve_nodes(hosts, hosts_file, nnodes, slurm)
     plan = make_plan(len(names), ranks_per_node=ranks_per_node, repeats=repeats,
                      bw_bytes=bw_bytes, local_bytes=local_bytes, lat_iters=lat_iters,
@@ -355,7 +353,8 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     # other work too: a rank that polls without yielding holds the core its
     # node-mate needs for its whole time slice
     env = {"OMPI_MCA_mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle", "1"),
-           **(eager_env(plan["bw_bytes"]) if backend == "mpi" else {}), **(env or {})}
+           **({} if backend == TCP else backend_class(backend).doctor_env(plan["bw_bytes"])),
+           **(env or {})}
     # --per-gpu: plain mpirun on this host, rank k on GPU k
     cmd = launcher(nranks) if per_gpu else launcher(
         nranks, hosts=names, slurm=slurm, nnodes=len(names), ranks_per_node=ranks_per_node,
@@ -401,19 +400,6 @@ def _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command
     if interrupted:
         diagnosis.exit_code = exit_code   # stopped by the user: 130/143, partial results kept
     return diagnosis
-
-
-def eager_env(nbytes):
-    """Open MPI settings that send a pair's `nbytes` eagerly over TCP.
-
-    Above its eager limit (64 KiB) Open MPI's TCP transport sends by
-    rendezvous, and in a sendrecv the two ends' go-aheads queue behind their
-    own data: the directions then take turns and a healthy pair runs at half
-    its link's rate, in some repeats and not others (docs/theory.md).  Sent
-    eagerly, the sendrecv measures the link.  Settings the user made win."""
-    limit = str(nbytes + (64 << 10))
-    return {k: os.environ.get(k, limit) for k in ("OMPI_MCA_btl_tcp_eager_limit",
-                                                  "OMPI_MCA_btl_tcp_max_send_size")}
 
 
 def check_baseline(baseline, names, backend):
@@ -559,5 +545,5 @@ def reproduce(names, plan):
         return shlex.join(["ccbench", "doctor", "--per-gpu", "--repeats", str(plan["repeats"])])
     return shlex.join(["ccbench", "doctor", "--hosts", *names, "--repeats", str(plan["repeats"]),
                        "--ranks-per-node", str(plan["ranks_per_node"]),
-                       "--backend", plan.get("backend", "tcp"),
+                       "--backend", plan.get("backend", TCP),
                        "--bisect" if plan.get("bisect") else "--no-bisect"])

@@ -12,13 +12,13 @@ factor 1: each direction's rate).
 import numpy as np
 
 from .. import collectives
-from ..backends import get_backend
+from ..backends import backend_class, get_backend, names as backend_names
 from ..backends.base import host_placement
 from ..dtypes import OPS, get_dtype
 
-# the doctor's backends: "tcp" is the socket probe (`probe.connect_pair`),
-# the others are kit backends (`backends`)
-BACKENDS = ("tcp", "mpi", "nccl")
+# the doctor's transports: "tcp", the socket probe (`probe.connect_pair`:
+# the management network, no backend), and every kit backend (`backends`)
+TCP = "tcp"
 DTYPE = "fp32"  # ``ccbench run``'s default
 
 
@@ -26,13 +26,19 @@ def job_placement(comm, backend_name):
     """Every rank's `Placement` on its host among all the ranks of `comm`
     (the job's), or None for "tcp" (no backend).  A collective: every rank
     of `comm` calls it, once, before any pair or group is formed."""
-    return None if backend_name == "tcp" else host_placement(comm)
+    return None if backend_name == TCP else host_placement(comm)
+
+
+def transports():
+    """Every transport name ``doctor --backend`` takes: tcp and the backends."""
+    return (TCP, *backend_names())
 
 
 def ring_algorithm(backend_name):
     """The algorithm a bisection group's all_reduce runs: a ring, whose
-    busbw is its slowest link's rate (`bisect`)."""
-    return {"mpi": "ring", "nccl": "nccl:ring"}.get(backend_name, "")
+    busbw is its slowest link's rate (`bisect`; `Backend.ring_algorithm`)."""
+    cls = backend_class(backend_name)
+    return cls.ring_algorithm or cls.default_algorithm
 
 
 class Timer:

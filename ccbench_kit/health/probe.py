@@ -42,7 +42,7 @@ import numpy as np
 
 from ..collectives import get as get_collective
 from . import results
-from .collective import Timer, job_placement, ring_algorithm
+from .collective import TCP, Timer, job_placement, ring_algorithm
 from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
 from ..errors import CCBenchError, RunError
 from .bisect import Descent
@@ -144,13 +144,13 @@ def run(comm, plan, progress, out):
     local = comm.Split(color=node_of[me], key=me)
     raw = results.Raw(nodes, list(range(comm.Get_size())), node_of, plan)
     waves = [[tuple(p) for p in w] for w in plan["waves"]]
-    backend = plan.get("backend", "tcp")
+    backend = plan.get("backend", TCP)
     # the GPU each rank drives, decided once on the job's ranks: every
     # backend this rank makes (its node's, each pair's, the host's, a
     # bisection group's) uses it
     placement = job_placement(comm, backend)
     links = pair_links(comm, waves, leaders, backend, placement)
-    local_timer = None if backend == "tcp" else Timer(backend, local, comm, placement)
+    local_timer = None if backend == TCP else Timer(backend, local, comm, placement)
     # --per-gpu: every GPU is a node, so the host's own all_reduce over all
     # its GPUs (NVLink) is a step of its own
     host_timer = Timer(backend, comm, comm, placement) if plan.get("per_gpu") else None
@@ -188,7 +188,7 @@ def run(comm, plan, progress, out):
     return raw
 
 
-def pair_links(comm, waves, leaders, backend="tcp", placement=None):
+def pair_links(comm, waves, leaders, backend=TCP, placement=None):
     """One connection per pair of each wave (pairs of a wave are disjoint),
     made once: [None or (pair communicator, socket or `collective.Timer`,
     pair)] a wave.  `backend` "tcp": a socket (`connect_pair`); else the
@@ -205,7 +205,7 @@ def pair_links(comm, waves, leaders, backend="tcp", placement=None):
         # the pair's own communicator is its backend's world (only its two
         # ranks make it); the device is the job's placement, not the rank's
         # index in the pair
-        end = connect_pair(pc) if backend == "tcp" else Timer(backend, pc, pc, placement)
+        end = connect_pair(pc) if backend == TCP else Timer(backend, pc, pc, placement)
         links.append((pc, end, tuple(pairs[mine])))
     return links
 
@@ -240,7 +240,7 @@ def _bisection(comm, raw, plan, progress, leaders, out, placement=None):
 def _pairs_step(comm, step, plan, progress, leaders, index, placement=None):
     """Rates (B/s each way, one list a repeat, one value a pair) of the
     suspects' pairs with good nodes, wave by wave."""
-    links = pair_links(comm, step["waves"], leaders, plan.get("backend", "tcp"), placement)
+    links = pair_links(comm, step["waves"], leaders, plan.get("backend", TCP), placement)
     where = {tuple(p): k for k, p in enumerate(step["groups"])}
     per_rep = []
     for _ in range(plan["repeats"]):
@@ -266,10 +266,10 @@ def _ring_step(comm, step, plan, progress, leaders, index, placement=None):
     # ring order = the group's order (topology order: fewest uplinks crossed)
     gc = comm.Split(color=MPI.UNDEFINED if mine is None else mine,
                     key=0 if mine is None else groups[mine].index(node))
-    backend = plan.get("backend", "tcp")
+    backend = plan.get("backend", TCP)
     ring = timer = None
     if gc != MPI.COMM_NULL:
-        if backend == "tcp":
+        if backend == TCP:
             ring = ring_links(gc)
         else:
             timer = Timer(backend, gc, gc, placement)

@@ -25,6 +25,7 @@ from .. import collectives
 from .._version import __version__
 from .._files import atomic_write_text
 from ..dataset.schema import make_dataset
+from .collective import TCP
 
 class Raw:
     """The records of one run (rank 0's, or read back from its file)."""
@@ -118,7 +119,7 @@ def to_datasets(raw, attrs):
             v = np.asarray(rec[key]) * 1e6
             lat[k, 0, si, :, rec["rep"] * it: rec["rep"] * it + len(v)] = v
     stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    backend = plan.get("backend", "tcp")
+    backend = plan.get("backend", TCP)
     common = {"dtype": "uint8", "op": "none", "backend": backend, "library": backend,
               "timing": "host", "kit_version": __version__, "created": stamp,
               "hosts": raw.nodes, "complete": "true" if raw.complete else "false", **attrs}
@@ -150,7 +151,7 @@ def to_datasets(raw, attrs):
         counts=[s // 8 for s in lsizes], in_bytes=lsizes, out_bytes=lsizes, latency=llat,
         wrong=np.full((n, 1, 2), -1), ranks=[0], hosts=["slowest rank of the node"],
         devices=["cpu"], attrs={**common, "collective": "all_reduce",
-                                "dtype": "fp64" if backend == "tcp" else "fp32",
+                                "dtype": "fp64" if backend == TCP else "fp32",
                                 "op": "sum", "nranks": rpn, "iters": lit},
         extra_coords={"peak_GBps": ("algorithm", peaks),
                       "repeat": ("iteration", np.repeat(np.arange(reps), lit))})
@@ -171,7 +172,7 @@ def figures(raw):
     each way, (node, peer, repeat), both orders of every pair filled."""
     import xarray as xr  # lazy: the ranks use this module's records, not its Datasets
     bw = np.moveaxis(raw.pair_matrix("bw"), 0, -1)
-    name = pair_figure(raw.plan.get("backend", "tcp"))
+    name = pair_figure(raw.plan.get("backend", TCP))
     return xr.Dataset({name: (("node", "peer", "repeat"), bw,
                               {"better": "higher", "units": "B/s",
                                "long_name": "pair rate each way (busbw of the sendrecv)"})},

@@ -49,6 +49,7 @@ import numpy as np
 
 from ..dataset.stats import SEED, bootstrap, interval
 from . import bisect as _bisect
+from .collective import TCP
 from .results import host_allreduce, pair_figure
 
 THRESHOLDS = {"local": 5.0, "bandwidth": 0.75, "latency": 2.0, "bisect": _bisect.THRESHOLD}
@@ -384,7 +385,7 @@ def _against_baseline(raw, bw, baseline, threshold, rng, scores):
     every pair's rate over the baseline's, and the node's best pair's ratio
     per repeat (`_best_pair`): two slow nodes of four slow five of the six
     pairs, but each healthy node still has a full-rate pair."""
-    n, fig = len(raw.nodes), pair_figure(raw.plan.get("backend", "tcp"))
+    n, fig = len(raw.nodes), pair_figure(raw.plan.get("backend", TCP))
     ref = np.full((n, n), np.nan)
     for a in range(n):
         for b in range(n):

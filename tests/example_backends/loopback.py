@@ -17,7 +17,8 @@ import numpy as np
 from ccbench_kit.backends.base import Backend
 from ccbench_kit.errors import ConfigError
 
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall",
+               "sendrecv")
 # the engine's op numbers (ccbench_kit.dtypes.OPS) to numpy reductions
 REDUCE = {0: np.sum, 1: np.prod, 2: np.min, 3: np.max}
 
@@ -107,6 +108,8 @@ class LoopbackBackend(Backend):
                              axis=0)
         elif collective == "broadcast":
             out = everyone[root]
+        elif collective == "sendrecv":  # from the previous rank, to the next
+            out = everyone[(rank - 1) % p]
         else:  # alltoall: block r of every rank's input, in rank order
             out = np.concatenate([x[rank * count:(rank + 1) * count] for x in everyone])
         recv[...] = out.astype(recv.dtype, copy=False)[:len(recv)]
