@@ -45,6 +45,7 @@ from .base import Backend
 from .nccl_buffers import DeviceBuffer, Pool, overlap
 from .nccl_tuning import TuningCapture, environ, summarize
 from .nccl_topo import topology
+from .rankplace import local_rank as _local_rank, wtime_us as _wtime_us
 
 ALGOS = {"ring": "Ring", "tree": "Tree", "pat": "PAT",
          "collnet_direct": "CollnetDirect", "collnet_chain": "CollnetChain"}
@@ -527,22 +528,6 @@ def visible_gpus():
         return _nccl.Library(cudart, nccl).device_count(), ""
     except Exception as e:  # not found, not loadable, no driver: no GPU here
         return 0, str(e).removeprefix("--backend nccl: ")
-
-
-def _local_rank(comm):
-    """(rank, size) among the ranks on this host: an MPI shared-memory split,
-    so it holds under mpirun, srun and Dask-MPI alike."""
-    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
-    shm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
-    try:
-        return shm.Get_rank(), shm.Get_size()
-    finally:
-        shm.Free()
-
-
-def _wtime_us():
-    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
-    return MPI.Wtime() * 1e6
 
 
 def _hostname():
