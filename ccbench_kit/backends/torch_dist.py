@@ -70,6 +70,7 @@ from ..errors import ConfigError, RunError
 from .base import Backend, host_memory_available
 from .blocking import BLOCKING_MODES, BLOCKING_ON_RETURN
 from .rankplace import local_rank, wtime_us
+from .torch_loop import GraphLoop, run_loop
 
 EXTRA = "torch"
 EAGER, GRAPH = "torch", "torch:graph"
@@ -400,7 +401,7 @@ class TorchBackend(Backend):
         to_wtime = wtime_us() - time.perf_counter() * 1e6
         try:
             if algorithm == GRAPH:
-                lat, start = _GraphLoop(self, calls, agg).run(warmup, iters, blocking, once)
+                lat, start = GraphLoop(self, calls, agg).run(warmup, iters, blocking, once)
             else:
                 lat, start = self._loop(calls, warmup, iters, agg, blocking, once)
         except RuntimeError as e:  # torch's errors, DistBackendError included
@@ -424,123 +425,13 @@ class TorchBackend(Backend):
             calls[0]()
             self._sync()
             return np.array([(time.perf_counter() - t0) * 1e6]), np.array([t0 * 1e6])
-        return _run_loop(self, lambda k: calls[k % len(calls)](), warmup, iters, agg, blocking)
+        return run_loop(self, lambda k: calls[k % len(calls)](), warmup, iters, agg, blocking)
 
     def close(self):
         if self.dist.is_initialized():
             self.dist.destroy_process_group()
         sys.excepthook = self._excepthook
         self._store = None
-
-
-class _GraphLoop:
-    """torch:graph: an iteration's `agg` calls captured once in a CUDA graph
-    (one graph per buffer set an iteration starts at), replayed per
-    iteration; warm-up iterations run eagerly on a side stream first, as
-    torch asks before a capture."""
-
-    def __init__(self, backend, calls, agg):
-        self.be, self.calls, self.agg = backend, calls, agg
-        self.graphs = {}
-
-    def _graph(self, start):
-        torch, n = self.be.torch, len(self.calls)
-        if start not in self.graphs:
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                for j in range(self.agg):
-                    self.calls[(start + j) % n]()
-            self.graphs[start] = g
-        return self.graphs[start]
-
-    def run(self, warmup, iters, blocking, once):
-        torch, be, n = self.be.torch, self.be, len(self.calls)
-        side = torch.cuda.Stream(device=be.device)
-        side.wait_stream(torch.cuda.current_stream(be.device))
-        with torch.cuda.stream(side):
-            for k in range(0 if once else warmup * self.agg):  # once: nothing before the check
-                self.calls[k % n]()
-        torch.cuda.current_stream(be.device).wait_stream(side)
-        if once:  # the checked call: one operation, through a graph
-            agg, self.agg = self.agg, 1
-            g = self._graph(0)
-            self.agg = agg
-            t0 = time.perf_counter()
-            g.replay()
-            be._sync()
-            return np.array([(time.perf_counter() - t0) * 1e6]), np.array([t0 * 1e6])
-        for i in range(min(iters, n)):  # captured before timing, as torch's warm-up wants
-            self._graph((i * self.agg) % n)
-        try:
-            return _run_loop(be, lambda k: self._graph(k % n).replay(), 0, iters, 1, blocking,
-                             step=self.agg)
-        finally:
-            for g in self.graphs.values():
-                g.reset()
-            self.graphs.clear()
-
-
-def _run_loop(be, call, warmup, iters, agg, blocking, step=None):
-    """Warm-up, a barrier, then `iters` timed iterations of `agg` calls of
-    `call(k)` (k: the operation's index; `step` operations an iteration
-    when one call stands for several, a graph's replay), in the backend's
-    timing mode and -z `blocking` mode.  (latency, start) in µs, start on
-    perf_counter's clock."""
-    # why long: the four timing modes and the -z modes share the index
-    # arithmetic and the warm-up; split, each would repeat it.
-    step = step or 1
-    k = 0
-    for _ in range(warmup):
-        for _ in range(agg):
-            call(k)
-            k += step
-    be._sync()
-    be.comm.Barrier()
-    lat, start = np.empty(iters), np.empty(iters)
-    clock = time.perf_counter
-    if blocking in (1, 2):  # every operation waited for (1: and a barrier), host clock
-        for i in range(iters):
-            t0 = clock()
-            for _ in range(agg):
-                call(k)
-                k += step
-                be._sync()
-                if blocking == 1:
-                    be.comm.Barrier()
-            lat[i], start[i] = (clock() - t0) * 1e6 / agg, t0 * 1e6
-        return lat, start
-    timing = be.timing
-    if timing == "batch" and blocking != 3:
-        t0 = clock()
-        for _ in range(iters * agg):
-            call(k)
-            k += step
-        be._sync()
-        per = (clock() - t0) * 1e6 / (iters * agg)
-        return np.full(iters, per), t0 * 1e6 + per * agg * np.arange(iters)
-    events = timing == "cuda-events"
-    if events:
-        ev = be.torch.cuda.Event
-        pairs = [(ev(enable_timing=True), ev(enable_timing=True)) for _ in range(iters)]
-    for i in range(iters):
-        t0 = clock()
-        if events:
-            pairs[i][0].record()
-        for _ in range(agg):
-            call(k)
-            k += step
-        if events:
-            pairs[i][1].record()
-        elif timing == "batch":  # -z 3 in batch mode: this iteration's own sync
-            be._sync()
-        lat[i], start[i] = (clock() - t0) * 1e6 / agg, t0 * 1e6
-        if blocking == 3:
-            be._sync()
-            be.comm.Barrier()
-    be._sync()
-    if events:
-        lat = np.array([a.elapsed_time(b) * 1e3 / agg for a, b in pairs])
-    return lat, start
 
 
 # the torch call of each collective; all_gather and reduce_scatter: torch
