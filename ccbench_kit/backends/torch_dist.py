@@ -13,7 +13,8 @@ MASTER_ADDR/MASTER_PORT in the environment).  The address is loopback
 (127.0.0.1) when every rank of the group is on rank 0's host, the usual
 case, so the rendezvous never leaves the machine; across hosts it is rank
 0's own address, as its hostname resolves (the name mpirun and Slurm reach
-it by).  torch's store server listens on every interface of rank 0's host
+it by; where that is loopback, its default route's source address:
+`own_address`).  torch's store server listens on every interface of rank 0's host
 for as long as the run lasts.  On one host gloo is pinned to the loopback
 interface (``GLOO_SOCKET_IFNAME=lo`` unless the environment sets it).
 
@@ -187,9 +188,12 @@ class TorchBackend(Backend):
         else:
             self.device = torch.device("cpu")
         self.process_group = "nccl" if self.on_gpu else "gloo"
+        if not self.on_gpu and self.options.timing == "cuda-events":
+            raise ConfigError("cuda-events needs CUDA tensors; this rank runs gloo on host "
+                              "tensors (no GPU visible, or --torch-device cpu)", "--timing")
         self.timing = self.options.timing or ("cuda-events" if self.on_gpu else "host-clock")
-        if not self.on_gpu and self.timing in ("cuda-events", "host-enqueue"):
-            self.timing = "host-clock"  # gloo's calls complete before they return
+        if not self.on_gpu and self.timing == "host-enqueue":
+            self.timing = "host-clock"  # -C 1: gloo's calls complete before they return
         self.unavailable = {}  # algorithm -> {engine count: reason}
         self.calls_used = {}   # collective -> the torch call that ran it
         self._store, self.rendezvous = self._make_store()
@@ -209,7 +213,7 @@ class TorchBackend(Backend):
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
         store_cls = self.dist.TCPStore
         if self.rank == 0:
-            addr = "127.0.0.1" if one_host else socket.gethostbyname(hosts[0])
+            addr = "127.0.0.1" if one_host else own_address()
             store = store_cls(addr, 0, self.nranks, True, timeout=STORE_TIMEOUT,
                               wait_for_workers=False)
             where = self.comm.bcast((addr, store.port), root=0)
@@ -448,6 +452,22 @@ def _call_name(dist, collective):
     """The name of the torch.distributed function that runs `collective`
     (the newest this torch has)."""
     return next(n for n in _CALL_NAMES[collective] if hasattr(dist, n))
+
+
+def own_address():
+    """This host's address as other hosts reach it: its hostname's, or,
+    where that resolves to loopback (Debian maps the hostname to
+    127.0.1.1), the source address of its default route (a UDP socket's
+    connect sends nothing)."""
+    addr = socket.gethostbyname(socket.gethostname())
+    if not addr.startswith("127."):
+        return addr
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))   # TEST-NET-1: never routed beyond the route lookup
+            return s.getsockname()[0]
+        except OSError:  # no route at all: one host after all
+            return addr
 
 
 def _span(t):
