@@ -32,8 +32,9 @@ the send buffer first, inside the timed span, which is what torch's own
 out-of-place form (the functional ``all_reduce``) does.  all_gather
 ``all_gather_single``, reduce_scatter ``reduce_scatter_single`` (torch
 2.13's names; ``all_gather_into_tensor`` and ``reduce_scatter_tensor``
-before, which 2.13 still has but warns at every call) (in place, the send block is a view of the receive buffer, or the reverse,
-as nccl-tests lays them out), alltoall ``all_to_all_single``, alltoallv
+before, which 2.13 still has but warns at every call; in place, the send
+block is a view of the receive buffer, or the reverse, as nccl-tests lays
+them out), alltoall ``all_to_all_single``, alltoallv
 ``all_to_all_single`` with split sizes (displacements must be packed in
 rank order, as torch takes no displacements), gather ``gather`` and scatter
 ``scatter`` with lists of views into the kit's buffer, sendrecv and permute
@@ -255,9 +256,10 @@ class TorchBackend(Backend):
         size_of = {l.engine_count: l.size for l in layouts}
         refused = {alg: {str(size_of.get(c, c)): why for c, why in m.items()}
                    for alg, m in self.unavailable.items()}
-        out = {"torch_version": str(self.torch.__version__), "torch_process_group": self.process_group,
-               "torch_device": self.device.type, "torch_rendezvous": self.rendezvous,
-               "torch_calls": dict(self.calls_used), "not_available": refused}
+        out = {"torch_version": str(self.torch.__version__),
+               "torch_process_group": self.process_group, "torch_device": self.device.type,
+               "torch_rendezvous": self.rendezvous, "torch_calls": dict(self.calls_used),
+               "not_available": refused}
         if self.on_gpu:
             out.update(nccl_version=self.nccl_version(), cuda_runtime=str(self.torch.version.cuda))
         return out

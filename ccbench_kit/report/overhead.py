@@ -84,7 +84,8 @@ def small_size_sentence(ds, baseline, stat="median"):
         ci = (f" (95 % CIs within {np.nanmin(g['lo']):.2f}–{np.nanmax(g['hi']):.2f}×)"
               if np.isfinite(g["lo"]).any() else " (plain ratios: no per-iteration data)")
         lo, hi = g["ratio"].min(), g["ratio"].max()
-        span = f"**{lo:.2f}×**" if np.isclose(lo, hi, rtol=0.005) else f"**{lo:.2f}×** to **{hi:.2f}×**"
+        span = (f"**{lo:.2f}×**" if np.isclose(lo, hi, rtol=0.005)
+                else f"**{lo:.2f}×** to **{hi:.2f}×**")
         out.append(f"`{pair}` {placement.replace('_', '-')}: {span}{ci} over {len(g)} size"
                    f"{'s' if len(g) != 1 else ''}")
     return (f"Time ratio to the baseline at ≤ {format_size(SMALL)} ({stat} over iterations, "
