@@ -72,7 +72,7 @@ from ..errors import ConfigError, RunError
 from .base import Backend, host_memory_available
 from .blocking import BLOCKING_MODES, BLOCKING_ON_RETURN
 from .rankplace import local_rank, wtime_us
-from .torch_loop import GraphLoop, run_loop
+from .torch_loop import CaptureFailed, GraphLoop, run_loop
 
 EXTRA = "torch"
 EAGER, GRAPH = "torch", "torch:graph"
@@ -410,6 +410,8 @@ class TorchBackend(Backend):
                 lat, start = GraphLoop(self, calls, agg).run(warmup, iters, blocking, once)
             else:
                 lat, start = self._loop(calls, warmup, iters, agg, blocking, once)
+        except CaptureFailed as e:
+            return self._refuse(algorithm, count, f"CUDA graph capture failed: {e}")
         except RuntimeError as e:  # torch's errors, DistBackendError included
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise RunError(f"rank {self.rank}: torch.distributed {collective}: {first}") from None

@@ -6,6 +6,11 @@ import time
 import numpy as np
 
 
+class CaptureFailed(Exception):
+    """torch refused to capture a call in a CUDA graph (the reason); every
+    rank captures the same calls, so every rank refuses together."""
+
+
 class GraphLoop:
     """torch:graph: an iteration's `agg` calls captured once in a CUDA graph
     (one graph per buffer set an iteration starts at), replayed once per
@@ -19,9 +24,15 @@ class GraphLoop:
     def _capture(self, start, ops):
         torch, n = self.be.torch, len(self.calls)
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for j in range(ops):
-                self.calls[(start + j) % n]()
+        try:
+            # thread_local: the process group's watchdog thread polls its events
+            # during a capture, which "global" would count as the capture's error
+            with torch.cuda.graph(g, capture_error_mode="thread_local"):
+                for j in range(ops):
+                    self.calls[(start + j) % n]()
+        except RuntimeError as e:  # torch will not capture this call: nothing ran yet
+            raise CaptureFailed(str(e).strip().splitlines()[0] if str(e).strip()
+                                else type(e).__name__) from None
         return g
 
     def _graph(self, start):
@@ -46,9 +57,9 @@ class GraphLoop:
             for k in range(warmup * self.agg):
                 self.calls[k % n]()
         torch.cuda.current_stream(be.device).wait_stream(side)
-        for i in range(min(iters, n)):  # every graph captured before the timing starts
-            self._graph((i * self.agg) % n)
         try:
+            for i in range(min(iters, n)):  # every graph captured before the timing starts
+                self._graph((i * self.agg) % n)
             return run_loop(be, lambda k: self._graph(k % n).replay(), 0, iters, 1, blocking,
                             ops=self.agg)
         finally:
