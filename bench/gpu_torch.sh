@@ -12,7 +12,7 @@
 # place adds its copy, as torch's own out-of-place form does), renders the report (torch run, nccl as baseline)
 # where the report extra is installed, and runs the gpu-marked torch tests.
 # Every command's output in OUTDIR/*.txt, exit codes in OUTDIR/log.txt,
-# the results files in OUTDIR/*.nc.
+# the results files in OUTDIR/*.nc, the tables together in OUTDIR/summary.md.
 set -u -o pipefail
 NAME=gpu-torch
 . "$(dirname "$0")/gpu_setup.sh"
@@ -79,4 +79,12 @@ say "GPU tests"
 timeout "$(budget 240)" $PY -m pytest -q -rs -m gpu -p no:cacheprovider tests/test_torch_gpu.py \
     >"$OUTDIR/pytest_gpu.txt" 2>&1
 say "GPU tests rc=$?"
+{   # one page for bench/RESULTS.md: versions, the side-by-side tables, the comparisons
+    echo "# torch backend vs nccl backend: all_reduce, $NG GPU(s)"; echo '```'; cat "$OUTDIR/env.txt"
+    for f in torch nccl nccl_graph compare_eager compare_graph compare_graph_vs_nccl_graph; do
+        echo; echo "## $f"; grep -v '^\[' "$OUTDIR/$f.txt" 2>/dev/null | tail -n 80
+    done
+    echo; echo "## GPU tests"; tail -n 15 "$OUTDIR/pytest_gpu.txt" 2>/dev/null; echo '```'
+} >"$OUTDIR/summary.md"
+say "summary: $OUTDIR/summary.md"
 rm -rf "$WORK"
