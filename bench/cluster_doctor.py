@@ -20,6 +20,10 @@ same node.  Two kinds the peer ratios cannot see (the "invisible" kinds):
 - two-slow: 2 of the 4 nodes with slow links, checked without a baseline
   (the verdict must say it cannot tell) and with the baseline each backend
   saved on the clean fabric at the start (both nodes named).
+
+One more kind shapes one direction only: one-way-35, the node's own
+sending side (its end of the link) at 35 % of the rate, the other
+direction untouched (the verdict must name that node's link, and no other).
 """
 import argparse
 import json
@@ -39,6 +43,8 @@ from testbed import Cluster, Config, FaultUnavailable  # noqa: E402
 KINDS = ("slow-link", "congested-link", "cpu-contended", "stopped", "lossy-link")
 INVISIBLE = ("spine-40", "two-slow")
 SPINE_FRACTION = 0.4
+ONE_WAY = "one-way-35"
+ONE_WAY_FRACTION = 0.35
 CCBENCH = os.path.join(os.path.dirname(sys.executable), "ccbench")
 
 
@@ -92,6 +98,14 @@ def shape_spine(cluster, fraction):
         fabric.tbf(cluster.config.netns("fab"), end, rate)
 
 
+def shape_one_way(cluster, node, fraction):
+    """`node`'s sending direction (its namespace's end of the link) shaped
+    to `fraction` of the node rate; the direction into it keeps its rate."""
+    from testbed import fabric
+    rate = max(1, int(cluster.config.rate_mbit * fraction))
+    fabric.tbf(cluster.config.netns(node), "eth0", rate)
+
+
 def judge_run(kind, node, line, with_baseline=False):
     """(hit, exact) of one verdict line: `node` is the faulted node (two
     nodes, "a,b", for two-slow; None clean or spine-40)."""
@@ -109,7 +123,8 @@ def judge_run(kind, node, line, with_baseline=False):
         return hit, hit
     got = named(line)
     hit = printed and got == ({node} if node else set())
-    exact = hit and (node is None or body == (f"{node} link" if kind.endswith("link") else node))
+    link = kind.endswith("link") or kind == ONE_WAY
+    exact = hit and (node is None or body == (f"{node} link" if link else node))
     return hit, exact
 
 
@@ -125,7 +140,7 @@ def one(fault, name, out, nodes=4, extra=()):
     return 0 if line.startswith("verdict:") and "(none printed)" not in line else 3
 
 
-def bench(n, kinds, name, path, seed, backends=("tcp",), extra=()):
+def bench(n, kinds, name, path, seed, backends=("tcp",), extra=(), clean=True):
     rng = random.Random(seed)
     rows = []
     skipped = set()
@@ -134,13 +149,15 @@ def bench(n, kinds, name, path, seed, backends=("tcp",), extra=()):
     def check(kind, node, i, backend, more=(), with_baseline=False):
         tag = f"{kind}-{backend}{'-baseline' if with_baseline else ''}-{i}"
         out = f"/tmp/{name}-doctor-{tag}.nc"
+        before = os.getloadavg()
         line, text, took, rc = doctor(c, out, extra=("--backend", backend, *extra, *more))
         left = left_jobs(c)
         hit, exact = judge_run(kind, node, line, with_baseline)
         load = os.getloadavg()
         rows.append({"kind": kind, "backend": backend, "baseline": with_baseline, "node": node,
                      "verdict": line, "hit": hit, "exact": exact, "seconds": round(took, 1),
-                     "exit": rc, "load1": round(load[0], 1), "load5": round(load[1], 1),
+                     "exit": rc, "load1_before": round(before[0], 1),
+                     "load1": round(load[0], 1), "load5": round(load[1], 1), "out": out,
                      "jobs_left": left, "scores": scores(out),
                      **({} if hit else {"output": text[-4000:]})})
         print(f"{kind:15s} {backend:4s} {'B' if with_baseline else ' '} {node or '-':12s} "
@@ -163,7 +180,7 @@ def bench(n, kinds, name, path, seed, backends=("tcp",), extra=()):
         # still covers every kind, and the machine's load falls on all alike
         for i in range(n):
             order = list(backends) if i % 2 == 0 else list(reversed(backends))
-            for kind in ["clean", *kinds]:
+            for kind in ["clean", *kinds] if clean else list(kinds):
                 if kind in skipped:
                     continue
                 keys = []
@@ -175,6 +192,9 @@ def bench(n, kinds, name, path, seed, backends=("tcp",), extra=()):
                         two = sorted(rng.sample(c.config.node_names, 2))
                         keys = [c.fault("slow-link", m) for m in two]
                         node = ",".join(two)
+                    elif kind == ONE_WAY:
+                        node = rng.choice(c.config.node_names)
+                        shape_one_way(c, node, ONE_WAY_FRACTION)
                     elif kind != "clean":
                         node = rng.choice(c.config.node_names)
                         keys = [c.fault(kind, node)]
@@ -194,6 +214,8 @@ def bench(n, kinds, name, path, seed, backends=("tcp",), extra=()):
                         c.clear(key)
                     if kind == "spine-40":
                         shape_spine(c, 1.0)
+                    elif kind == ONE_WAY:
+                        shape_one_way(c, node, 1.0)
     summarize(rows)
     return 0
 
@@ -231,6 +253,8 @@ def main():
     p.add_argument("--backends", default="tcp", metavar="LIST",
                    help="--bench: the doctor's transports, each run on every fault "
                         "(e.g. tcp,mpi)")
+    p.add_argument("--no-clean", action="store_true",
+                   help="--bench: skip the clean run of each round (faulted runs only)")
     p.add_argument("--summary", default="", metavar="JSON",
                    help="print the hit table of a bench's JSON (one cut short too) and exit")
     a = p.parse_args()
@@ -241,13 +265,14 @@ def main():
     extra = shlex.split(a.doctor_args)
     if a.bench:
         kinds = KINDS if a.kinds == "all" else tuple(a.kinds.split(","))
-        unknown = [k for k in kinds if k not in KINDS + INVISIBLE]
+        known = KINDS + INVISIBLE + (ONE_WAY,)
+        unknown = [k for k in kinds if k not in known]
         if unknown:
-            print(f"--kinds: unknown kind {unknown[0]!r}; one of "
-                  f"{', '.join(KINDS + INVISIBLE)}", file=sys.stderr)
+            print(f"--kinds: unknown kind {unknown[0]!r}; one of {', '.join(known)}",
+                  file=sys.stderr)
             return 2
         return bench(a.bench, kinds, a.name, a.json, a.seed, tuple(a.backends.split(",")),
-                     extra)
+                     extra, clean=not a.no_clean)
     fault = a.fault.strip()
     if fault:
         kind, _, node = fault.partition(":")

@@ -1,8 +1,10 @@
 """The Python API: run, load, save.  The CLI is a thin shell over this."""
 import datetime
+import itertools
 import os
 import shutil
 import tempfile
+import uuid
 
 from . import config, run_fields
 from .backends import backend_class
@@ -16,11 +18,17 @@ from .dataset.checkpoint import Checkpoint
 from .harness import Sweep
 from .launch.command import launcher
 from .launch.debug import rank_env as debug_env
-from .launch.cycles import check_cycles, run_cycles
-from .launch.stable import check_target, run_until_stable
+from .launch.cycles import check_cycles, run_cycles, save_cycles
+from .launch.stable import Rounds, check_target, run_until_stable
+from .launch.job import Job, Part, round_path
 from .launch.mpirun import launch
 
 __all__ = ["load", "run", "run_many", "save", "make_config", "make_configs", "inside_mpi_job", "RunConfig"]
+
+#: `run`'s keywords that say how and where the ranks start, not what they
+#: measure: the place fields (hosts...) and the plain keywords of `run`
+LAUNCH_KEYWORDS = ("progress", "slurm", "env", "client", "mpi_log_dir", "debug",
+                   *(f.name for f in run_fields.in_section(run_fields.PLACE)))
 
 
 def make_config(collective, nranks=2, sizes=None, **keywords):
@@ -94,8 +102,8 @@ def job_size(default):
 
 def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hosts=None,
         hosts_file=None, nnodes=None, ranks_per_node=None, slurm=None, env=None,
-        client=None, cycles=1, until_stable=None, stable_cap=None, mpi_log_dir=None,
-        debug=False, **options):
+        client=None, cycles=1, until_stable=None, stable_cap=None, job_per_cycle=False,
+        mpi_log_dir=None, debug=False, **options):
     """Benchmark one collective and return its results Dataset (docs/data-contract.md).
 
     Every keyword below that ``ccbench run`` has a flag for is declared once
@@ -172,7 +180,11 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     cycles : int
         Run the whole sweep this many times, each a run of its own, and keep
         every cycle's iterations (``--cycles``, nccl-tests' ``-N``;
-        `launch.cycles`).
+        `launch.cycles`).  Every cycle runs in the same job, as nccl-tests'
+        cycles do in one process.
+    job_per_cycle : bool
+        With `cycles`: start a fresh job for each cycle, so that the spread
+        between cycles includes start-up (``--job-per-cycle``).
     until_stable : float, optional
         Repeat the sizes whose bootstrap interval of the mean is wider than
         this relative half-width, up to `stable_cap` iterations a size
@@ -195,7 +207,7 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
             collective, 2 if nranks is None else nranks, sizes, timeout=timeout, **options)
         name = cfg.sweep.collective
         results = _repeated({name: cfg}, check_cycles(cycles, "cycles"), until_stable,
-                            stable_cap, launch_kw)
+                            stable_cap, launch_kw, job_per_cycle=job_per_cycle)
         return None if results is None else results[name]
     if isinstance(collective, RunConfig):
         given = [k for k, v in (("nranks", nranks), ("sizes", sizes), ("timeout", timeout))
@@ -229,34 +241,96 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         return _run_in_process(cfg, progress=progress)
     cfg = cfg or make_config(collective, 2 if nranks is None else nranks, sizes,
                              timeout=timeout, **options)
-    # before mpirun starts: where the results go, and whether the ranks fit here
-    check_run(cfg, ranks_here=0 if (hosts or hosts_file or slurm) else cfg.nranks)
-    if debug:
-        env = debug_env(cfg.backend.name, env)
-    command = launcher(cfg.nranks, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
-                       ranks_per_node=ranks_per_node, slurm=slurm, env=env, log_dir=mpi_log_dir)
-    tmp = None
-    if not cfg.output.out:
-        fd, tmp = tempfile.mkstemp(prefix="ccbench-", suffix=".nc")
-        os.close(fd)
-        cfg = cfg.replace(out=tmp)
-        if command:  # so that a file rank 0 wrote elsewhere is not mistaken for it
-            os.unlink(tmp)
+    name = cfg.collective
+    return _launched({name: cfg}, cfg.output.out, launch_kw)[name]
 
-    launch(cfg, on_event=progress, command=command, env=env, debug=debug)
-    out = cfg.output.out
-    if command and not os.path.exists(out):
-        raise RunError(f"the run finished but {out} is not here: rank 0 wrote it on "
+
+def _launched(parts, out, launch_kw):
+    """{name: Dataset} of `parts` ({name: RunConfig}) run by one launch, into
+    `out`.
+
+    One part goes straight into `out`; several each into a part file beside
+    it, then all into `out` (the first in the root group), also when the job
+    fails part-way (the parts done, and the sizes done of the part it failed
+    in).  Without `out`, into temporary files, loaded and removed."""
+    stem = out or _temporary_stem()
+    paths = {n: (stem if len(parts) == 1 else f"{stem}.{n}.part") for n in parts}
+    if out and len(parts) > 1:
+        check_output(out, "--out")
+    try:
+        _launch_job([(n, c.replace(out=paths[n])) for n, c in parts.items()], launch_kw)
+    except RunError as e:
+        if out and len(parts) > 1 and _gather_parts(paths, out):
+            e.args = (str(e).replace(paths[list(parts)[e.part]], out),)
+        raise
+    if out and len(parts) > 1:
+        return _gather_parts(paths, out)
+    results = {n: load(p) for n, p in paths.items()}
+    if not out:
+        results = {n: ds.load() for n, ds in results.items()}
+        for p in paths.values():
+            os.unlink(p)
+    return results
+
+
+def _temporary_stem():
+    """A results path in the temporary folder, not made here: on another
+    host rank 0 writes it there (and an empty file would be left)."""
+    return os.path.join(tempfile.gettempdir(), f"ccbench-{uuid.uuid4().hex[:12]}.nc")
+
+
+def _launch_job(parts, launch_kw, on_part=None, rounds=None):
+    """Run `parts` ([(name, RunConfig)], each with its ``out``) as one
+    `launch.job.Job`: one mpirun, hosts or srun launch for them all.
+
+    `on_part(index)`: part `index`'s results file is complete.  `rounds`:
+    the job's ``--until-stable`` rounds (`launch.stable.Rounds.spec`).
+    Raises the launcher's RunError (its ``part``: the index of the part it
+    failed in)."""
+    kw = {k: launch_kw.get(k) for k in LAUNCH_KEYWORDS}
+    first = parts[0][1]
+    remote = bool(kw["hosts"] or kw["hosts_file"] or kw["slurm"])
+    for _, cfg in parts:  # before mpirun starts: the files, and whether the ranks fit here
+        check_run(cfg, ranks_here=0 if remote else cfg.nranks)
+    env = debug_env(first.backend.name, kw["env"]) if kw["debug"] else kw["env"]
+    command = launcher(first.nranks, hosts=kw["hosts"], hosts_file=kw["hosts_file"],
+                       nnodes=kw["nnodes"], ranks_per_node=kw["ranks_per_node"],
+                       slurm=kw["slurm"], env=env, log_dir=kw["mpi_log_dir"])
+    progress = kw["progress"]
+
+    def follow(ev):
+        if on_part and ev.get("event") == "part-done":
+            on_part(int(ev["index"]))
+        if progress:
+            progress(ev)
+    launch(Job("sweep", tuple(Part(n, c) for n, c in parts), rounds=rounds), on_event=follow,
+           command=command, env=env, debug=kw["debug"])
+    # a part's first file: its only one, or its first round's
+    missing = [p for p in (round_path(c.output.out, 0) if rounds else c.output.out
+                           for _, c in parts) if not os.path.exists(p)]
+    if command and missing:
+        raise RunError(f"the run finished but {missing[0]} is not here: rank 0 wrote it on "
                        "its own host; give --out a path on a shared file system, or "
                        "launch from the first host")
-    ds = load(out)
-    if tmp:
-        ds = ds.load()
-        os.unlink(tmp)
-    return ds
 
 
-def _repeated(parts, cycles, until_stable, stable_cap, launch_kw, out=None, on_cycle=None):
+def _gather_parts(paths, out):
+    """The part files in `paths` ({name: path}) that exist, saved together
+    into `out` and removed; {name: Dataset}, loaded."""
+    done = {}
+    for name, path in paths.items():
+        if os.path.exists(path):
+            with load(path) as ds:
+                done[name] = ds.load()
+    if done:
+        save(done, out)
+        for name in done:
+            os.unlink(paths[name])
+    return done
+
+
+def _repeated(parts, cycles, until_stable, stable_cap, launch_kw, out=None, on_cycle=None,
+              job_per_cycle=False):
     """{name: Dataset} of `parts` ({name: RunConfig}) run in `cycles` cycles,
     or until stable (not both): the launchers of `launch.cycles` and
     `launch.stable`.  The results go to `out`, else the first part's
@@ -270,7 +344,11 @@ def _repeated(parts, cycles, until_stable, stable_cap, launch_kw, out=None, on_c
         out = os.path.join(tmp, "results.nc")
     check_run(first.replace(out=out), ranks_here=0)
     try:
-        if until_stable is not None:
+        if until_stable is not None and _one_launch(launch_kw):
+            iters = first.sweep.iters
+            results = _stable_in_one_job(parts, out, Rounds(
+                *check_target(until_stable, stable_cap, iters), iters), launch_kw)
+        elif until_stable is not None:
             iters = first.sweep.iters
             target, cap = check_target(until_stable, stable_cap, iters)
             results = run_until_stable(
@@ -278,9 +356,11 @@ def _repeated(parts, cycles, until_stable, stable_cap, launch_kw, out=None, on_c
                     {k: c.replace(sizes=tuple(some)) for k, c in parts.items()}, path,
                     launch_kw),
                 [int(s) for s in first.sweep.sizes], target, cap, iters, out)
-        else:
+        elif job_per_cycle or not _one_launch(launch_kw):
             results = run_cycles(lambda out: _in_sequence(parts, out, launch_kw), cycles, out,
                                  on_cycle=on_cycle)
+        else:
+            results = _cycles_in_one_job(parts, cycles, out, launch_kw, on_cycle)
         if results is None or not tmp:
             return results
         return {k: ds.load() for k, ds in results.items()}
@@ -290,7 +370,7 @@ def _repeated(parts, cycles, until_stable, stable_cap, launch_kw, out=None, on_c
 
 
 def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until_stable=None,
-             stable_cap=None, on_cycle=None, **options):
+             stable_cap=None, job_per_cycle=False, on_cycle=None, **options):
     """Run several parts one after another; {name: Dataset}.
 
     Parameters
@@ -305,7 +385,7 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until
         Every part lands in that one file (the first in the root group, the
         others in groups named after them: `part_names`; see `dataset.io`),
         rewritten after each part so that finished ones are never lost.
-    cycles, until_stable, stable_cap :
+    cycles, until_stable, stable_cap, job_per_cycle :
         As `run`'s, over all the parts.
     on_cycle : callable, optional
         With `cycles`: called with (cycle index, {name: Dataset}) after each.
@@ -318,10 +398,8 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until
     dict
         {name: xarray.Dataset}; None on ranks other than 0 of an MPI job.
     """
-    launch_keys = {"progress", "slurm", "env", "client", "mpi_log_dir", "debug",
-                   *(f.name for f in run_fields.in_section(run_fields.PLACE))}
-    launch_kw = {k: v for k, v in options.items() if k in launch_keys}
-    config_kw = {k: v for k, v in options.items() if k not in launch_keys}
+    launch_kw = {k: v for k, v in options.items() if k in LAUNCH_KEYWORDS}
+    config_kw = {k: v for k, v in options.items() if k not in LAUNCH_KEYWORDS}
     if out:
         check_output(out, "--out")
     if isinstance(collectives_, str) or not all(isinstance(c, RunConfig) for c in collectives_):
@@ -332,14 +410,16 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until
     parts = dict(zip(part_names(cfgs), cfgs))
     if cycles != 1 or until_stable is not None:
         return _repeated(parts, check_cycles(cycles, "cycles"), until_stable, stable_cap,
-                         launch_kw, out=out, on_cycle=on_cycle)
+                         launch_kw, out=out, on_cycle=on_cycle, job_per_cycle=job_per_cycle)
     return _in_sequence(parts, out, launch_kw)
 
 
 def _in_sequence(parts, out, launch_kw):
     """{name: Dataset} of `parts` ({name: RunConfig}) run one after another
-    into `out`: one part straight into it, several each into a part file
-    and then all into `out` (see `run_many`)."""
+    into `out`: one launch for them all (`_launched`); a part at a time
+    in-process or on a Dask cluster, whose ranks already run."""
+    if _one_launch(launch_kw):
+        return _launched(parts, out, launch_kw)
     progress = launch_kw.get("progress")
     done = {}
     for name, cfg in parts.items():
@@ -355,6 +435,69 @@ def _in_sequence(parts, out, launch_kw):
             save(done, out)
             os.unlink(part)
     return done if all(d is not None for d in done.values()) else None
+
+
+def _one_launch(launch_kw):
+    """Whether the kit starts the ranks (mpirun, hosts, srun), so that every
+    part runs in one launch; not in-process nor on a Dask cluster, whose
+    ranks already run."""
+    return launch_kw.get("client") is None and not inside_mpi_job()
+
+
+def _cycles_in_one_job(parts, n, out, launch_kw, on_cycle=None):
+    """{name: combined Dataset} of `n` cycles of `parts` run as the parts of
+    one job (`launch.cycles`); `on_cycle(c, {name: Dataset})` as each
+    cycle's last part is done."""
+    names = list(parts)
+    order = [(c, name) for c in range(n) for name in names]
+    paths = [f"{out}.cycle{c}.{name}.part" for c, name in order]
+    done = []
+
+    def part_done(index):
+        c, name = order[index]
+        if name != names[-1]:
+            return
+        cycle = {}
+        for k, nm in enumerate(names):
+            with load(paths[c * len(names) + k]) as ds:
+                cycle[nm] = ds.load()
+        done.append(cycle)
+        if on_cycle:
+            on_cycle(c, cycle)
+    try:
+        _launch_job([(name, parts[name].replace(out=paths[k])) for k, (_, name) in
+                     enumerate(order)], launch_kw, on_part=part_done)
+    except BaseException as e:
+        save_cycles(done, n, out, e)
+        raise
+    finally:
+        for path in paths:
+            if os.path.exists(path):
+                os.unlink(path)
+    return save_cycles(done, n, out)
+
+
+def _stable_in_one_job(parts, out, rounds, launch_kw):
+    """{name: Dataset} of `parts` run until stable (`launch.stable`), every
+    round in one job: rank 0 decides between rounds, each round of a part
+    lands in its own file, merged here into `out`."""
+    bases = {name: f"{out}.{name}" for name in parts}
+    _launch_job([(n, c.replace(out=bases[n])) for n, c in parts.items()], launch_kw,
+                rounds=rounds.spec())
+    files = []
+    for name, base in bases.items():
+        for k in itertools.count():
+            path = round_path(base, k)
+            if not os.path.exists(path):
+                break
+            with load(path) as ds:
+                rounds.record(name, ds.load())
+            files.append(path)
+    merged = rounds.merged()
+    save(merged, out)
+    for path in files:
+        os.unlink(path)
+    return merged
 
 
 def _run_in_process(cfg, progress=None):

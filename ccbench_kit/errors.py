@@ -1,8 +1,9 @@
-"""Exceptions the kit raises on purpose.
+"""Exceptions the kit raises on purpose, and the one way it warns a user.
 
 The CLI prints ``str(error)`` of a `CCBenchError` as one line and exits
 non-zero; anything else is a bug and keeps its traceback.
 """
+import sys
 
 # Exit statuses of ``ccbench``: one meaning each, defined here only.
 EXIT_OK = 0            # done
@@ -43,6 +44,21 @@ class RunError(CCBenchError, RuntimeError):
     """A benchmark run failed (a rank died, hung, or MPI reported an error)."""
 
     exit_code = EXIT_RUN_FAILED
+
+
+class Interrupted(Exception):
+    """SIGTERM, turned into an exception so that a launcher cleans up
+    (the CLI's handler raises it; the launcher stops the job, then the CLI
+    exits with `exit_code`)."""
+
+    signal_name = "SIGTERM"
+    exit_code = EXIT_SIGTERM
+
+
+def print_warning(message):
+    """One ``ccbench: warning:`` line on stderr: something the user should
+    know that does not stop the command (the run goes on)."""
+    print(f"ccbench: warning: {message}", file=sys.stderr, flush=True)
 
 
 class MissingDependency(CCBenchError, ImportError):

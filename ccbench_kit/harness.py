@@ -10,10 +10,10 @@ import warnings
 
 import numpy as np
 
-from . import checks, collectives, hostinfo
+from . import checks, collectives
 from ._version import __version__
-from .backends import backend_class, get_backend
-from .clock import estimate_offsets
+from .backends import backend_class
+from .session import Session
 from .inputs.coalesced import combined, split_layout
 from .dataset.schema import make_dataset
 from .dtypes import OPS, get_dtype
@@ -60,16 +60,22 @@ class Sweep:
     """One rank's part of a run.  Use `run()`; rank 0 gets the Dataset."""
 
     def __init__(self, comm, cfg, emit=None, checkpoint=None, backend=None, reporter=None,
-                 table=None):
+                 table=None, session=None):
         """`checkpoint` (rank 0): a `dataset.checkpoint.Checkpoint`, or None
         to keep the results in memory only.  `table` (rank 0): a
         `formats.nccl_tests.live_table.LiveTable` that prints each size's
-        rows as it completes (a batch job's log), or None."""
+        rows as it completes (a batch job's log), or None.  `session`: the
+        job's `session.Session` on `comm`, whose communicators, backends,
+        host facts and clock offsets the parts of a job share; None makes
+        one that this sweep closes when it ends."""
         # self.comm is the world; collectives run on self.group_comm, and
         # self.rank / self.nranks are this rank's place in its replica group.
         self.comm, self.cfg = comm, cfg
         self.world_rank, self.world_size = comm.Get_rank(), comm.Get_size()
-        self.group, self.group_comm = split_groups(comm, cfg.inputs.groups)
+        self._own_session = session is None
+        self.session = session or Session(comm)
+        self._given_backend = backend
+        self.group, self.group_comm = self.session.group(cfg.inputs.groups)
         self.rank, self.nranks = self.group_comm.Get_rank(), self.group_comm.Get_size()
         self.emit = emit or _warn_only
         self.checkpoint = checkpoint
@@ -83,9 +89,10 @@ class Sweep:
         self.coll = collectives.get(cfg.sweep.collective).configure(cfg.inputs, members)
         self.dtype = get_dtype(cfg.sweep.dtype)
         # the group's communicator runs the collectives; the world's picks devices
-        self.backend = backend or get_backend(
-            cfg.backend.name, self.group_comm, cfg.backend_options(), world=self.comm)
+        self.backend = backend or self.session.backend(
+            cfg.backend.name, cfg.backend_options(), cfg.inputs.groups)
         _agree_on_config(comm, cfg)
+        self.backend.check_algorithms(self.coll.name, cfg.sweep.algorithms)
         if cfg.launch.nranks != self.world_size:
             raise RunError(f"configured for {cfg.launch.nranks} ranks but the communicator has "
                            f"{self.world_size}")
@@ -97,13 +104,13 @@ class Sweep:
         from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
 
         host_buffers = backend_class(self.cfg.backend.name).host_buffers
-        self._facts, crowded = hostinfo.run_facts(comm, host_buffers)
+        self._facts, crowded = self.session.facts(host_buffers)
         if crowded and self.world_rank == 0:
             self.emit({"event": "warning", "message": crowded})
-        clock = estimate_offsets(comm)
+        clock = self.session.clock()
         self._start_ref = comm.bcast(MPI.Wtime() if self.world_rank == 0 else None)
         self._offset = clock.offset
-        self._ranks_per_host = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_size()
+        self._ranks_per_host = self.session.ranks_per_host()
         ranks_info = comm.gather((socket.gethostname(), self.backend.device_name), root=0)
         offsets = comm.gather((clock.offset * 1e6, clock.error * 1e6), root=0)
         return ranks_info, offsets
@@ -173,9 +180,10 @@ class Sweep:
             ds = self._dataset(blocks, ranks_info, offsets, complete=True)
             self._save(ds)
         self.reporter.phase("done")
-        self.backend.close()
-        if self.group_comm is not comm:
-            self.group_comm.Free()
+        if self._own_session:
+            if self._given_backend is not None:
+                self._given_backend.close()
+            self.session.close()
         return ds if self.world_rank == 0 else None
 
     def _warm_every_size(self, layouts):
@@ -426,17 +434,6 @@ def _warn_only(event):
     """Events nobody listens to: warnings still reach the user."""
     if event.get("event") == "warning":
         warnings.warn(event["message"], RuntimeWarning, stacklevel=2)
-
-
-def split_groups(comm, groups):
-    """(index of this rank's group, its communicator); (0, comm) for no groups.
-
-    A rank's position in its group's list is its rank in the group."""
-    if not groups:
-        return 0, comm
-    me = comm.Get_rank()
-    g = next(i for i, members in enumerate(groups) if me in members)
-    return g, comm.Split(color=g, key=groups[g].index(me))
 
 
 def group_coords(groups, nranks):

@@ -198,6 +198,12 @@ FIELDS = (
           "run the whole sweep N times, as nccl-tests -N; each cycle's table is printed and "
           "every cycle's iterations kept (coordinate cycle)",
           default=1, type=int, group=ITERATIONS, cli={"metavar": "N"}, suite=False),
+    Field("job_per_cycle", REPEAT, ("--job-per-cycle",),
+          "with --cycles: a fresh job (launch, MPI init, communicators) for each cycle, so the "
+          "spread between cycles includes start-up; by default all cycles run in one job, as "
+          "nccl-tests -N does in one process",
+          default=False, check=boolean, group=ITERATIONS, cli={"action": "store_true"},
+          suite=False),
     Field("until_stable", REPEAT, ("--until-stable",),
           "run a size again (-n more iterations a round) until the 95%% CI of its mean time "
           "is within ±HALF_WIDTH (0.05 = 5%%) or --stable-cap",

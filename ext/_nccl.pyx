@@ -24,6 +24,11 @@ cdef extern from "nccl_api.h" nogil:
     ctypedef void *ncclComm_t
     ctypedef struct ncclUniqueId:
         char internal[128]
+    ctypedef struct cudaIpcMemHandle_t:
+        char reserved[64]
+    ctypedef int CUresult
+    ctypedef void *CUmodule
+    ctypedef void *CUfunction
     ctypedef struct ccbn_lib:
         cudaError_t (*cudaGetDeviceCount)(int *) noexcept nogil
         cudaError_t (*cudaSetDevice)(int) noexcept nogil
@@ -35,6 +40,7 @@ cdef extern from "nccl_api.h" nogil:
         cudaError_t (*cudaStreamCreateWithFlags)(cudaStream_t *, unsigned) noexcept nogil
         cudaError_t (*cudaStreamDestroy)(cudaStream_t) noexcept nogil
         const char *(*cudaGetErrorString)(cudaError_t) noexcept nogil
+        cudaError_t (*cudaGetLastError)() noexcept nogil
         cudaError_t (*cudaDeviceGetPCIBusId)(char *, int, int) noexcept nogil
         cudaError_t (*cudaMemGetInfo)(size_t *, size_t *) noexcept nogil
         cudaError_t (*cudaRuntimeGetVersion)(int *) noexcept nogil
@@ -58,6 +64,25 @@ cdef extern from "nccl_api.h" nogil:
         ncclResult_t (*ncclCommRegister)(ncclComm_t, void *, size_t, void **) noexcept nogil
         ncclResult_t (*ncclCommDeregister)(ncclComm_t, void *) noexcept nogil
         void (*ncclResetDebugInit)() noexcept nogil
+        ncclResult_t (*ncclCommWindowRegister)(ncclComm_t, void *, size_t, void **, int) noexcept nogil
+        ncclResult_t (*ncclCommWindowDeregister)(ncclComm_t, void *) noexcept nogil
+        cudaError_t (*cudaIpcGetMemHandle)(cudaIpcMemHandle_t *, void *) noexcept nogil
+        cudaError_t (*cudaIpcOpenMemHandle)(void **, cudaIpcMemHandle_t, unsigned) noexcept nogil
+        cudaError_t (*cudaIpcCloseMemHandle)(void *) noexcept nogil
+        cudaError_t (*cudaDeviceCanAccessPeer)(int *, int, int) noexcept nogil
+        cudaError_t (*cudaDeviceGetByPCIBusId)(int *, const char *) noexcept nogil
+        cudaError_t (*cudaDeviceGetAttribute)(int *, int, int) noexcept nogil
+        CUresult (*cuModuleLoadData)(CUmodule *, const void *) noexcept nogil
+        CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *) noexcept nogil
+        CUresult (*cuModuleUnload)(CUmodule) noexcept nogil
+        void *cuLaunchKernel
+        CUresult (*cuGetErrorString)(CUresult, const char **) noexcept nogil
+    ctypedef struct ccbn_kargs:
+        unsigned long long send, recv, count
+        unsigned long long stage[8]
+        unsigned long long signal[8]
+        unsigned long long epochs
+        int rank, nranks
     ctypedef struct ccbn_call:
         int kind
         int p2p
@@ -74,7 +99,12 @@ cdef extern from "nccl_api.h" nogil:
         const size_t *rcounts
         const size_t *rdispls
         int send_to, recv_from
-    int CCBN_E_ARG, CCBN_E_NOSYM, CCBN_E_NCCL, CCBN_E_CUDA, CCBN_NKINDS
+        CUfunction func
+        unsigned grid, block
+        ccbn_kargs kargs
+    int CCBN_E_ARG, CCBN_E_NOSYM, CCBN_E_NCCL, CCBN_E_CUDA, CCBN_E_CU, CCBN_NKINDS
+    int CCBN_MAX_PEERS, NCCL_WIN_COLL_SYMMETRIC, cudaIpcMemLazyEnablePeerAccess
+    int cudaDevAttrComputeCapabilityMajor, cudaDevAttrComputeCapabilityMinor
     const char *ccbn_kind_name(int kind)
     int ccbn_open(ccbn_lib *L, const char *cudart_path, const char *nccl_path, char *err, size_t errlen)
     int ccbn_launch(const ccbn_lib *L, const ccbn_call *c, char *err, size_t errlen)
@@ -118,6 +148,8 @@ class NcclError(RuntimeError):
 
 cdef raise_for(int rc, char *err):
     msg = err.decode(errors="replace")
+    if rc >= CCBN_E_CU:
+        raise CudaError(rc - CCBN_E_CU, msg)
     if rc >= CCBN_E_CUDA:
         raise CudaError(rc - CCBN_E_CUDA, msg)
     if rc >= CCBN_E_NCCL:
@@ -183,6 +215,9 @@ cdef class Library:
             "ncclMemAlloc": self.L.ncclMemAlloc != NULL,
             "ncclCommRegister": self.L.ncclCommRegister != NULL,
             "ncclResetDebugInit": self.L.ncclResetDebugInit != NULL,
+            "ncclCommWindowRegister": self.L.ncclCommWindowRegister != NULL,
+            "cudaIpcOpenMemHandle": self.L.cudaIpcOpenMemHandle != NULL,
+            "cuLaunchKernel": self.L.cuLaunchKernel != NULL,
         }[symbol]
 
     def device_count(self):
@@ -286,6 +321,100 @@ cdef class Library:
     def deregister(self, uintptr_t comm, uintptr_t handle):
         self._nccl(self.L.ncclCommDeregister(<ncclComm_t>comm, <void *>handle),
                    "ncclCommDeregister", comm)
+
+    def window_register(self, uintptr_t comm, uintptr_t ptr, size_t nbytes):
+        """ncclCommWindowRegister with NCCL_WIN_COLL_SYMMETRIC (-R 2), a
+        collective call: every rank registers the same sizes in the same order."""
+        cdef void *win = NULL
+        cdef ncclResult_t r
+        if self.L.ncclCommWindowRegister == NULL:
+            raise NcclError(5, "ncclCommWindowRegister: not in this NCCL (needs 2.27 or later)")
+        with nogil:
+            r = self.L.ncclCommWindowRegister(<ncclComm_t>comm, <void *>ptr, nbytes, &win,
+                                              NCCL_WIN_COLL_SYMMETRIC)
+        self._nccl(r, "ncclCommWindowRegister", comm)
+        return <uintptr_t>win
+
+    def window_deregister(self, uintptr_t comm, uintptr_t win):
+        cdef ncclResult_t r
+        with nogil:
+            r = self.L.ncclCommWindowDeregister(<ncclComm_t>comm, <void *>win)
+        self._nccl(r, "ncclCommWindowDeregister", comm)
+
+    # -- peer memory and the kit's own kernels (backends/gpu_kernels) --------
+    def compute_capability(self, int dev):
+        """(major, minor) of device `dev`."""
+        cdef int major = 0, minor = 0
+        if self.L.cudaDeviceGetAttribute == NULL:
+            raise CudaError(0, f"cudaDeviceGetAttribute: not in {self.cudart_path}")
+        self._cuda(self.L.cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
+                   "cudaDeviceGetAttribute")
+        self._cuda(self.L.cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev),
+                   "cudaDeviceGetAttribute")
+        return major, minor
+
+    def device_by_bus_id(self, str bus_id):
+        """This process's ordinal of the GPU at PCI `bus_id`, or -1 where it isn't visible."""
+        cdef int dev = -1
+        if self.L.cudaDeviceGetByPCIBusId == NULL:
+            return -1
+        if self.L.cudaDeviceGetByPCIBusId(&dev, bus_id.encode()) != 0:
+            self.L.cudaGetLastError()
+            return -1
+        return dev
+
+    def can_access_peer(self, int dev, int peer):
+        cdef int ok = 0
+        self._cuda(self.L.cudaDeviceCanAccessPeer(&ok, dev, peer), "cudaDeviceCanAccessPeer")
+        return bool(ok)
+
+    def ipc_handle(self, uintptr_t ptr):
+        """cudaIpcGetMemHandle of a cudaMalloc'ed pointer, as 64 bytes."""
+        cdef cudaIpcMemHandle_t h
+        if self.L.cudaIpcGetMemHandle == NULL:
+            raise CudaError(0, f"cudaIpcGetMemHandle: not in {self.cudart_path}")
+        self._cuda(self.L.cudaIpcGetMemHandle(&h, <void *>ptr), "cudaIpcGetMemHandle")
+        return bytes((<char *>h.reserved)[:64])
+
+    def ipc_open(self, bytes handle):
+        """Map another process's allocation here (peer access enabled as needed)."""
+        cdef cudaIpcMemHandle_t h
+        cdef void *p = NULL
+        if len(handle) != 64:
+            raise ValueError("a CUDA IPC handle is 64 bytes")
+        memcpy(h.reserved, <char *>handle, 64)
+        self._cuda(self.L.cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess),
+                   "cudaIpcOpenMemHandle")
+        return <uintptr_t>p
+
+    def ipc_close(self, uintptr_t ptr):
+        self._cuda(self.L.cudaIpcCloseMemHandle(<void *>ptr), "cudaIpcCloseMemHandle")
+
+    cdef int _cu(self, CUresult r, str what) except -1:
+        cdef const char *s = NULL
+        if r != 0:
+            if self.L.cuGetErrorString != NULL:
+                self.L.cuGetErrorString(r, &s)
+            raise CudaError(r, f"{what}: {s.decode() if s != NULL else 'unknown error'} "
+                               f"(CUresult {r})")
+        return 0
+
+    def module_load(self, bytes image):
+        """cuModuleLoadData of a cubin or PTX image (current device)."""
+        cdef CUmodule m = NULL
+        if self.L.cuModuleLoadData == NULL or self.L.cuLaunchKernel == NULL:
+            raise CudaError(0, "the CUDA driver library libcuda.so.1 could not be loaded")
+        self._cu(self.L.cuModuleLoadData(&m, <const char *>image), "cuModuleLoadData")
+        return <uintptr_t>m
+
+    def module_function(self, uintptr_t module, str name):
+        cdef CUfunction f = NULL
+        self._cu(self.L.cuModuleGetFunction(&f, <CUmodule>module, name.encode()),
+                 f"cuModuleGetFunction({name})")
+        return <uintptr_t>f
+
+    def module_unload(self, uintptr_t module):
+        self._cu(self.L.cuModuleUnload(<CUmodule>module), "cuModuleUnload")
 
     def upload(self, uintptr_t ptr, cnp.ndarray host):
         """Copy a C-contiguous host array to the device, and wait for it."""
@@ -392,6 +521,22 @@ cdef class Library:
         return lat, start
 
 
+cdef int _fill_kernel(ccbn_call *c, tuple own) except -1:
+    func, grid, block, a = own
+    stage, signal = a["stage"], a["signal"]
+    if len(stage) > CCBN_MAX_PEERS or len(signal) > CCBN_MAX_PEERS:
+        raise ValueError(f"the kit's own kernels take at most {CCBN_MAX_PEERS} ranks")
+    c.func = <CUfunction><uintptr_t>func
+    c.grid, c.block = grid, block
+    c.kargs.send, c.kargs.recv, c.kargs.count = a["send"], a["recv"], a["count"]
+    for i in range(len(stage)):
+        c.kargs.stage[i] = stage[i]
+        c.kargs.signal[i] = signal[i]
+    c.kargs.epochs = a["epochs"]
+    c.kargs.rank, c.kargs.nranks = a["rank"], a["nranks"]
+    return 0
+
+
 cdef int _fill_call(ccbn_call *c, dict d, list keep) except -1:
     memset(c, 0, sizeof(ccbn_call))
     c.kind = KINDS.index(d["kind"])
@@ -409,6 +554,9 @@ cdef int _fill_call(ccbn_call *c, dict d, list keep) except -1:
     c.stream = <cudaStream_t><uintptr_t>d["stream"]
     c.send_to = d.get("send_to", -1)
     c.recv_from = d.get("recv_from", -1)
+    own = d.get("kernel")
+    if own is not None:  # the kit's own kernel: (function, grid, block, kargs dict)
+        _fill_kernel(c, own)
     cdef cnp.ndarray v
     for name in ("scounts", "sdispls", "rcounts", "rdispls"):
         if d.get(name) is None:

@@ -22,10 +22,18 @@ typedef void *ncclComm_t;
 typedef int ncclDataType_t;
 typedef int ncclRedOp_t;
 typedef struct { char internal[128]; } ncclUniqueId;
+typedef struct { char reserved[64]; } cudaIpcMemHandle_t;
+typedef int CUresult;
+typedef void *CUmodule;
+typedef void *CUfunction;
 
 enum { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
 enum { cudaStreamNonBlocking = 1 };
 enum { cudaStreamCaptureModeThreadLocal = 1 };
+enum { cudaIpcMemLazyEnablePeerAccess = 1 };
+enum { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76 };
+/* ncclCommWindowRegister's winFlags (nccl.h, NCCL >= 2.27) */
+enum { NCCL_WIN_COLL_SYMMETRIC = 1 };
 enum { ncclSuccess = 0, ncclInvalidArgument = 4, ncclInvalidUsage = 5, ncclInProgress = 7 };
 
 /* Every function the backend uses; optional ones may be NULL. */
@@ -62,6 +70,21 @@ typedef struct ccbn_lib {
     cudaError_t (*cudaGraphLaunch)(cudaGraphExec_t, cudaStream_t);
     cudaError_t (*cudaGraphExecDestroy)(cudaGraphExec_t);
     cudaError_t (*cudaGraphDestroy)(cudaGraph_t);
+    /* peer memory of the kit's own GPU algorithms (backends/gpu_kernels) */
+    cudaError_t (*cudaIpcGetMemHandle)(cudaIpcMemHandle_t *, void *);
+    cudaError_t (*cudaIpcOpenMemHandle)(void **, cudaIpcMemHandle_t, unsigned);
+    cudaError_t (*cudaIpcCloseMemHandle)(void *);
+    cudaError_t (*cudaDeviceCanAccessPeer)(int *, int, int);
+    cudaError_t (*cudaDeviceGetByPCIBusId)(int *, const char *);
+    cudaError_t (*cudaDeviceGetAttribute)(int *, int, int);
+    /* CUDA driver (libcuda.so.1, optional): modules NVRTC compiled, and their launch */
+    void *cuda_driver_handle;
+    CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+    CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*cuModuleUnload)(CUmodule);
+    CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               unsigned, unsigned, cudaStream_t, void **, void **);
+    CUresult (*cuGetErrorString)(CUresult, const char **);
     /* NCCL */
     ncclResult_t (*ncclGetVersion)(int *);
     ncclResult_t (*ncclGetUniqueId)(ncclUniqueId *);
@@ -90,7 +113,23 @@ typedef struct ccbn_lib {
     ncclResult_t (*ncclCommRegister)(ncclComm_t, void *, size_t, void **);
     ncclResult_t (*ncclCommDeregister)(ncclComm_t, void *);
     void (*ncclResetDebugInit)(void);                           /* optional */
+    /* NCCL >= 2.27: symmetric window registration, -R 2 (optional) */
+    ncclResult_t (*ncclCommWindowRegister)(ncclComm_t, void *, size_t, void **, int);
+    ncclResult_t (*ncclCommWindowDeregister)(ncclComm_t, void *);
 } ccbn_lib;
+
+/* The one argument of every kernel of the kit's own GPU algorithms
+ * (backends/gpu_kernels/common.cuh declares the same struct): this rank's
+ * buffers, and every rank's staging buffer and flags in peer memory. */
+#define CCBN_MAX_PEERS 8
+typedef struct ccbn_kargs {
+    uint64_t send, recv;                 /* this rank's buffers */
+    uint64_t count;                      /* elements, as the NCCL call counts them */
+    uint64_t stage[CCBN_MAX_PEERS];      /* each rank's staging buffer, mapped here */
+    uint64_t signal[CCBN_MAX_PEERS];     /* each rank's flags, mapped here */
+    uint64_t epochs;                     /* this rank's per-block barrier epochs */
+    int32_t rank, nranks;
+} ccbn_kargs;
 
 /* Collectives as the timed loop launches them: every line of
  * collectives.def, in its order (a collective whose NCCL form is NONE has an
@@ -121,6 +160,10 @@ typedef struct ccbn_call {
     cudaStream_t stream;
     const size_t *scounts, *sdispls, *rcounts, *rdispls;  /* alltoallv, per peer, elements */
     int send_to, recv_from;                               /* permute; -1 = none */
+    /* the kit's own kernel (func != NULL): launched instead of an NCCL call */
+    CUfunction func;
+    unsigned grid, block;
+    ccbn_kargs kargs;
 } ccbn_call;
 
 /* Return codes: 0, or CCBN_E_NCCL + ncclResult_t, or CCBN_E_CUDA + cudaError_t. */
@@ -128,6 +171,7 @@ typedef struct ccbn_call {
 #define CCBN_E_NOSYM 2
 #define CCBN_E_NCCL 1000
 #define CCBN_E_CUDA 100000
+#define CCBN_E_CU 200000   /* + CUresult: the driver API's */
 
 int ccbn_open(ccbn_lib *L, const char *cudart_path, const char *nccl_path, char *err, size_t errlen);
 void ccbn_close(ccbn_lib *L);

@@ -79,6 +79,24 @@ int ccbn_open(ccbn_lib *L, const char *cudart_path, const char *nccl_path, char 
     SYM(h, cudaGraphLaunch, "cudaGraphLaunch", 1);
     SYM(h, cudaGraphExecDestroy, "cudaGraphExecDestroy", 1);
     SYM(h, cudaGraphDestroy, "cudaGraphDestroy", 1);
+    SYM(h, cudaIpcGetMemHandle, "cudaIpcGetMemHandle", 0);
+    SYM(h, cudaIpcOpenMemHandle, "cudaIpcOpenMemHandle", 0);
+    SYM(h, cudaIpcCloseMemHandle, "cudaIpcCloseMemHandle", 0);
+    SYM(h, cudaDeviceCanAccessPeer, "cudaDeviceCanAccessPeer", 0);
+    SYM(h, cudaDeviceGetByPCIBusId, "cudaDeviceGetByPCIBusId", 0);
+    SYM(h, cudaDeviceGetAttribute, "cudaDeviceGetAttribute", 0);
+    /* the driver comes with the GPU driver, not a wheel: optional, as the
+     * kit's own kernels are (they say why they can't run when it's missing) */
+    L->cuda_driver_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (L->cuda_driver_handle) {
+        h = L->cuda_driver_handle;
+        which = "libcuda.so.1";
+        SYM(h, cuModuleLoadData, "cuModuleLoadData", 0);
+        SYM(h, cuModuleGetFunction, "cuModuleGetFunction", 0);
+        SYM(h, cuModuleUnload, "cuModuleUnload", 0);
+        SYM(h, cuLaunchKernel, "cuLaunchKernel", 0);
+        SYM(h, cuGetErrorString, "cuGetErrorString", 0);
+    }
 
     h = L->nccl_handle;
     which = nccl_path;
@@ -107,6 +125,8 @@ int ccbn_open(ccbn_lib *L, const char *cudart_path, const char *nccl_path, char 
     SYM(h, ncclCommRegister, "ncclCommRegister", 0);
     SYM(h, ncclCommDeregister, "ncclCommDeregister", 0);
     SYM(h, ncclResetDebugInit, "ncclResetDebugInit", 0);
+    SYM(h, ncclCommWindowRegister, "ncclCommWindowRegister", 0);
+    SYM(h, ncclCommWindowDeregister, "ncclCommWindowDeregister", 0);
     return 0;
 }
 
@@ -216,8 +236,27 @@ out:
     return rc;
 }
 
+/* One of the kit's own kernels: one argument, the call's ccbn_kargs. */
+static int launch_own(const ccbn_lib *L, const ccbn_call *c, char *err, size_t errlen) {
+    void *params[1] = {(void *)&c->kargs};
+    if (!L->cuLaunchKernel) {
+        seterr(err, errlen, "cuLaunchKernel: libcuda.so.1 was not loaded");
+        return CCBN_E_ARG;
+    }
+    CUresult r = L->cuLaunchKernel(c->func, c->grid, 1, 1, c->block, 1, 1, 0, c->stream, params, NULL);
+    if (r) {
+        const char *s = NULL;
+        if (L->cuGetErrorString) L->cuGetErrorString(r, &s);
+        seterr(err, errlen, "cuLaunchKernel (%s): %s (CUresult %d)", ccbn_kind_name(c->kind),
+               s ? s : "unknown error", r);
+        return CCBN_E_CU + r;
+    }
+    return 0;
+}
+
 int ccbn_launch(const ccbn_lib *L, const ccbn_call *c, char *err, size_t errlen) {
     int rc = 0;
+    if (c->func) return launch_own(L, c, err, errlen);
     switch (c->kind) {
     case CCBN_ALL_REDUCE:
         NCHECK(L->ncclAllReduce(c->send, c->recv, c->count, c->dtype, c->op, c->comm, c->stream), "ncclAllReduce");

@@ -2,6 +2,7 @@
 
     python -m testbed.gpu_load --gpu 0 --kind compute   # loops a bf16 8192^3 matmul
     python -m testbed.gpu_load --gpu 0 --kind memory    # loops a 2 GiB device copy
+    python -m testbed.gpu_load --gpu 1 --kind peer-copy --peer 3   # 1 <-> 3 copies (NVLink)
 
 It prints ``ready`` once the loop runs and loops until it is killed.
 `competing_load` starts it, waits for ``ready`` and stops it by its PID.
@@ -17,10 +18,27 @@ import sys
 import time
 
 
-def loop(gpu, kind):
+KINDS = ("compute", "memory", "peer-copy")
+
+
+def loop(gpu, kind, peer=None):
+    """Loop `kind` on `gpu` until killed.  ``peer-copy``: 1 GiB copies
+    `gpu` -> `peer`, then `peer` -> `gpu`, over and over (PyTorch's copy_
+    between devices enables and uses peer access where the GPUs have it:
+    the two GPUs' NVLink ports carry it, as the pair matrix's copies)."""
     import torch
     dev = torch.device("cuda", gpu)
-    if kind == "compute":
+    if kind == "peer-copy":
+        if peer is None or peer == gpu:
+            raise SystemExit("gpu_load: --kind peer-copy needs --peer, another GPU")
+        other = torch.device("cuda", peer)
+        a, b = (torch.empty(1 << 29, device=d, dtype=torch.int16) for d in (dev, other))
+        a2, b2 = torch.empty_like(a), torch.empty_like(b)
+
+        def step():
+            b2.copy_(a)
+            a2.copy_(b)
+    elif kind == "compute":
         a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
         b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
 
@@ -34,19 +52,22 @@ def loop(gpu, kind):
             dst.copy_(src)
     for _ in range(3):
         step()
-    torch.cuda.synchronize(dev)
+    sync = (lambda: [torch.cuda.synchronize(d) for d in (dev, other)]) \
+        if kind == "peer-copy" else (lambda: torch.cuda.synchronize(dev))
+    sync()
     print("ready", flush=True)
     while True:
         for _ in range(20):
             step()
-        torch.cuda.synchronize(dev)
+        sync()
 
 
 @contextlib.contextmanager
-def competing_load(gpu=0, kind="compute", timeout=60):
+def competing_load(gpu=0, kind="compute", timeout=60, peer=None):
     """Run `loop` in a child process for the duration of the block."""
+    extra = ["--peer", str(peer)] if peer is not None else []
     proc = subprocess.Popen([sys.executable, "-m", "testbed.gpu_load", "--gpu", str(gpu),
-                             "--kind", kind], stdout=subprocess.PIPE, text=True,
+                             "--kind", kind, *extra], stdout=subprocess.PIPE, text=True,
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                             start_new_session=True)
     try:
@@ -65,9 +86,10 @@ def competing_load(gpu=0, kind="compute", timeout=60):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--gpu", type=int, default=0)
-    p.add_argument("--kind", choices=("compute", "memory"), default="compute")
+    p.add_argument("--kind", choices=KINDS, default="compute")
+    p.add_argument("--peer", type=int, default=None, help="peer-copy: the other GPU")
     a = p.parse_args(argv)
-    loop(a.gpu, a.kind)
+    loop(a.gpu, a.kind, a.peer)
 
 
 if __name__ == "__main__":

@@ -136,9 +136,9 @@ def _describe(graph, cycle):
 def test_the_graph_sees_every_kind_of_import():
     g = import_graph()
     # function-level, `from . import submodule`, `from ..mod import name`
-    assert "ccbench_kit.harness" in g["ccbench_kit.launch.worker"]  # function-level
-    assert "ccbench_kit.launch.events" in g["ccbench_kit.launch.worker"]  # from . import x
-    assert "ccbench_kit.config" in g["ccbench_kit.launch.worker"]  # from ..config import Y
+    assert "ccbench_kit.dataset.checkpoint" in g["ccbench_kit.launch.sweep_task"]  # function-level
+    assert "ccbench_kit.launch.events" in g["ccbench_kit.launch.sweep_task"]  # from . import x
+    assert "ccbench_kit.config" in g["ccbench_kit.launch.job"]  # from ..config import Y
     assert "ccbench_kit.backends.base" in g["ccbench_kit.backends"]  # a package's __init__
     assert "ccbench_kit._nccl" in g["ccbench_kit.backends.nccl"]  # a compiled extension
 
@@ -165,7 +165,7 @@ LAYERS = [
     {"widgets", "suite", "report", "health", "history"},      # notebooks, reports and the doctor drive the API
     {"api", "preflight"},                          # preflight: checks before a launch
     {"launch"},                                    # mpirun, Slurm, Dask-MPI, the watchdog
-    {"harness"},                                   # one rank's sweep
+    {"harness", "session"},                        # one rank's sweep; what a job's parts share
     {"backends", "checks", "clock", "config", "run_fields"},
     {"compare", "importers", "formats", "output", "theory"},  # files in, files out, models
     {"collectives", "inputs"},                     # collectives' facts; their parsed inputs
@@ -365,3 +365,92 @@ def test_the_unreachable_check_finds_one(tmp_path):
     (tmp_path / "tests" / "t.py").write_text(
         "def f():\n    return 1\n    assert False\n\ndef g():\n    if 1:\n        raise E\n    x = 2\n")
     assert unreachable_statements(("tests",), tmp_path) == ["tests/t.py:3"]
+
+
+# -- a lazy import that says "import cycle" must close one -------------------------
+CYCLE = "import cycle"
+
+
+def _import_targets(node, package, modules):
+    """The kit's modules that one Import/ImportFrom node names (as `import_graph`)."""
+    if isinstance(node, ast.Import):
+        targets = [a.name for a in node.names]
+    else:
+        mod = node.module or ""
+        if node.level:
+            base = package.split(".")
+            base = base[:len(base) - (node.level - 1)]
+            mod = ".".join(base + ([node.module] if node.module else []))
+        targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
+    return {_resolve(t, modules) for t in targets if t.startswith("ccbench_kit")} - {None}
+
+
+def head_import_graph():
+    """{module: {module}}: the imports a module runs when it is imported
+    (its top-level statements, those under a top-level if/try too)."""
+    sources = _modules()
+    modules = set(sources) | COMPILED
+    graph = {}
+    for name, path in sources.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges = set()
+        for top in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for node in ast.walk(top):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    edges |= _import_targets(node, package, modules)
+        graph[name] = edges - {name}
+    return graph
+
+
+def _reaches(graph, start, goal):
+    seen, todo = {start}, [start]
+    while todo:
+        here = todo.pop()
+        if here == goal:
+            return True
+        for nxt in graph.get(here, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
+
+def false_cycle_comments():
+    """'path:line' of each in-function import whose ``# lazy:`` comment says
+    it would close an import cycle, where the module it imports does not
+    (through the imports run at import time) import this module back."""
+    sources = {p: n for n, p in _modules().items()}
+    graph = head_import_graph()
+    modules = set(graph) | COMPILED
+    bad = []
+    for path, name in sources.items():
+        text = path.read_text()
+        lines = text.splitlines()
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for fn in ast.walk(ast.parse(text, str(path))):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                near = " ".join(lines[max(node.lineno - 2, 0):node.end_lineno])
+                if CYCLE not in near:
+                    continue
+                targets = _import_targets(node, package, modules)
+                if not any(_reaches(graph, t, name) for t in targets):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    return bad
+
+
+def test_a_lazy_import_said_to_close_a_cycle_closes_one():
+    assert false_cycle_comments() == []
+
+
+def test_the_cycle_check_reads_imports_run_at_import_time():
+    g = head_import_graph()
+    assert "ccbench_kit.launch.job" in g["ccbench_kit.launch.worker"]      # module level
+    assert "ccbench_kit.dataset.checkpoint" not in g["ccbench_kit.launch.sweep_task"]  # in a function
+    assert _reaches({"a": {"b"}, "b": {"c"}, "c": set()}, "a", "c")
+    assert not _reaches({"a": {"b"}, "b": set(), "c": {"a"}}, "a", "c")

@@ -13,6 +13,7 @@ from ccbench_kit.backends.nccl import visible_gpus
 from ccbench_kit.errors import ConfigError
 from ccbench_kit.health import api, results, verdict
 from ccbench_kit.health.api import Diagnosis, joint_verdict, per_gpu_nodes, per_gpu_refuse
+from ccbench_kit.launch.job import RANK_MODULE, Job
 from ccbench_kit.launch.mpirun import run_ranks
 
 
@@ -119,8 +120,8 @@ def test_probe_runs_one_node_a_rank_and_the_host_step_over_mpi(tmp_path):
     plan["hosts"], plan["per_gpu"] = per_gpu_nodes(3, host="vm"), True
     plan["out"] = str(tmp_path / "raw.json")
     with tempfile.TemporaryDirectory() as run_dir:
-        failure, _, _, _ = run_ranks("ccbench_kit.health.probe", [results.encode(plan)], 3,
-                                  run_dir, describe=str, call_timeout=60)
+        failure, _, _, _ = run_ranks(RANK_MODULE, [Job.doctor(plan).word()], 3,
+                                     run_dir, describe=str, call_timeout=60)
     assert failure is None
     raw = results.Raw.read(plan["out"])
     assert raw.nodes == ["vm gpu0", "vm gpu1", "vm gpu2"] and raw.node_of == [0, 1, 2]
@@ -131,3 +132,47 @@ def test_probe_runs_one_node_a_rank_and_the_host_step_over_mpi(tmp_path):
     assert host["gpus"] == 3 and host["bytes"] == 64 << 10 and len(host["busbw_gbps"]) == 2
     assert all(np.isfinite(host["busbw_gbps"])) and min(host["busbw_gbps"]) > 0
     json.dumps(host)
+
+
+def test_every_backend_of_a_rank_keeps_its_job_placement(mpirun):
+    """The device a rank drives is its local rank on the job's world, decided
+    once (`collective.job_placement`) and handed to each pair's backend: on
+    5 ranks of one host, every pair of every wave (10 pairs, 5 waves of 2,
+    a rank out each wave) keeps ranks 0-4 on devices 0-4, where the pair's
+    own split would have put each pair on devices 0 and 1 (issue 33's
+    ``invalid resource handle``).  mpi stands in for nccl: the placement
+    is the base class's, the same object the nccl backend reads."""
+    p = mpirun(5, """
+import json
+from mpi4py import MPI
+from ccbench_kit.backends.base import host_placement
+from ccbench_kit.health import api, probe
+from ccbench_kit.health.collective import job_placement
+comm = MPI.COMM_WORLD
+plan = api.make_plan(5, ranks_per_node=1, backend="mpi", bisect=False)
+waves = [[tuple(p) for p in w] for w in plan["waves"]]
+placement = job_placement(comm, "mpi")
+links = probe.pair_links(comm, waves, list(range(5)), "mpi", placement)
+rows = [(comm.Get_rank(), link[2], link[1].backend.placement.local_rank,
+         link[1].backend.placement.local_size, host_placement(link[0]).local_rank)
+        for link in links if link]
+probe.close_links(links)
+rows = comm.gather(rows, root=0)
+if comm.Get_rank() == 0:
+    print("ROWS", json.dumps([r for rank in rows for r in rank]), len(waves))
+""", timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("ROWS"))
+    body, nwaves = line[len("ROWS "):].rsplit(" ", 1)
+    rows, nwaves = json.loads(body), int(nwaves)
+    assert nwaves == 5 and len(rows) == 2 * 10  # both ends of the 10 pairs of 5 GPUs
+    assert sorted(tuple(sorted(r[1])) for r in rows) == sorted(
+        [(a, b) for a in range(5) for b in range(a + 1, 5)] * 2)
+    assert all(r[2] == r[0] and r[3] == 5 for r in rows)   # the job's placement, every pair
+    assert sorted({r[4] for r in rows}) == [0, 1]          # what the pair's split gives
+    assert any(r[4] != r[0] for r in rows)
+
+
+def test_job_placement_is_none_for_the_socket_probe():
+    from ccbench_kit.health.collective import job_placement
+    assert job_placement(None, "tcp") is None

@@ -85,7 +85,8 @@ def test_algorithm_names_and_what_they_set():
     assert ar[:6] == ["nccl", "nccl:ring", "nccl:tree", "nccl:pat", "nccl:collnet_direct",
                       "nccl:collnet_chain"]
     assert "nccl:ring/ll" in ar and "nccl:tree/ll128" in ar and "nccl:pat/simple" in ar
-    assert len(ar) == 1 + 5 + 15
+    assert len(ar) == 1 + 5 + 15 + 2  # NCCL's, then the kit's own: oneshot, twoshot
+    assert ar[-2:] == ["oneshot", "twoshot"]
     assert nccl.algorithm_env("nccl") == {}
     assert nccl.algorithm_env("nccl:ring/ll") == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
     assert nccl.algorithm_env("nccl:collnet_direct") == {"NCCL_ALGO": "CollnetDirect"}
@@ -105,6 +106,45 @@ def test_options_are_checked_before_any_rank_starts(tmp_path, cli):
     assert p.returncode == 2
     assert p.stderr.strip() == ("ccbench: error: --timing: timing 'graph' needs --backend nccl; "
                                 "the mpi backend times with the host clock")
+
+
+def test_register_modes_and_device_kernels_are_refused_in_one_line(capsys):
+    from ccbench_kit.cli import main
+    assert nccl.NCCLBackend.make_options(register=2).register == 2
+    assert nccl.NCCLBackend.make_options(register=True).register == 1  # the old bool form
+    with pytest.raises(ConfigError, match=r"^-R/--local-register: must be 0, 1 or 2, got 3$"):
+        nccl.check_options(register=3)
+    cases = [(("-D", "3"), "-D/--device-implementation: -D 3 needs NVLink multicast (multimem), "
+                           "which the kit keeps off (NCCL_NVLS_ENABLE=0)"),
+             (("-D", "4"), "-D/--device-implementation: -D 4 needs NVLink multicast"),
+             (("-D", "1"), "-D/--device-implementation: -D 1 (nccl-tests' kernels on NCCL's "
+                           "device API) is not in this kit")]
+    for args, message in cases:
+        assert main(["run", "all_reduce", "--backend", "nccl", *args]) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"ccbench: error: {message}"), err
+        assert len(err.splitlines()) == 1
+
+
+class _NcclOf:
+    """What `_check_windows` asks a loaded NCCL: whether it has a symbol."""
+
+    def __init__(self, symbols):
+        self.symbols = symbols
+
+    def has(self, name):
+        return name in self.symbols
+
+
+def test_symmetric_windows_need_nccl_2_27():
+    with pytest.raises(ConfigError) as e:
+        nccl._check_windows(_NcclOf(set()), 22603)
+    assert str(e.value) == ("-R/--local-register: -R 2 (symmetric windows, "
+                            "ncclCommWindowRegister) needs NCCL 2.27.0 or later; this is "
+                            "NCCL 2.26.3")
+    with pytest.raises(ConfigError, match="this is NCCL 2.28.9"):  # a build without the symbol
+        nccl._check_windows(_NcclOf(set()), 22809)
+    nccl._check_windows(_NcclOf({"ncclCommWindowRegister"}), 22809)
 
 
 def test_nccl_enums_match_nccl_h():
@@ -134,6 +174,10 @@ vm:2101:2101 [0] NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL channel{Lo..
 vm:2101:2101 [0] NCCL INFO Channel 00/32 : 0 1
 vm:2101:2101 [0] NCCL INFO AllGather: 4194304 Bytes -> Algo PAT proto Simple
 """
+# A call on symmetric windows (-R 2), as NCCL 2.28 logs the kernel it ran.
+SYM_LOG = """vm:2101:2101 [0] NCCL INFO AllReduce [Symmetric]: 2097152 Bytes -> Kernel AllReduce_RSxLD_AGxST nchannels 16 nthreads 512 nWorks 1
+vm:2101:2101 [0] NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}
+"""
 
 
 def test_tuning_lines_are_parsed_and_summarized():
@@ -145,6 +189,10 @@ def test_tuning_lines_are_parsed_and_summarized():
     assert nccl_tuning.summarize(d[:1] * 3) == "RING/LL x1ch"
     assert nccl_tuning.summarize(d) == "RING/LL x1ch+TREE/SIMPLE x32ch+PAT/Simple"
     assert nccl_tuning.summarize([]) == ""
+    d = nccl_tuning.parse(SYM_LOG)
+    assert d[0] == {"func": "AllReduce", "bytes": 2097152, "algo": "SYM",
+                    "proto": "AllReduce_RSxLD_AGxST", "channels": 16}
+    assert nccl_tuning.summarize(d) == "SYM/AllReduce_RSxLD_AGxST x16ch+RING/LL x1ch"
 
 
 def test_tuning_capture_sets_and_restores_nccl_debug(tmp_path, monkeypatch):
@@ -238,7 +286,7 @@ def test_package_imports_and_lists_algorithms_without_cuda():
     code = ("import ccbench_kit.backends.nccl as n, ccbench_kit._nccl as x; "
             "print(len(n.nccl_algorithms('all_gather')), x.KINDS[-1])")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0 and p.stdout.split() == ["21", "hypercube"], p.stderr
+    assert p.returncode == 0 and p.stdout.split() == ["22", "hypercube"], p.stderr
 
 
 def test_gpus_are_picked_among_all_ranks_of_a_host_not_a_groups(mpirun):
@@ -247,13 +295,13 @@ def test_gpus_are_picked_among_all_ranks_of_a_host_not_a_groups(mpirun):
     p = mpirun(4, """
 import json
 from mpi4py import MPI
-from ccbench_kit.backends import nccl
-from ccbench_kit.harness import split_groups
+from ccbench_kit.backends.base import host_placement
+from ccbench_kit.session import split_groups
 world = MPI.COMM_WORLD
 _, group = split_groups(world, [[0, 2], [1, 3]])
 # the harness makes the backend with world=the job's communicator, which
 # NCCLBackend splits by host (Backend.world)
-row = [world.Get_rank(), nccl._local_rank(world)[0], nccl._local_rank(group)[0]]
+row = [world.Get_rank(), host_placement(world).local_rank, host_placement(group).local_rank]
 rows = world.gather(row, root=0)
 if world.Get_rank() == 0:
     print("ROWS", json.dumps(sorted(rows)))

@@ -34,6 +34,11 @@ NRANKS = _N if isinstance(_N, int) else 0
 
 def _mpirun(body, timeout=420):
     """Run `body` in every rank (after a prelude) and return rank 0's JSON."""
+    return _mpirun_n(NRANKS, body, timeout)
+
+
+def _mpirun_n(nranks, body, timeout=420):
+    """`_mpirun` on `nranks` ranks."""
     import subprocess
     import sys
     code = textwrap.dedent("""
@@ -51,7 +56,7 @@ def _mpirun(body, timeout=420):
     env = mpirun_env()
     env.setdefault("NCCL_NVLS_ENABLE", "0")
     import signal
-    proc = subprocess.Popen(mpirun_command(NRANKS, [sys.executable, "-c", code]), env=env,
+    proc = subprocess.Popen(mpirun_command(nranks, [sys.executable, "-c", code]), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:

@@ -53,14 +53,14 @@ def assert_partial(out, nsizes, reason):
 def test_killed_rank_is_named_and_earlier_sizes_kept(tmp_path):
     tag, env = tagged_env(CCB_FAULT_INJECT="kill:1:4096")
     out = tmp_path / "k.nc"
-    t0 = time.monotonic()
     proc = run_cli(*SWEEP, "--timeout", 5, "--out", out, env=env, timeout=120)
-    elapsed = time.monotonic() - t0
     assert proc.returncode != 0
     assert "rank 1 on host" in proc.stderr and "died (signal 9)" in proc.stderr
     assert f"Results for the 2 sizes done before are in {out}" in proc.stderr
     assert "Traceback" not in proc.stderr
-    assert elapsed < 5 + 5 + 10  # timeout + 5 s, plus start-up of 3 ranks on 2 cores
+    # the launcher saw the death itself: the job was not left to the watchdog's
+    # --timeout (a wall-clock bound here failed on a loaded machine)
+    assert "timeout:" not in proc.stderr and "did not arrive" not in proc.stderr
     assert_partial(out, 2, "rank 1 on host")
     assert_no_leftovers(tag)
 

@@ -11,7 +11,7 @@ import pytest
 
 import ccbench_kit as ccb
 from ccbench_kit.launch.mpi_impl import launcher_path
-from ccbench_kit.launch.worker import read_config
+from ccbench_kit.launch.job import Job
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_slurm_dry_run_scripts_status_collect(tmp_path, cli):
     assert words[:8] == ["srun", "--nodes", "2", "--ntasks", "4", "--ntasks-per-node", "2",
                          "--kill-on-bad-exit=1"]
     assert words[8] == "--mpi=pmix" and words[10:12] == ["-m", "ccbench_kit.launch.worker"]
-    cfg = read_config(words[12])          # what every rank of the job will run
+    cfg, = Job.read(words[12]).configs    # what every rank of the job will run
     assert (cfg.collective, cfg.nranks, cfg.sweep.sizes, cfg.inputs.check) == (
         "all_gather", 4, (1024,), "all_ones")
     assert cfg.output.out == str(work / "parts" / "all_gather--n2.nc")
@@ -133,7 +133,7 @@ def test_slurm_dry_run_scripts_status_collect(tmp_path, cli):
     from ccbench_kit.launch.mpirun import launch
     n1 = (work / "jobs" / "all_gather--n1.sbatch").read_text().splitlines()[-1].split()
     assert n1[-1] == "--table"            # rank 0 prints the table into the job's log
-    launch(read_config(n1[n1.index("ccbench_kit.launch.worker") + 1]))
+    launch(Job.read(n1[n1.index("ccbench_kit.launch.worker") + 1]))
     r = cli("suite", "collect", path, timeout=120)
     assert r.returncode == 3
     assert r.stderr.strip().splitlines()[-1] == (

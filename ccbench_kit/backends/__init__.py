@@ -83,6 +83,8 @@ def backend_algorithms(name, collective):
     return backend_class(name).algorithms_for(collective)
 
 
-def get_backend(name, comm, options=None, world=None):
+def get_backend(name, comm, options=None, world=None, placement=None):
     """An instance of backend `name` on `comm` (see `Backend.__init__`)."""
-    return backend_class(name)(comm, options, world)
+    if placement is None:  # a backend written before `placement` takes three arguments
+        return backend_class(name)(comm, options, world)
+    return backend_class(name)(comm, options, world, placement=placement)

@@ -51,6 +51,30 @@ class NoOptions:
     """The options of a backend that has none."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where a rank sits on its host: its index among the job's ranks there
+    (the GPU it drives, for a backend with one device per rank) and their
+    count.  Decided once for the job (`host_placement` on the job's world),
+    so that every backend a rank makes (a pair's, a group's, the job's) uses
+    the same device."""
+
+    local_rank: int
+    local_size: int
+
+
+def host_placement(comm):
+    """The `Placement` of this rank among the ranks of `comm` on its host: an
+    MPI shared-memory split, so it holds under mpirun, srun and Dask-MPI
+    alike.  A collective over `comm`: every rank of it calls."""
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+    shm = comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    try:
+        return Placement(shm.Get_rank(), shm.Get_size())
+    finally:
+        shm.Free()
+
+
 def host_memory_available():
     """Bytes this host may still allocate: MemAvailable, and the cgroup and
     Slurm limits of this process (`resources.memory_available`)."""
@@ -133,11 +157,15 @@ class Backend(abc.ABC):
         return cls.Options(**values)
 
     # -- rank side ------------------------------------------------------------
-    def __init__(self, comm, options=None, world=None):
+    def __init__(self, comm, options=None, world=None, placement=None):
         """`comm` runs the collectives (a replica group's communicator);
-        `world` spans every rank of the job (default `comm`)."""
+        `world` spans every rank of the job (default `comm`); `placement`
+        (a `Placement`), where the rank sits on its host when the caller
+        decided it once for the job (default: a backend that needs it
+        splits `world`, a collective over every rank of `world`)."""
         self.comm = comm
         self.world = world if world is not None else comm
+        self.placement = placement
         self.options = options if options is not None else self.make_options()
 
     @property
@@ -220,6 +248,16 @@ class Backend(abc.ABC):
         """Attrs this backend adds to the Dataset (rank 0), e.g. versions and
         what the library ran; `layouts` are the sizes done."""
         return {}
+
+    def check_algorithms(self, collective, algorithms):
+        """Raise ConfigError, before any size, when none of `algorithms` can
+        run here at all (default: every one can; one that cannot is refused
+        at its size, the others still measured)."""
+
+    def begin_part(self):
+        """A part of the job starts on this backend (`session.Session` keeps
+        one instance for every part of a job): forget what the previous part
+        recorded for its Dataset's attrs, keep communicators and buffers."""
 
     def close(self):
         """Free buffers, communicators and devices."""

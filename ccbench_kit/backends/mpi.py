@@ -150,15 +150,18 @@ class MPIBackend(Backend):
             values["off_cache"] = off_cache_bytes(values["off_cache"])
         return super().make_options(**values)
 
-    def __init__(self, comm, options=None, world=None):
-        super().__init__(comm, options, world)
+    def __init__(self, comm, options=None, world=None, placement=None):
+        super().__init__(comm, options, world, placement)
         self.engine = _engine()
-        self._largest = (0, None, 0)  # (bytes, huge kB, page offset) of the largest written
-        self._collectives = set()   # those timed, for `library_ran`
+        self.begin_part()
         # process-wide, for as long as the backend lives (close() restores it):
         # the rank's every array, not only its buffers, must leave the heap's
         # pages unadvised, as a malloc-only peer's process does
         self._madvise_before = hostpages.set_numpy_madvise(self.options.huge_pages == "madvise")
+
+    def begin_part(self):
+        self._largest = (0, None, 0)  # (bytes, huge kB, page offset) of the largest written
+        self._collectives = set()   # those timed, for `library_ran`
 
     @property
     def library(self):

@@ -9,7 +9,12 @@ communicator, created on first use with NCCL_ALGO/NCCL_PROTO set for it
 - ``nccl:ring``, ``nccl:tree``, ``nccl:pat``, ``nccl:collnet_direct``,
   ``nccl:collnet_chain``, each optionally ``/ll``, ``/ll128`` or ``/simple``;
 - ``nccl:p2p``: alltoall, gather and scatter as grouped ncclSend/ncclRecv
-  where NCCL (2.28+) also has a native call, which ``nccl`` uses.
+  where NCCL (2.28+) also has a native call, which ``nccl`` uses;
+- the kit's own kernels on peer memory (`gpu_kernels`): ``oneshot`` and
+  ``twoshot`` (all_reduce), ``direct`` (all_gather, reduce_scatter), timed in
+  the same loops.  Ranks may share a GPU for these only (CUDA IPC works
+  between processes of one GPU: a correctness check, not a measurement):
+  NCCL's algorithms are then refused, and the ``ranks_per_gpu`` attr says so.
 
 A combination NCCL refuses (ncclInvalidUsage/ncclInvalidArgument) gives NaN
 for that size and a reason in the Dataset's ``not_available`` attr; what
@@ -41,11 +46,11 @@ from ..dataset.schema import attr_json
 from ..dtypes import DTYPES, FP8, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
-from .base import Backend
+from . import gpu_kernels
+from .base import Backend, host_placement
 from .nccl_buffers import DeviceBuffer, Pool, overlap
 from .nccl_tuning import TuningCapture, environ, summarize
 from .nccl_topo import topology
-from .rankplace import local_rank as _local_rank, wtime_us as _wtime_us
 
 ALGOS = {"ring": "Ring", "tree": "Tree", "pat": "PAT",
          "collnet_direct": "CollnetDirect", "collnet_chain": "CollnetChain"}
@@ -67,6 +72,10 @@ NCCL_DTYPES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint
 NCCL_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 # ncclFloat8e4m3/e5m2 came with NCCL 2.24 (and reduce on sm_90 and later only)
 FP8_SINCE_NCCL = 22400
+# ncclCommWindowRegister (symmetric windows, -R 2) came with NCCL 2.27
+WINDOWS_SINCE_NCCL = 22700
+# nccl-tests 2.19's -R: 0 none, 1 ncclCommRegister, 2 symmetric windows
+REGISTER_MODES = (0, 1, 2)
 
 
 def nccl_algorithms(collective):
@@ -74,7 +83,8 @@ def nccl_algorithms(collective):
     case = _collectives.get(collective).nccl  # collectives.def's NCCL column
     if case == "native":
         return (["nccl"] + [f"nccl:{a}" for a in ALGOS]
-                + [f"nccl:{a}/{p}" for a in ALGOS for p in PROTOS])
+                + [f"nccl:{a}/{p}" for a in ALGOS for p in PROTOS]
+                + gpu_kernels.names_for(_collectives.get(collective).name))
     if case == "native_since_2_28":
         return ["nccl", "nccl:p2p"]
     if case == "p2p":
@@ -100,8 +110,10 @@ def algorithm_env(algorithm):
 
 
 def check_options(timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
-                  register=False, fresh_buffers=False, **_other):
+                  register=0, fresh_buffers=False, **_other):
     """ConfigError for a backend option the nccl backend can't take."""
+    if register not in REGISTER_MODES:  # True and False are 1 and 0
+        raise ConfigError(f"must be 0, 1 or 2, got {register!r}", "-R/--local-register")
     if timing not in TIMINGS:
         raise ConfigError(f"unknown timing {timing!r}; use {', '.join(TIMINGS)}", "--timing")
     if not isinstance(graph_launches, int) or graph_launches < 1:
@@ -109,6 +121,16 @@ def check_options(timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
     if mem_type not in MEM_TYPES:
         raise ConfigError(f"unknown memory type {mem_type!r}; use {', '.join(MEM_TYPES)}",
                           "--mem-type")
+
+
+def device_implementation_refusal(mode):
+    """Why the kit doesn't take nccl-tests' ``-D mode``."""
+    if mode in (3, 4):
+        return (f"-D {mode} needs NVLink multicast (multimem), which the kit keeps off "
+                "(NCCL_NVLS_ENABLE=0): it can take a shared host's GPUs out of service")
+    return (f"-D {mode} (nccl-tests' kernels on NCCL's device API) is not in this kit; its own "
+            "peer-memory kernels run as --algorithms oneshot,twoshot (all_reduce) or direct "
+            "(all_gather, reduce_scatter)")
 
 
 def version_string(code):
@@ -127,7 +149,7 @@ class NCCLOptions:
     timing: str = "cuda-events"     # --timing (-G N: graph)
     graph_launches: int = 1         # -G: replays of the captured graph
     mem_type: str = "cudaMalloc"    # --mem-type
-    register: bool = False          # -R 1: ncclCommRegister the buffers
+    register: int = 0               # -R: 1 ncclCommRegister, 2 symmetric windows
     fresh_buffers: bool = False     # --fresh-buffers
 
 
@@ -165,8 +187,12 @@ class NCCLBackend(Backend):
                        help="nccl: capture the iterations in a CUDA graph, replay it N times")
         g.add_argument("--mem-type", default="cudaMalloc", choices=MEM_TYPES,
                        help="nccl: how device buffers are allocated")
-        g.add_argument("-R", "--local-register", type=int, choices=(0, 1), default=0,
-                       help="nccl: 1 registers buffers with ncclCommRegister")
+        g.add_argument("-R", "--local-register", type=int, choices=REGISTER_MODES, default=0,
+                       help="nccl: 1 registers buffers with ncclCommRegister, 2 as symmetric "
+                            "windows (ncclCommWindowRegister, NCCL 2.27+; ncclMemAlloc memory)")
+        g.add_argument("-D", "--device-implementation", type=int, choices=(0, 1, 2, 3, 4),
+                       default=0, help="nccl-tests' device-API kernels: not in this kit (3 and 4 "
+                                       "need NVLink multicast, which stays off)")
         g.add_argument("--fresh-buffers", action="store_true",
                        help="nccl: allocate every size's buffers anew, instead of running every "
                             "size in the largest ones as nccl-tests does")
@@ -185,8 +211,11 @@ class NCCLBackend(Backend):
             opts["graph_launches"] = args.cudagraph or 1
         if args.mem_type != "cudaMalloc":
             opts["mem_type"] = args.mem_type
+        if args.device_implementation:
+            raise ConfigError(device_implementation_refusal(args.device_implementation),
+                              "-D/--device-implementation")
         if args.local_register:
-            opts["register"] = True
+            opts["register"] = args.local_register
         if args.fresh_buffers:
             opts["fresh_buffers"] = True
         return opts
@@ -198,18 +227,23 @@ class NCCLBackend(Backend):
         check_options(**vars(opts))
         return opts
 
-    def __init__(self, comm, options=None, world=None):
+    def __init__(self, comm, options=None, world=None, placement=None):
         """`comm` runs the collectives (a replica group's); `world` (default
         `comm`) spans every rank of the job, so that ranks of different
-        groups on one host pick different GPUs."""
-        super().__init__(comm, options, world)
+        groups on one host pick different GPUs; `placement` (a
+        `base.Placement` decided once for the job) picks the GPU instead
+        where `world` is not the job's (the doctor's pair of ranks 2 and 3
+        of a host drives GPUs 2 and 3, not its own local ranks 0 and 1)."""
+        super().__init__(comm, options, world, placement)
         o = self.options
         # NVLink multicast can take a shared host's GPUs out of service:
         # off unless the user asks for it.
         os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
         self.rank, self.nranks = comm.Get_rank(), comm.Get_size()
         self.timing, self.graph_launches = o.timing, o.graph_launches
-        self.mem_type, self.register = o.mem_type, bool(o.register)
+        self.register = int(o.register)
+        # symmetric windows map cuMem memory only, as nccl-tests -R 2 allocates
+        self.mem_type = "ncclMemAlloc" if self.register == 2 else o.mem_type
         cudart, nccl = nccl_lib.locate()
         self._x = _nccl
         try:
@@ -217,18 +251,23 @@ class NCCLBackend(Backend):
         except _nccl.LoadError as e:
             raise nccl_lib.LibraryNotFound(f"--backend nccl: {e}") from None
         self.version = self.lib.nccl_version()
+        if self.register == 2:
+            _check_windows(self.lib, self.version)
         dcomm = self.world
-        self.local_rank, self.local_size = _local_rank(dcomm)
+        where = self.placement or host_placement(dcomm)
+        self.local_rank, self.local_size = where.local_rank, where.local_size
         local_size = self.local_size
         try:
             ndev = self.lib.device_count()
         except _nccl.CudaError as e:
             raise nccl_lib.LibraryNotFound(f"--backend nccl: no usable GPU: {e} "
                                            f"(CUDA runtime {cudart})") from None
-        if ndev < local_size:
-            raise ConfigError(f"{local_size} ranks share this host but it has {ndev} GPU(s) "
-                              "visible; NCCL needs one GPU per rank", "-r/--nworkers")
-        self.device = self.local_rank
+        if ndev < 1:
+            raise ConfigError(f"{local_size} ranks share this host but it has no GPU visible",
+                              "-r/--nworkers")
+        # more ranks than GPUs: they share, for the kit's own kernels only
+        self.ranks_per_gpu, self.gpus_here = -(-local_size // ndev), ndev
+        self.device = self.local_rank % ndev
         self.lib.set_device(self.device)
         self.info = self.lib.device_info(self.device)
         self.stream = self.lib.stream_create()
@@ -236,10 +275,8 @@ class NCCLBackend(Backend):
         self._free_at_start = self.info["free_bytes"]
         self._init_bytes = 0  # device memory the communicators took at init (-M)
         self.fresh_buffers = bool(o.fresh_buffers)
-        self._pool = Pool(self.lib, o.mem_type, reuse=not o.fresh_buffers)
-        self.ran = {}         # algorithm -> {engine count: "RING/LL x2ch"}
-        self.unavailable = {}  # algorithm -> {engine count: reason}
-        self._probed = set()
+        self._pool = Pool(self.lib, self.mem_type, reuse=not o.fresh_buffers)
+        self.begin_part()
         self._tmp = tempfile.mkdtemp(prefix="ccbench-nccl-")
         self.tuning = TuningCapture(self.lib.reset_debug, os.path.join(self._tmp, "tuning.log"))
         runtime, driver = self.lib.cuda_versions()
@@ -251,6 +288,27 @@ class NCCLBackend(Backend):
         self.topology = None
         if dcomm.Get_rank() == 0:
             self.topology = topology()
+        self.own = gpu_kernels.PeerKernels(self.lib, comm, self.device,
+                                           {"name": gpu["name"], "host": gpu["host"],
+                                            "pci_bus_id": gpu["pci_bus_id"]})
+
+    def check_algorithms(self, collective, algorithms):
+        """More ranks than GPUs on a host and only NCCL's algorithms asked
+        for: nothing could run, so stop before the first size (with one of
+        the kit's own kernels among them, NCCL's are refused size by size)."""
+        if self.ranks_per_gpu > 1 and not any(gpu_kernels.find(collective, a)
+                                              for a in algorithms):
+            own = ", ".join(gpu_kernels.names_for(collective)) or f"none for {collective}"
+            raise ConfigError(f"{self.local_size} ranks share this host but it has "
+                              f"{self.gpus_here} GPU(s) visible; NCCL needs one GPU per rank "
+                              f"(only the kit's own kernels run on shared GPUs: {own})",
+                              "-r/--nworkers")
+
+    def begin_part(self):
+        # what NCCL ran and refused, by engine count: one part's collective
+        self.ran = {}         # algorithm -> {engine count: "RING/LL x2ch"}
+        self.unavailable = {}  # algorithm -> {engine count: reason}
+        self._probed = set()
 
     # -- what the harness reads ------------------------------------------------
     @property
@@ -273,11 +331,13 @@ class NCCLBackend(Backend):
             "nccl_version": version_string(self.version), "cuda_runtime": self.cuda["runtime"],
             "cuda_driver": self.cuda["driver"], "nccl_library": self.paths["nccl"],
             "cudart_library": self.paths["cudart"], "mem_type": self.mem_type,
-            "register": self.register, "graph_launches": self.graph_launches,
+            "register": bool(self.register), "local_register": self.register,
+            "graph_launches": self.graph_launches,
             "fresh_buffers": self.fresh_buffers,
             "nccl_ran": by_size(self.ran), "nccl_ran_note": self.tuning.reason,
             "not_available": by_size(self.unavailable), "gpus": self.gpus or [],
-            "topology": self.topology or {},
+            "topology": self.topology or {}, "ranks_per_gpu": self.ranks_per_gpu,
+            "kernel_target": self.own.target,
         }
 
     # -- buffers -----------------------------------------------------------------
@@ -295,7 +355,7 @@ class NCCLBackend(Backend):
         (the harness compares it with one rank's bytes times the ranks on
         the host)."""
         free = self.lib.device_info(self.device)["free_bytes"] + self._pool.free_bytes
-        return free * self.local_size
+        return free * self.local_size // self.ranks_per_gpu
 
     def _free_bytes(self):
         return self.lib.device_info(self.device)["free_bytes"]
@@ -354,11 +414,19 @@ class NCCLBackend(Backend):
         return self._comms[key]
 
     def _register(self, comm, buffers):
+        """-R 1: ncclCommRegister each allocation once per communicator; -R 2:
+        ncclCommWindowRegister, a collective call (every rank's sweep takes
+        the same allocations in the same order, so the ranks agree)."""
+        window = self.register == 2
         for bufs in buffers:
             for b in bufs[:2]:
                 a = b.allocation
                 if comm not in a.registered:
-                    a.registered[comm] = self.lib.register(comm, a.ptr, a.nbytes)
+                    if window:
+                        handle = self.lib.window_register(comm, a.ptr, a.nbytes)
+                    else:
+                        handle = self.lib.register(comm, a.ptr, a.nbytes)
+                    a.registered[comm] = (handle, window)
 
     def _call(self, collective, algorithm, send, recv, count, dtype, op, root, comm, vectors):
         d = dict(kind=collective, p2p=int(algorithm == "nccl:p2p"), send=send.ptr,
@@ -398,6 +466,14 @@ class NCCLBackend(Backend):
                               "-d/--datatype")
         if collective not in x.KINDS:
             raise ConfigError(f"the nccl backend has no {collective}", "COLLECTIVE")
+        own = gpu_kernels.find(collective, algorithm)
+        if own is not None:
+            return self._time_own(own, buffers, count=count, dtype=dtype, op=op, warmup=warmup,
+                                  iters=iters, agg=agg, blocking=blocking, once=once)
+        if self.ranks_per_gpu > 1:
+            return self._refuse(algorithm, count, f"{self.local_size} ranks share this host's "
+                                f"GPUs ({self.ranks_per_gpu} a GPU): NCCL needs one GPU per "
+                                "rank; only the kit's own kernels run on shared GPUs")
         if collective == "hypercube" and self.nranks & (self.nranks - 1):
             return self._refuse(algorithm, count, "hypercube needs a power-of-two rank count")
         if collective in NO_IN_PLACE and overlap(buffers[0][0], buffers[0][1]):
@@ -430,6 +506,30 @@ class NCCLBackend(Backend):
             raise RunError(f"rank {self.rank}: {e}") from None
         to_wtime = _wtime_us() - x.monotonic_us()
         return lat, start + to_wtime
+
+    def _time_own(self, module, buffers, *, count, dtype, op, warmup, iters, agg, blocking,
+                  once):
+        """`time` of one of the kit's own kernels (`gpu_kernels`): NaN and a
+        reason where it can't run here, as for NCCL's refusals."""
+        op_name = _OP_NAMES.get(op, "sum")
+        reason = self.own.refusal(module, dtype.name, op_name)
+        if reason:
+            return self._refuse(module.NAME, count, reason)
+        base = [self._call(module.COLLECTIVE, module.NAME, b[0], b[1],
+                           b[3] if len(b) > 3 else count, dtype, op, 0, 0, {}) for b in buffers]
+        calls, launched = self.own.calls(module, dtype, base)
+        if calls is None:
+            return self._refuse(module.NAME, count, launched)
+        try:
+            if once:
+                lat, start = self._one_call(calls)
+            else:
+                lat, start = self._loop(calls, warmup, iters, agg, blocking)
+        except (self._x.CudaError, self._x.NcclError) as e:
+            raise RunError(f"rank {self.rank}: {module.NAME}: {e}") from None
+        if self.rank == 0:
+            self.ran.setdefault(module.NAME, {})[count] = launched
+        return lat, start + (_wtime_us() - self._x.monotonic_us())
 
     def _refuse(self, algorithm, count, reason):
         self.unavailable.setdefault(algorithm, {})[count] = reason
@@ -499,6 +599,7 @@ class NCCLBackend(Backend):
         return lat, start
 
     def close(self):
+        self.own.close()
         self._pool.close()
         for key, c in list(self._comms.items()):
             if not isinstance(c, Exception):
@@ -528,6 +629,19 @@ def visible_gpus():
         return _nccl.Library(cudart, nccl).device_count(), ""
     except Exception as e:  # not found, not loadable, no driver: no GPU here
         return 0, str(e).removeprefix("--backend nccl: ")
+
+
+def _check_windows(lib, version):
+    """ConfigError, in one line, where this NCCL has no symmetric windows."""
+    if version < WINDOWS_SINCE_NCCL or not lib.has("ncclCommWindowRegister"):
+        raise ConfigError(f"-R 2 (symmetric windows, ncclCommWindowRegister) needs NCCL "
+                          f"{version_string(WINDOWS_SINCE_NCCL)} or later; this is NCCL "
+                          f"{version_string(version)}", "-R/--local-register")
+
+
+def _wtime_us():
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+    return MPI.Wtime() * 1e6
 
 
 def _hostname():

@@ -26,12 +26,15 @@ class Allocation:
     def __init__(self, lib, nbytes, kind):
         self.lib, self.nbytes, self.kind = lib, nbytes, kind
         self.ptr = lib.malloc(nbytes, kind)
-        self.registered = {}  # communicator -> registration handle
+        self.registered = {}  # communicator -> (handle, symmetric window?)
 
     def deregister(self):
-        for comm, handle in self.registered.items():
+        for comm, (handle, window) in self.registered.items():
             try:
-                self.lib.deregister(comm, handle)
+                if window:
+                    self.lib.window_deregister(comm, handle)
+                else:
+                    self.lib.deregister(comm, handle)
             except (_nccl.NcclError, _nccl.CudaError):  # the communicator is gone already
                 pass
         self.registered.clear()

@@ -1,7 +1,7 @@
 """Finding libnccl and the CUDA runtime at run time.
 
 Search order, for each library: an explicit path (``CCB_NCCL_LIBRARY`` /
-``CCB_CUDART_LIBRARY`` / ``CCB_CUBLAS_LIBRARY``), the toolkit's home (``NCCL_HOME``; ``CUDA_HOME``,
+``CCB_CUDART_LIBRARY`` / ``CCB_CUBLAS_LIBRARY`` / ``CCB_NVRTC_LIBRARY``), the toolkit's home (``NCCL_HOME``; ``CUDA_HOME``,
 ``CUDA_PATH``), the ``nvidia-*`` wheels' folders on ``sys.path``,
 cuda-pathfinder when installed, then the system's loader (LD_LIBRARY_PATH,
 the ldconfig cache).  The first hit wins; a miss names every place tried.
@@ -35,6 +35,9 @@ CUDART_WHEEL_DIRS = ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib", "nvidia/cu12/
 # cuBLAS: the doctor's GPU matrix product (health/gpu/cuda.py)
 CUBLAS_NAMES = ("libcublas.so.13", "libcublas.so.12", "libcublas.so")
 CUBLAS_WHEEL_DIRS = ("nvidia/cu13/lib", "nvidia/cublas/lib", "nvidia/cu12/lib")
+# NVRTC: the compiler of the kit's own GPU kernels (backends/gpu_kernels)
+NVRTC_NAMES = ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so")
+NVRTC_WHEEL_DIRS = ("nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib", "nvidia/cu12/lib")
 
 
 def _wheel_roots():
@@ -92,7 +95,7 @@ def _pathfinder(libname):
 
 
 def find(which, env=None):
-    """Locate ``"nccl"``, ``"cudart"`` or ``"cublas"``; a `Found` with the places tried."""
+    """Locate ``"nccl"``, ``"cudart"``, ``"cublas"`` or ``"nvrtc"``; a `Found` with the places tried."""
     env = os.environ if env is None else env
     if which == "nccl":
         names, explicit, homes, wheel_dirs = NCCL_NAMES, "CCB_NCCL_LIBRARY", ("NCCL_HOME",), NCCL_WHEEL_DIRS
@@ -100,6 +103,8 @@ def find(which, env=None):
         names, explicit, homes, wheel_dirs = CUDART_NAMES, "CCB_CUDART_LIBRARY", ("CUDA_HOME", "CUDA_PATH"), CUDART_WHEEL_DIRS
     elif which == "cublas":
         names, explicit, homes, wheel_dirs = CUBLAS_NAMES, "CCB_CUBLAS_LIBRARY", ("CUDA_HOME", "CUDA_PATH"), CUBLAS_WHEEL_DIRS
+    elif which == "nvrtc":
+        names, explicit, homes, wheel_dirs = NVRTC_NAMES, "CCB_NVRTC_LIBRARY", ("CUDA_HOME", "CUDA_PATH"), NVRTC_WHEEL_DIRS
     else:
         raise ValueError(which)
     out = Found()

@@ -5,6 +5,10 @@ NCCL (rank 0 only) logs one line per collective it schedules when
 
     host:1234:1234 [0] NCCL INFO AllReduce: 8 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}
 
+and, for a call on symmetric windows (-R 2, NCCL 2.27+), the kernel it ran::
+
+    ... NCCL INFO AllReduce [Symmetric]: 8 Bytes -> Kernel AllReduce_AGxLL_R nchannels 2 nthreads 512 nWorks 1
+
 Logging every call costs host time inside the timed loop, so the backend
 switches it on only around one untimed probe call per algorithm and size:
 NCCL re-reads NCCL_DEBUG* after ``ncclResetDebugInit()``.
@@ -15,7 +19,9 @@ from contextlib import contextmanager
 
 _LINE = re.compile(
     r"NCCL INFO (?P<func>[A-Za-z]+): (?P<bytes>\d+) Bytes -> Algo (?P<algo>\S+) "
-    r"proto (?P<proto>\S+)(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\})?")
+    r"proto (?P<proto>\S+)(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\})?"
+    r"|NCCL INFO (?P<sfunc>[A-Za-z]+) \[Symmetric\]: (?P<sbytes>\d+) Bytes -> Kernel "
+    r"(?P<kernel>\S+) nchannels (?P<sch>\d+)")
 
 @contextmanager
 def environ(values):
@@ -34,9 +40,15 @@ def environ(values):
 
 def parse(text):
     """The TUNING decisions in a log, in order: dicts with func, bytes,
-    algo, proto and channels (or None where the line has no channel range)."""
+    algo, proto and channels (or None where the line has no channel range);
+    a symmetric kernel's line gives algo ``SYM``, its kernel's name as proto."""
     out = []
     for m in _LINE.finditer(text):
+        if m.group("kernel"):
+            out.append({"func": m.group("sfunc"), "bytes": int(m.group("sbytes")),
+                        "algo": "SYM", "proto": m.group("kernel"),
+                        "channels": int(m.group("sch"))})
+            continue
         ch = None
         if m.group("lo") is not None:
             ch = int(m.group("hi")) - int(m.group("lo")) + 1
@@ -46,7 +58,8 @@ def parse(text):
 
 
 def summarize(decisions):
-    """One string for a call's decisions: ``"RING/LL"``, ``"TREE/SIMPLE x4ch"``;
+    """One string for a call's decisions: ``"RING/LL"``, ``"TREE/SIMPLE x4ch"``,
+    ``"SYM/AllReduce_AGxLL_R x2ch"`` (a symmetric kernel);
     several distinct ones (a grouped call) are joined with ``+``."""
     seen = []
     for d in decisions:

@@ -69,9 +69,8 @@ import numpy as np
 from .. import _optional
 from ..dtypes import OPS
 from ..errors import ConfigError, RunError
-from .base import Backend, host_memory_available
+from .base import Backend, host_memory_available, host_placement
 from .blocking import BLOCKING_MODES, BLOCKING_ON_RETURN
-from .rankplace import local_rank, wtime_us
 from .torch_loop import CaptureFailed, GraphLoop, run_loop
 
 EXTRA = "torch"
@@ -163,8 +162,8 @@ class TorchBackend(Backend):
         return opts
 
     # -- rank side -----------------------------------------------------------------
-    def __init__(self, comm, options=None, world=None):
-        super().__init__(comm, options, world)
+    def __init__(self, comm, options=None, world=None, placement=None):
+        super().__init__(comm, options, world, placement)
         self.torch = torch = _optional.require("torch", EXTRA)
         self.dist = dist = _optional.require("torch.distributed", EXTRA)
         if not dist.is_available():
@@ -174,7 +173,8 @@ class TorchBackend(Backend):
             raise ConfigError("torch.distributed is already initialised in this process; the "
                               "torch backend makes its own process group", "--backend")
         self.rank, self.nranks = comm.Get_rank(), comm.Get_size()
-        self.local_rank, self.local_size = local_rank(self.world)
+        where = self.placement or host_placement(self.world)
+        self.local_rank, self.local_size = where.local_rank, where.local_size
         want = self.options.device
         gpus = torch.cuda.device_count() if want != "cpu" and torch.cuda.is_available() else 0
         if want == "cuda" and not gpus:
@@ -195,8 +195,7 @@ class TorchBackend(Backend):
         self.timing = self.options.timing or ("cuda-events" if self.on_gpu else "host-clock")
         if not self.on_gpu and self.timing == "host-enqueue":
             self.timing = "host-clock"  # -C 1: gloo's calls complete before they return
-        self.unavailable = {}  # algorithm -> {engine count: reason}
-        self.calls_used = {}   # collective -> the torch call that ran it
+        self.begin_part()
         self._store, self.rendezvous = self._make_store()
         # torch wraps sys.excepthook at every init (a rank prefix on each
         # line); the process's own hook comes back at close()
@@ -204,6 +203,18 @@ class TorchBackend(Backend):
         dist.init_process_group(self.process_group, store=self._store, rank=self.rank,
                                 world_size=self.nranks, timeout=STORE_TIMEOUT,
                                 device_id=self.device if self.on_gpu else None)
+
+    def begin_part(self):
+        # what one part's collective ran and refused (a job keeps this backend)
+        self.unavailable = {}  # algorithm -> {engine count: reason}
+        self.calls_used = {}   # collective -> the torch call that ran it
+
+    def check_algorithms(self, collective, algorithms):
+        """torch:graph on gloo: refused before any size."""
+        if GRAPH in algorithms and not self.on_gpu:
+            raise ConfigError("torch:graph captures a CUDA graph and needs CUDA tensors; this "
+                              "rank runs gloo on host tensors (no GPU visible, or "
+                              "--torch-device cpu)", "--algorithms")
 
     def _make_store(self):
         """The TCPStore of the rendezvous, and where it listens, in words;
@@ -390,10 +401,7 @@ class TorchBackend(Backend):
         self._tdtype(dtype)
         op_name = _OP_NAMES.get(op, "sum")
         red = getattr(self.dist.ReduceOp, TORCH_OPS[op_name])
-        if algorithm == GRAPH and not self.on_gpu:
-            raise ConfigError("torch:graph captures a CUDA graph and needs CUDA tensors; this "
-                              "rank runs gloo on host tensors (no GPU visible, or --torch-device "
-                              "cpu)", "--algorithms")
+        self.check_algorithms(collective, [algorithm])
         if op_name == "avg" and not self.on_gpu and not dtype.is_float:
             return self._refuse(algorithm, count, "gloo's avg divides the sum in place in "
                                 "floating point, which an integer tensor cannot hold")
@@ -404,7 +412,7 @@ class TorchBackend(Backend):
             if isinstance(c, str):
                 return self._refuse(algorithm, count, c)
             calls.append(c)
-        to_wtime = wtime_us() - time.perf_counter() * 1e6
+        to_wtime = _wtime_us() - time.perf_counter() * 1e6
         try:
             if algorithm == GRAPH:
                 lat, start = GraphLoop(self, calls, agg).run(warmup, iters, blocking, once)
@@ -456,6 +464,11 @@ def _call_name(dist, collective):
     """The name of the torch.distributed function that runs `collective`
     (the newest this torch has)."""
     return next(n for n in _CALL_NAMES[collective] if hasattr(dist, n))
+
+
+def _wtime_us():
+    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
+    return MPI.Wtime() * 1e6
 
 
 def own_address():

@@ -13,8 +13,7 @@ import sys
 
 from .._version import __version__
 from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
-                      EXIT_SIGTERM, CCBenchError)
-from ..launch.mpirun import Interrupted
+                      EXIT_SIGTERM, CCBenchError, Interrupted)
 
 SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite",
                "doctor", "recover", "history")
@@ -65,9 +64,7 @@ def main(argv=None):
     except BrokenPipeError:  # `ccbench show x.nc | head`: the reader is gone
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
-    except Exception as e:
-        if type(e).__name__ != "Interrupted":
-            raise
+    except Interrupted:
         print("ccbench: terminated", file=sys.stderr)
         return EXIT_SIGTERM
 

@@ -5,7 +5,6 @@ when both have per-iteration data (else the plain ratio, said so), and a
 verdict.  ``--min-ratio 0.9`` exits 1 when any size falls below (cluster
 acceptance).  Inputs are ccbench .nc files or any importable baseline.
 """
-import sys
 import warnings
 
 import pandas as pd
@@ -13,7 +12,7 @@ import numpy as np
 
 from ..compare import (CompareWarning, below, compare_parts, format_comparison, plot_comparison,
                        to_frame)
-from ..errors import EXIT_BELOW, ConfigError
+from ..errors import EXIT_BELOW, ConfigError, print_warning
 from ..health.gpu import check, report
 from ..importers import ReportedMismatchWarning, open_any
 from ..output_path import check_output
@@ -113,7 +112,7 @@ def main(args):
         base = open_any(args.baseline, **hints)
         runs = [(path, open_any(path, **hints)) for path in args.runs]
     for w in caught:
-        print(f"ccbench: warning: {w.message}", file=sys.stderr)
+        print_warning(w.message)
     results = []
     for path, parts in runs:
         with warnings.catch_warnings(record=True) as caught:
@@ -121,7 +120,7 @@ def main(args):
             pairs = compare_parts(parts, base, run_label=path, baseline_label=args.baseline, **opts)
         for w in caught:
             if issubclass(w.category, CompareWarning):
-                print(f"ccbench: warning: {path}: {w.message}", file=sys.stderr)
+                print_warning(f"{path}: {w.message}")
         results += [(path, rname, bname, res) for rname, bname, res in pairs]
         for name in sorted(set(parts) - {rname for rname, _, _ in pairs}):
             print(f"# note: {path} [{name}] has no counterpart in {args.baseline}; not compared")

@@ -6,14 +6,17 @@ printed is the verdict: ``verdict: node3``, ``verdict: node3 link`` or
 ``verdict: none``.
 """
 import argparse
+import os
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 
 from ..health import api as doctor_api, report as doctor_report
 from ..errors import ConfigError
 from ..health import gpu
-from ..health.gpu import check, report
+from ..health import baseline as _baseline
+from ..health.gpu import check, per_gpu_baseline, report
 from ..launch.cluster import connect
 from ..output_path import check_output
 from .. import argtypes as T
@@ -83,6 +86,10 @@ def add_gpu_arguments(p):
                         "after the GPU checks, one verdict for both")
     g.add_argument("--gpus", default=None, metavar="LIST",
                    help="with --local: CUDA indices to check, e.g. 0,2 (default: all)")
+    g.add_argument("--pairs", action=argparse.BooleanOptionalAction, default=None,
+                   help="with --local: the NVLink pair matrix (every pair's peer copy rate "
+                        "each way and both ways, latency, NVLink error counters); default on "
+                        "with 2 GPUs or more")
 
 
 def main_local(args):
@@ -100,6 +107,7 @@ def main_local(args):
     argv = ["ccbench", *sys.argv[1:]] if sys.argv and sys.argv[0].endswith("ccbench") else []
     diag = gpu.local(args.gpus, repeats=args.repeats, out=args.out, baseline=args.baseline,
                      save_baseline=args.save_baseline, command=shlex.join(argv) if argv else "",
+                     pairs=args.pairs,
                      progress=lambda msg: print(f"[gpu] {msg}", file=sys.stderr, flush=True))
     ds = check.load(diag.out)
     for note in diag.verdict.notes:
@@ -115,13 +123,39 @@ def main_local(args):
         print(diag.line)
         return diag.exit_code
     # --local --per-gpu: then the GPUs' pairs and the host's all_reduce
-    # through nccl (its own results file; the baselines are the GPU checks')
+    # through nccl (its own results file), judged against the same baseline
     print(f"GPU checks: {diag.line}")
-    pairs = run_doctor(args, out=None, baseline=None, save_baseline=None, report=None)
-    print(f"nccl pairs: {pairs.line}")
-    line, code = doctor_api.joint_verdict([diag, pairs])
+    line, code = doctor_api.joint_verdict([diag, *per_gpu_after(args, diag)])
     print(line)
     return code
+
+
+def per_gpu_after(args, diag):
+    """The ``--per-gpu`` run after the GPU checks `diag`, and its figures
+    against the baseline (`per_gpu_baseline`): [Diagnosis] to join."""
+    with tempfile.TemporaryDirectory() as tmp:
+        # the pair rates, as `health.api` saves them, read back below
+        pair_base = os.path.join(tmp, "per-gpu-baseline.json") \
+            if args.save_baseline or args.baseline else None
+        pairs = run_doctor(args, out=None, baseline=None, save_baseline=pair_base, report=None,
+                           aside=True)
+        per_gpu = None
+        if pair_base and os.path.exists(pair_base) and pairs.out:
+            per_gpu = per_gpu_baseline.figures(pairs.out, pair_base, diag.nodes[0])
+    print(f"nccl pairs: {pairs.line}")
+    if per_gpu and args.save_baseline:
+        per_gpu_baseline.extend(args.save_baseline, per_gpu)
+        print(f"baseline: the NCCL pairs and the host all_reduce added to {args.save_baseline}")
+    if not (per_gpu and args.baseline):
+        return [pairs]
+    named = [f.gpu for f in diag.verdict.findings if getattr(f, "kind", "") == "gpu"]
+    past = per_gpu_baseline.judge(per_gpu, _baseline.load(args.baseline), diag.nodes[0], named)
+    for note in past.notes:
+        print(f"note: {note}")
+    for f in past.findings:
+        print(f.sentence())
+    return [pairs, doctor_api.Diagnosis(past, doctor_api.OUTLIER if past.findings
+                                        else doctor_api.HEALTHY)]
 
 
 def _check_outputs(args):
@@ -141,8 +175,9 @@ def main(args):
     _check_outputs(args)
     if args.local:
         return main_local(args)
-    if args.gpus is not None:
-        raise ConfigError("applies to the GPU checks: add --local", "--gpus")
+    for flag, given in (("--gpus", args.gpus is not None), ("--pairs", args.pairs is not None)):
+        if given:
+            raise ConfigError("applies to the GPU checks: add --local", flag)
     diag = run_doctor(args)
     print(diag.line)
     file_results(args, diag.out)
@@ -151,7 +186,8 @@ def main(args):
 
 def run_doctor(args, **override):
     """`health.doctor` with the command line's settings (`override`: out,
-    baseline, save_baseline, report); prints the notes and the table."""
+    baseline, save_baseline, report; aside=True: save_baseline is a scratch
+    file, its note not printed); prints the notes and the table."""
     opt = {k: override.get(k, getattr(args, k))
            for k in ("out", "baseline", "save_baseline", "report")}
     launch = launch_options(args)
@@ -177,8 +213,9 @@ def run_doctor(args, **override):
             client.close()
     if diag.message:
         print(f"ccbench: {diag.message}", file=sys.stderr)
+    kept_aside = f"baseline saved: {opt['save_baseline']}" if override.get("aside") else None
     for note in diag.verdict.notes:
-        if note != diag.message:
+        if note not in (diag.message, kept_aside):  # a scratch file is no news to the user
             print(f"note: {note}")
     print(doctor_report.text(diag))
     if opt["report"] and diag.out:

@@ -6,11 +6,10 @@ Inspector folder or its files are read together), prints what each file held,
 and writes them all to one results file that ``show``, ``compare`` and
 ``report`` take like a run of the kit.
 """
-import sys
 import warnings
 
 from ..dataset import save
-from ..errors import ConfigError
+from ..errors import ConfigError, print_warning
 from ..formats.nccl_tests.write_table import format_table
 from ..importers import ReportedMismatchWarning, read_all, unique_names
 from .. import argtypes as T
@@ -48,7 +47,7 @@ def main(args):
         datasets = read_all(args.files, collective=args.collective, nranks=args.nranks,
                             partial=args.partial)
     for w in caught:
-        print(f"ccbench: warning: {w.message}", file=sys.stderr)
+        print_warning(w.message)
     parts = unique_names(datasets)
     for name, ds in parts.items():
         a = ds.attrs

@@ -7,7 +7,7 @@ from .. import api, backends
 from .. import run_fields as F
 from ..dataset.schema import library_name
 from ..dataset.stats import check_average
-from ..errors import EXIT_CHECK_FAILED, ConfigError
+from ..errors import EXIT_CHECK_FAILED, ConfigError, print_warning
 from ..formats.nccl_tests.write_table import format_table
 from ..inputs.sizes import parse_size_list, read_msglen
 from ..launch.cycles import check_cycles
@@ -136,7 +136,8 @@ def main(args):
         print(f"# cycle {c + 1} of {cycles}")
         _print_tables(results, args, rank_stat)
 
-    results = api.run_many(cfgs, out=out, cycles=cycles, until_stable=args.until_stable,
+    results = api.run_many(cfgs, out=out, cycles=cycles, job_per_cycle=args.job_per_cycle,
+                           until_stable=args.until_stable,
                            stable_cap=args.stable_cap, on_cycle=print_cycle, progress=progress,
                            **launch_options(args))
     if results is None or any(ds is None for ds in results.values()):
@@ -231,4 +232,4 @@ class Progress:
         if ev.get("event") == "size":
             print(self.line(ev), file=sys.stderr, flush=True)
         elif ev.get("event") == "warning":
-            print(f"ccbench: warning: {ev.get('message')}", file=sys.stderr, flush=True)
+            print_warning(ev.get("message"))

@@ -149,6 +149,23 @@ def library_name(attrs):
     return str(attrs.get("library", "")).split(",")[0].strip()
 
 
+def not_available(ds):
+    """{algorithm: reason} for algorithms the backend refused (attr
+    ``not_available``: {algorithm: {size: reason}}), reasons merged over sizes."""
+    raw = attr_json(ds, "not_available", {}) or {}
+    out = {}
+    if not isinstance(raw, dict):
+        return out
+    for alg, by_size in sorted(raw.items()):
+        if isinstance(by_size, dict) and by_size:
+            reasons = sorted({str(v) for v in by_size.values()})
+            n = len(by_size)
+            out[str(alg)] = "; ".join(reasons) + f" ({n} size{'s' if n != 1 else ''})"
+        elif by_size:
+            out[str(alg)] = str(by_size)
+    return out
+
+
 def attr_json(ds, name, default=None):
     """A JSON-encoded attr decoded (``hosts``, ``env``...)."""
     raw = ds.attrs.get(name, "")

@@ -21,11 +21,14 @@ from ..units import parse_size
 from ..backends.nccl import visible_gpus
 from . import baseline as _baseline
 from . import plan as _plan
-from . import results, verdict as _verdict
+from . import cluster as _cluster, results, verdict as _verdict
+from .bisect import THRESHOLD, leaf_order
+from .probe import STEPS
 from .._files import atomic_write_text
 from ..dataset import save
 from ..launch import hosts as _hosts, slurm as _slurm
 from ..launch.command import launcher
+from ..launch.job import RANK_MODULE, Job
 from ..launch.hosts import load_topology
 from ..launch.mpirun import died_message, run_ranks
 from ..launch.watchdog import describe_stall
@@ -112,8 +115,6 @@ def make_plan(nnodes, *, ranks_per_node=2, repeats=MEASUREMENT["repeats"],
     # each node's leaf switch: the verdict judges the uplinks between leaves
     plan["leaf"] = [leaf_of(k) for k in range(nnodes)] if leaf_of else None
     if bisect:
-        # lazy: import cycle: health.bisect imports health.api
-        from .bisect import THRESHOLD, leaf_order
         plan["bisect"] = {"order": leaf_order(nnodes, leaf_of), "threshold": THRESHOLD,
                           "leaf": plan["leaf"]}
     return plan
@@ -376,7 +377,7 @@ def _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command
         launched = time.time()
         with tempfile.TemporaryDirectory(prefix=run_prefix(DOCTOR_PREFIX)) as run_dir:
             failure, exit_code, _, dead = run_ranks(
-                "ccbench_kit.health.probe", [results.encode(plan)], nranks, run_dir,
+                RANK_MODULE, [Job.doctor(plan).word()], nranks, run_dir,
                 describe=describe, call_timeout=timeout, command=cmd, env=env)
         interrupted = failure is not None and exit_code in (EXIT_SIGINT, EXIT_SIGTERM)
         # a rank the launcher saw killed by a signal, not by the watchdog
@@ -460,7 +461,6 @@ def _measured(raw_path):
 def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, judged,
                     command, measure):
     """`doctor` on the workers of a Dask-MPI cluster (`health.cluster`)."""
-    from . import cluster as _cluster  # lazy: import cycle: health.cluster imports health.api
     if hosts_given:
         raise ConfigError("the cluster's workers are the nodes checked: give --scheduler-file "
                           "or the hosts (--hosts, --hosts-file, -S), not both",
@@ -482,7 +482,6 @@ def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, j
 
 def step_name(row):
     """The doctor's step in a board row, for the watchdog's message."""
-    from .probe import STEPS  # lazy: import cycle: health.probe imports health.api
     k = int(row[PLACEMENT])
     step = STEPS[k] if 0 <= k < len(STEPS) else "?"
     unit = "node" if step.startswith("local") else "wave"

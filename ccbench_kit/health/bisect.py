@@ -28,6 +28,7 @@ replays the recorded steps.
 import numpy as np
 
 from ..dataset.stats import SEED, bootstrap, interval
+from .plan import halves, waves
 
 THRESHOLD = 0.75  # busbw ratio of the slower group to the faster one
 STOP = 3          # at most this many suspects: pairs with good nodes decide
@@ -66,7 +67,6 @@ def leaf_order(n, leaf_of=None):
 def pair_waves(pairs, leaf_of=None):
     """Waves of disjoint pairs (a node in one pair a wave), each split so
     that no two of its pairs share an uplink (`plan.waves`)."""
-    from .plan import waves  # lazy: import cycle: health.plan imports health.bisect
     out = []
     for p in pairs:
         for w in out:
@@ -117,7 +117,6 @@ class Descent:
         if not self.path:
             return {"kind": "whole", "groups": [list(self.suspects)]}
         if len(self.suspects) > STOP:
-            from .plan import halves  # lazy: import cycle: health.plan imports health.bisect
             return {"kind": "halves", "groups": [list(h) for h in halves(self.suspects)]}
         pairs = [[c, self.good[i % len(self.good)]] for i, c in enumerate(self.suspects)]
         if len(self.good) >= 2:

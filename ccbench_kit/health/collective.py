@@ -13,12 +13,20 @@ import numpy as np
 
 from .. import collectives
 from ..backends import get_backend
+from ..backends.base import host_placement
 from ..dtypes import OPS, get_dtype
 
 # the doctor's backends: "tcp" is the socket probe (`probe.connect_pair`),
 # the others are kit backends (`backends`)
 BACKENDS = ("tcp", "mpi", "nccl")
 DTYPE = "fp32"  # ``ccbench run``'s default
+
+
+def job_placement(comm, backend_name):
+    """Every rank's `Placement` on its host among all the ranks of `comm`
+    (the job's), or None for "tcp" (no backend).  A collective: every rank
+    of `comm` calls it, once, before any pair or group is formed."""
+    return None if backend_name == "tcp" else host_placement(comm)
 
 
 def ring_algorithm(backend_name):
@@ -28,12 +36,17 @@ def ring_algorithm(backend_name):
 
 
 class Timer:
-    """One backend on `comm` (`world`: every rank of the job, which picks
-    each rank's GPU); `times` gives a collective's per-iteration seconds."""
+    """One backend on `comm`; `times` gives a collective's per-iteration seconds.
 
-    def __init__(self, backend_name, comm, world):
+    `world`: the ranks that all make this Timer together (the backend's
+    set-up runs collectives over them); `placement`: the rank's
+    `backends.base.Placement` decided once on the job's communicator
+    (`job_placement`), so that a pair's or a group's backend drives the
+    rank's own GPU, not the GPU of its index in the pair."""
+
+    def __init__(self, backend_name, comm, world, placement=None):
         self.comm = comm
-        self.backend = get_backend(backend_name, comm, world=world)
+        self.backend = get_backend(backend_name, comm, world=world, placement=placement)
         self.dtype = get_dtype(DTYPE)
 
     def times(self, collective, nbytes, iters, warmup, progress, algorithm=None, check=False):

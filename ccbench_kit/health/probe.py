@@ -1,4 +1,4 @@
-"""The ranks' side of a health check: ``python -m ccbench_kit.health.probe PLAN``.
+"""The ranks' side of a health check: the ``doctor`` task of a job (`rank_task`).
 
 One MPI job measures everything, so the cost is one job start:
 
@@ -32,9 +32,7 @@ run that hangs or dies keeps the partial matrix.
 """
 import functools
 import itertools
-import json
 import socket
-import sys
 import time
 import fcntl
 import struct
@@ -44,11 +42,9 @@ import numpy as np
 
 from ..collectives import get as get_collective
 from . import results
-from .collective import Timer, ring_algorithm
+from .collective import Timer, job_placement, ring_algorithm
 from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
-from ..launch import events
-from ..launch.worker import RankWatch
-from ..mpi_env import start_mpi
+from ..errors import CCBenchError, RunError
 from .bisect import Descent
 
 # what the board's PLACEMENT column holds during a step (doctor.report names them)
@@ -149,11 +145,15 @@ def run(comm, plan, progress, out):
     raw = results.Raw(nodes, list(range(comm.Get_size())), node_of, plan)
     waves = [[tuple(p) for p in w] for w in plan["waves"]]
     backend = plan.get("backend", "tcp")
-    links = pair_links(comm, waves, leaders, backend)
-    local_timer = None if backend == "tcp" else Timer(backend, local, comm)
+    # the GPU each rank drives, decided once on the job's ranks: every
+    # backend this rank makes (its node's, each pair's, the host's, a
+    # bisection group's) uses it
+    placement = job_placement(comm, backend)
+    links = pair_links(comm, waves, leaders, backend, placement)
+    local_timer = None if backend == "tcp" else Timer(backend, local, comm, placement)
     # --per-gpu: every GPU is a node, so the host's own all_reduce over all
     # its GPUs (NVLink) is a step of its own
-    host_timer = Timer(backend, comm, comm) if plan.get("per_gpu") else None
+    host_timer = Timer(backend, comm, comm, placement) if plan.get("per_gpu") else None
     peaks = comm.gather(memcpy_bandwidth(plan["local_bytes"] * 4), root=0)
     if me == 0:
         raw.peaks = peaks
@@ -183,16 +183,17 @@ def run(comm, plan, progress, out):
             timer.close()
     local.Free()
     if plan.get("bisect"):
-        _bisection(comm, raw, plan, progress, leaders, out)
+        _bisection(comm, raw, plan, progress, leaders, out, placement)
     progress.phase("done")
     return raw
 
 
-def pair_links(comm, waves, leaders, backend="tcp"):
+def pair_links(comm, waves, leaders, backend="tcp", placement=None):
     """One connection per pair of each wave (pairs of a wave are disjoint),
     made once: [None or (pair communicator, socket or `collective.Timer`,
     pair)] a wave.  `backend` "tcp": a socket (`connect_pair`); else the
-    kit backend of that name on the pair's communicator."""
+    kit backend of that name on the pair's communicator, on the device of
+    the rank's `placement` (`collective.job_placement`)."""
     from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     me, links = comm.Get_rank(), []
     for pairs in waves:
@@ -201,9 +202,10 @@ def pair_links(comm, waves, leaders, backend="tcp"):
         if pc == MPI.COMM_NULL:
             links.append(None)
             continue
-        # the pair's own communicator is its backend's world: the two ends
-        # are the first ranks of their nodes (GPU 0 on a GPU node)
-        end = connect_pair(pc) if backend == "tcp" else Timer(backend, pc, pc)
+        # the pair's own communicator is its backend's world (only its two
+        # ranks make it); the device is the job's placement, not the rank's
+        # index in the pair
+        end = connect_pair(pc) if backend == "tcp" else Timer(backend, pc, pc, placement)
         links.append((pc, end, tuple(pairs[mine])))
     return links
 
@@ -215,7 +217,7 @@ def close_links(links):
             link[0].Free()
 
 
-def _bisection(comm, raw, plan, progress, leaders, out):
+def _bisection(comm, raw, plan, progress, leaders, out, placement=None):
     """Rank 0's `bisect.Descent` says what to measure; every rank takes part
     in each step (`_ring_step`, `_pairs_step`) until it is done."""
     me, spec, descent = comm.Get_rank(), plan["bisect"], None
@@ -228,17 +230,17 @@ def _bisection(comm, raw, plan, progress, leaders, out):
         if step is None:
             break
         measure = _pairs_step if step["kind"] == "pairs" else _ring_step
-        rates = measure(comm, step, plan, progress, leaders, index)
+        rates = measure(comm, step, plan, progress, leaders, index, placement)
         if me == 0:
             descent.record(rates)["at"] = time.time()
             raw.bisect, raw.bisect_note = descent.path, descent.note
             out(raw)
 
 
-def _pairs_step(comm, step, plan, progress, leaders, index):
+def _pairs_step(comm, step, plan, progress, leaders, index, placement=None):
     """Rates (B/s each way, one list a repeat, one value a pair) of the
     suspects' pairs with good nodes, wave by wave."""
-    links = pair_links(comm, step["waves"], leaders, plan.get("backend", "tcp"))
+    links = pair_links(comm, step["waves"], leaders, plan.get("backend", "tcp"), placement)
     where = {tuple(p): k for k, p in enumerate(step["groups"])}
     per_rep = []
     for _ in range(plan["repeats"]):
@@ -254,7 +256,7 @@ def _pairs_step(comm, step, plan, progress, leaders, index):
     return per_rep
 
 
-def _ring_step(comm, step, plan, progress, leaders, index):
+def _ring_step(comm, step, plan, progress, leaders, index, placement=None):
     """Busbw (B/s, one list a repeat, one value a group) of every group's
     ring all_reduce, all groups at the same time."""
     from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
@@ -270,7 +272,7 @@ def _ring_step(comm, step, plan, progress, leaders, index):
         if backend == "tcp":
             ring = ring_links(gc)
         else:
-            timer = Timer(backend, gc, gc)
+            timer = Timer(backend, gc, gc, placement)
     per_rep = []
     for _ in range(plan["repeats"]):
         quiet_wait(comm)
@@ -527,26 +529,15 @@ def _pair_check_backend(link, plan, progress, wave):
             "bw_bytes": nb}
 
 
-def main(argv=None):
-    """Entry point of each rank."""
-    argv = sys.argv[1:] if argv is None else argv
-    plan = json.loads(results.decode(argv[0]))
-    watch = RankWatch(argv[1:])
-    MPI = start_mpi()
-    comm = MPI.COMM_WORLD.Dup()
-    reporter = watch.confirm(comm.Get_rank())
+def rank_task(comm, job, reporter, flags=()):
+    """The doctor's task of a `launch.job.Job` (the rank entry,
+    `launch.worker`, runs it): measure the job's plan; rank 0 writes the
+    records as it goes.  A failure is one line naming the rank, as the
+    doctor's notes quote it."""
+    plan = job.plan
     try:
         run(comm, plan, Progress(reporter.row), plan["out"])
-        comm.Barrier()
-        if comm.Get_rank() == 0:
-            events.emit({"event": "done", "out": plan["out"]})
-    except Exception as e:  # every rank's error reaches the launcher, then the job ends
-        events.emit({"event": "error", "rank": comm.Get_rank(), "kind": type(e).__name__,
-                     "message": f"rank {comm.Get_rank()}: {type(e).__name__}: {e}"})
-        MPI.COMM_WORLD.Abort(3)
-    watch.stop()
-    comm.Free()
-
-
-if __name__ == "__main__":
-    main()
+    except CCBenchError:
+        raise
+    except Exception as e:  # a node lost, a socket reset: the doctor's finding, not a bug
+        raise RunError(f"rank {comm.Get_rank()}: {type(e).__name__}: {e}") from None

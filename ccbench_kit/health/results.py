@@ -15,11 +15,9 @@ schema, so `ccbench show`, `ds.ccb.busbw()` and `ccbench compare` read it:
     own ranks, 8 B and a large size; one `rank` entry, the node's slowest
     rank; coord `peak_GBps`: the node's memory copy rate, its own peak.
 """
-import base64
 import datetime
 import json
 import os
-import zlib
 
 import numpy as np
 
@@ -27,21 +25,6 @@ from .. import collectives
 from .._version import __version__
 from .._files import atomic_write_text
 from ..dataset.schema import make_dataset
-
-_PREFIX = "json64:"
-
-
-def encode(obj):
-    """`obj` as one command-line word (ranks on other hosts can't read our files)."""
-    return _PREFIX + base64.urlsafe_b64encode(zlib.compress(json.dumps(obj).encode())).decode()
-
-
-def decode(word):
-    if word.startswith(_PREFIX):
-        return zlib.decompress(base64.urlsafe_b64decode(word[len(_PREFIX):])).decode()
-    with open(word) as f:
-        return f.read()
-
 
 class Raw:
     """The records of one run (rank 0's, or read back from its file)."""

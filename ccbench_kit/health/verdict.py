@@ -24,7 +24,16 @@ on the machine cancels, where absolute numbers would drift with it.
 A node is an outlier in a statistic when the median over repeats passes the
 threshold and at least `AGREE` of the repeats agree (each repeat is an
 independent vote; the bootstrap interval of the median over repeats is
-reported as the confidence figure, and must not reach 1).  Then:
+reported as the confidence figure, and must not reach 1).  A pair statistic
+(bandwidth, latency) names the node only if it also stands apart, by
+intervals, from a healthy majority (`apart_from`): more than half of all
+nodes, each of which its pairs beat with the same third nodes in the same
+repeats (`pair_contrast`).  With four nodes a ratio of medians of three
+pairs swings 2x with the load of the moment; a healthy node whose pairs
+drew the slow moments passed the threshold by its point estimate alone.
+And when as many nodes' links are slow as fast (`_slower_links`), no
+majority is healthy: the pair statistics and the uplinks name nobody (the
+verdict cannot tell, unless a baseline names the nodes).  Then:
 
 - local outlier: ``node`` (CPU contention, a slow device: the node itself);
 - else bandwidth or loss outlier: ``link`` (the node's link: rate cut,
@@ -74,9 +83,11 @@ class Finding:
                 "latency": "latency of its pairs"}[self.metric]
         how = (f"{1 / self.ratio:.2f}x slower" if self.metric == "bandwidth"
                else f"{self.ratio:.2f}x slower")
+        apart = f"; {self.detail}" if self.detail else ""
         return (f"{self.label}: {what} {how} than the other nodes' median "
                 f"({_fmt(self.metric, self.value)} vs {_fmt(self.metric, self.reference)}; "
-                f"{self.agree} repeats agree; 90% CI of the ratio {self.ci[0]:.2f}-{self.ci[1]:.2f})")
+                f"{self.agree} repeats agree; 90% CI of the ratio {self.ci[0]:.2f}-{self.ci[1]:.2f}"
+                f"{apart})")
 
 
 def _fmt(metric, v):
@@ -159,35 +170,11 @@ def judge(raw, thresholds=None, seed=SEED, baseline=None):
     rng = np.random.default_rng(seed)
     nodes = raw.nodes
     n = len(nodes)
-    with np.errstate(all="ignore"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            metrics = {"local": (raw.local_matrix("lat"), local_ratios, True)}
-            if raw.plan["waves"]:  # not when bisection replaced the pair matrix
-                metrics.update({"bandwidth": (raw.pair_matrix("bw"), node_ratios, False),
-                                "latency": (raw.pair_matrix("lat"), node_ratios, True)})
-            verdict = Verdict()
-            flagged = {}
-            for name, (values, ratio_fn, slow_high) in metrics.items():
-                verdict.scores[name] = {}
-                for x in range(n):
-                    ratios = ratio_fn(values, x)
-                    med, votes, total, ci = _summary(ratios, slow_high, th[name], rng)
-                    verdict.scores[name][nodes[x]] = None if np.isnan(med) else round(med, 4)
-                    passes = (med >= th[name]) if slow_high else (med <= th[name])
-                    # and the bootstrap interval of the median does not reach 1
-                    # (the local check: most repeats agree far past the
-                    # threshold instead; a throttled node skips a repeat now
-                    # and then, which a bootstrap of 5 repeats cannot tell
-                    # from no effect)
-                    apart = (ci[0] > 1) if slow_high else (ci[1] < 1)
-                    if name == "local":
-                        apart = votes >= AGREE_LOCAL * total and med >= 2 * th[name]
-                    if total and passes and apart and votes >= AGREE * total:
-                        own, ref = _own_and_ref(values, x, name)
-                        flagged.setdefault(x, {})[name] = Finding(
-                            nodes[x], "link" if name == "bandwidth" else "node", name, med,
-                            own, ref, f"{votes}/{total}", ci)
+    verdict = Verdict()
+    # the separation tests draw from their own stream: the findings'
+    # intervals stay those of the same seed whatever they draw
+    flagged, withheld = _peer_statistics(raw, th, rng, np.random.default_rng(seed + 1),
+                                         verdict.scores)
     for x, finding in (_loss(raw) if raw.plan["waves"] else {}).items():
         verdict.scores.setdefault("loss", {})
         # None as for bandwidth: two nodes have no pair elsewhere to compare with
@@ -213,17 +200,135 @@ def judge(raw, thresholds=None, seed=SEED, baseline=None):
     if n == 2 and raw.plan["waves"]:
         verdict.notes.append("two nodes: the pair's bandwidth and latency have no other pair "
                              "to compare with; only the local check can single one out")
+    # as many nodes' links slow as fast: no healthy majority for the pair
+    # statistics (nor the uplinks, whose pairs inside a leaf are the
+    # reference) to be compared with
+    split = bw is not None and n > 2 and 2 * len(_slower_links(bw, th["bandwidth"])) >= n
+    if split:
+        for x in list(flagged):
+            withheld += [_no_majority(flagged[x].pop(name)) for name in ("bandwidth", "latency")
+                         if name in flagged[x]]
+            if not flagged[x]:
+                del flagged[x]
     for x in sorted(flagged):
         found = flagged[x]
         pick = found.get("local") or found.get("bandwidth") or found.get("loss") \
             or found.get("bisection") or found.get("latency") or found.get("baseline")
         verdict.findings.append(pick)
     if bw is not None and raw.plan.get("leaf"):
-        verdict.findings += _uplinks(bw, raw.plan["leaf"], th["bandwidth"], rng, verdict.scores)
-    if bw is not None and not verdict.findings and n > 2:
+        uplinks = _uplinks(bw, raw.plan["leaf"], th["bandwidth"], rng, verdict.scores)
+        if split:
+            withheld += [_no_majority(f) for f in uplinks]
+        else:
+            verdict.findings += uplinks
+    verdict.notes += withheld
+    if bw is not None and n > 2 and (not verdict.findings or (split and baseline is None)):
         verdict.undecided = _unexplained_spread(bw, raw.nodes, th["bandwidth"],
                                                 baseline is not None)
     return verdict
+
+
+def _peer_statistics(raw, th, rng, apart_rng, scores):
+    """({node: {metric: Finding}}, [notes of outliers not named]) of the
+    local check and, with a pair matrix, the bandwidth and latency ratios
+    to the node's peers; fills `scores` (metric -> {node: median ratio})."""
+    nodes, n = raw.nodes, len(raw.nodes)
+    metrics = {"local": (raw.local_matrix("lat"), local_ratios, True)}
+    if raw.plan["waves"]:  # not when bisection replaced the pair matrix
+        metrics.update({"bandwidth": (raw.pair_matrix("bw"), node_ratios, False),
+                        "latency": (raw.pair_matrix("lat"), node_ratios, True)})
+    flagged, withheld = {}, []
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for name, (values, ratio_fn, slow_high) in metrics.items():
+            scores[name] = {}
+            for x in range(n):
+                med, votes, total, ci = _summary(ratio_fn(values, x), slow_high, th[name], rng)
+                scores[name][nodes[x]] = None if np.isnan(med) else round(med, 4)
+                passes = (med >= th[name]) if slow_high else (med <= th[name])
+                # and the bootstrap interval of the median does not reach 1
+                # (the local check: most repeats agree far past the
+                # threshold instead; a throttled node skips a repeat now
+                # and then, which a bootstrap of 5 repeats cannot tell
+                # from no effect)
+                apart = (ci[0] > 1) if slow_high else (ci[1] < 1)
+                if name == "local":
+                    apart = votes >= AGREE_LOCAL * total and med >= 2 * th[name]
+                if not (total and passes and apart and votes >= AGREE * total):
+                    continue
+                own, ref = _own_and_ref(values, x, name)
+                finding = Finding(nodes[x], "link" if name == "bandwidth" else "node", name,
+                                  med, own, ref, f"{votes}/{total}", ci)
+                if name != "local":
+                    beaten = apart_from(values, x, slow_high, apart_rng)
+                    if len(beaten) < majority(n):
+                        withheld.append(_not_apart(finding, beaten, nodes))
+                        continue
+                    finding.detail = _apart_clause(beaten, nodes)
+                flagged.setdefault(x, {})[name] = finding
+    return flagged, withheld
+
+
+def majority(n):
+    """How many of the other nodes a node must stand apart from to be named
+    by a pair statistic: more than half of all `n` (the healthy majority
+    its pairs are compared with; it is not one of them)."""
+    return n // 2 + 1
+
+
+def pair_contrast(matrix, x, k):
+    """Per repeat: node x's pairs over node k's pairs with the same third
+    nodes, the median over every third node j of ``log(matrix[r, x, j] /
+    matrix[r, k, j])``, back from logs (with two third nodes, the geometric
+    mean: one wild pair cannot carry it as it carries a plain mean).
+
+    The two pairs of a ratio share their partner j and their repeat, so
+    j's own link and the load of the moment fall on both; the pair (x, k),
+    in both nodes' figures, is left out.  NaN where no third node was
+    measured with both."""
+    others = [j for j in range(matrix.shape[1]) if j not in (x, k)]
+    if not others:
+        return np.full(matrix.shape[0], np.nan)
+    with np.errstate(all="ignore"):
+        return np.exp(np.nanmedian(np.log(matrix[:, x, others] / matrix[:, k, others]),
+                                   axis=1))
+
+
+def apart_from(matrix, x, slow_high, rng):
+    """The other nodes node x stands apart from on its slow side: the
+    bootstrap 90 % interval of the median over repeats of `pair_contrast`
+    lies past 1 (above for times, `slow_high`; below for rates)."""
+    out = []
+    for k in range(matrix.shape[1]):
+        if k == x:
+            continue
+        med, _, total, ci = _summary(pair_contrast(matrix, x, k), slow_high, 1.0, rng)
+        if total and ((ci[0] > 1) if slow_high else (ci[1] < 1)):
+            out.append(k)
+    return out
+
+
+def _apart_clause(beaten, nodes):
+    return (f"apart by intervals from {len(beaten)} of {len(nodes) - 1} other nodes "
+            f"({', '.join(nodes[k] for k in beaten)})")
+
+
+def _not_apart(finding, beaten, nodes):
+    """The note of a peer-statistic outlier not named: its point estimate
+    passed, but it stands apart from no healthy majority."""
+    apart = ", ".join(nodes[k] for k in beaten) or "none"
+    return (f"{finding.node} not named: its {finding.metric} ratio {finding.ratio:.2f} "
+            f"({finding.agree} repeats) passed, but its pairs stand apart by intervals from "
+            f"{len(beaten)} of {len(nodes) - 1} other nodes ({apart}); a healthy majority "
+            f"is {majority(len(nodes))}")
+
+
+def _no_majority(finding):
+    """The note of a peer-statistic outlier not named in a fabric split in
+    slow and fast links (no healthy majority to compare with)."""
+    return (f"{finding.label} not named: its {finding.metric} ratio {finding.ratio:.2f} "
+            f"({finding.agree} repeats) is against peers of which as many have slow links "
+            f"as fast: no healthy majority to compare with")
 
 
 def _votes_apart(ratios, threshold, rng):
@@ -306,26 +411,45 @@ def _against_baseline(raw, bw, baseline, threshold, rng, scores):
     return out
 
 
+def _links(bw):
+    """Each node's link rate: its fastest pair (`_best_pair`), median over
+    the repeats (B/s; NaN where none was measured)."""
+    n = bw.shape[1]
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmedian(np.stack([_best_pair(bw, x) for x in range(n)], axis=1), axis=0)
+
+
+def _slower_links(bw, threshold):
+    """Node indices whose link (`_links`) runs at most `threshold` of the
+    fastest node's."""
+    best = _links(bw)
+    if not np.isfinite(best).any():
+        return []
+    top = np.nanmax(best)
+    return [x for x in range(len(best)) if best[x] <= threshold * top]
+
+
 def _unexplained_spread(bw, nodes, threshold, have_baseline):
     """Why the verdict cannot tell ("" when it can): some nodes' links
     (`_best_pair`, median over repeats) run below `threshold` of the
     fastest node's, yet no node, link or uplink stands out against its
     peers.  Half the nodes slow alike look like this: without a baseline
     the kit cannot say which half is the normal one."""
-    best = np.nanmedian(np.stack([_best_pair(bw, x) for x in range(len(nodes))], axis=1), axis=0)
-    if not np.isfinite(best).any():
-        return ""
-    top = np.nanmax(best)
-    slower = [x for x in range(len(nodes)) if best[x] <= threshold * top]
+    slower = _slower_links(bw, threshold)
     if not slower:
         return ""
+    best = _links(bw)
+    top = np.nanmax(best)
     hint = "" if have_baseline else ("; a baseline saved on the healthy cluster "
                                      "(--save-baseline, then --baseline FILE) would tell")
+    why = ("as many nodes are slow as fast: no healthy majority to compare with"
+           if 2 * len(slower) >= len(nodes) else
+           "none stands apart from a healthy majority of its peers")
     return (f"the links of {', '.join(nodes[x] for x in slower)} look slower (their fastest "
             f"pair at {max(best[x] for x in slower) / top:.2f}x the fastest node's, "
             f"{_fmt('bandwidth', max(best[x] for x in slower))} vs {_fmt('bandwidth', top)}) "
-            f"but no node stands out against its peers: as many nodes are slow as fast"
-            f"{hint}")
+            f"but no node can be named against its peers: {why}{hint}")
 
 
 def _bisection(raw, threshold):

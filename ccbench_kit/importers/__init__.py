@@ -21,6 +21,7 @@ from ..formats.common.errors import ImporterError, ReportedMismatchWarning
 from ..formats.common.source import Hints, Source
 from ..output_path import open_regular
 from . import registry
+from .recipe_dir import find_logs, open_dir
 import xarray as xr
 from ..formats.nccl_inspector import read_json as nccl_inspector
 
@@ -103,8 +104,6 @@ def read_all(paths, *, collective=None, nranks=None, partial=False):
     for path in paths:
         path = os.fspath(path)
         if os.path.isdir(path):
-            # lazy: import cycle: importers.recipe_dir imports importers
-            from .recipe_dir import find_logs, open_dir
             if find_logs(path):         # NVIDIA's NCCL microbenchmark recipe
                 datasets += list(open_dir(path, lambda p: read(
                     p, collective=collective, nranks=nranks, partial=partial)).values())

@@ -5,10 +5,12 @@ kept.
 nccl-tests prints each cycle's rows; the kit prints each cycle's table and
 writes one Dataset whose `iteration` runs over every cycle (cycle c holds
 iterations c·iters ... (c+1)·iters - 1), with a ``cycle`` coordinate along
-`iteration` and attr ``cycles``.  Each cycle is a run of its own (a fresh
-job: the spread between cycles includes start-up effects such as placement
-and first-touch, which is what repeating a sweep is for).  If a cycle fails,
-the cycles before it are saved, marked incomplete.
+`iteration` and attr ``cycles``.  Every cycle runs in one job, as nccl-tests'
+cycles run in one process (`api` launches them as parts of one `job.Job`);
+``job_per_cycle`` starts a fresh job for each instead (`run_cycles`), so
+that the spread between cycles includes start-up effects such as placement,
+first touch and communicator init.  If a cycle fails, the cycles before it
+are saved, marked incomplete.
 """
 import os
 
@@ -51,7 +53,8 @@ def combine(cycles):
 
 
 def run_cycles(run_once, n, out, on_cycle=None):
-    """Run `run_once(out=PATH)` `n` times; return {name: combined Dataset}.
+    """Run `run_once(out=PATH)` `n` times, a job each; return {name:
+    combined Dataset}.
 
     `run_once` returns {name: Dataset} (None on ranks other than 0 of the
     user's own MPI job, which then returns None too).  `on_cycle(c, parts)`
@@ -70,15 +73,23 @@ def run_cycles(run_once, n, out, on_cycle=None):
             if on_cycle:
                 on_cycle(c, parts)
     except BaseException as e:
-        if done:
-            partial = {k: combine([d[k] for d in done]) for k in done[0]}
-            for ds in partial.values():
-                ds.attrs["complete"] = "false"
-                ds.attrs["incomplete_reason"] = (f"cycle {len(done) + 1} of {n} failed: "
-                                                 + str(e).splitlines()[0] if str(e) else
-                                                 f"cycle {len(done) + 1} of {n} failed")
-            save(partial, out)
+        save_cycles(done, n, out, e)
         raise
+    return save_cycles(done, n, out)
+
+
+def save_cycles(done, n, out, error=None):
+    """{name: combined Dataset} of the cycles `done` ([{name: Dataset}] a
+    cycle) of `n`, saved to `out`; after `error`, the cycles before it are
+    kept, marked incomplete (nothing is saved when none was done)."""
+    if not done:
+        return {}
     result = {k: combine([d[k] for d in done]) for k in done[0]}
+    if error is not None:
+        why = f"cycle {len(done) + 1} of {n} failed"
+        first = str(error).splitlines()[0] if str(error) else ""
+        for ds in result.values():
+            ds.attrs["complete"] = "false"
+            ds.attrs["incomplete_reason"] = f"{why}: {first}" if first else why
     save(result, out)
     return result

@@ -1,5 +1,6 @@
 """Start a run under the kit's MPI launcher on this machine and collect it
 (Open MPI's mpirun or Hydra's mpiexec: `mpi_impl`)."""
+import contextlib
 import functools
 import os
 import subprocess
@@ -10,9 +11,10 @@ import time
 import uuid
 import ctypes
 
-from ..errors import EXIT_SIGINT, EXIT_SIGTERM, RunError, CCBenchError
+from ..errors import EXIT_SIGINT, CCBenchError, Interrupted, RunError, print_warning
 from ..progress_board import Board, ALG, PLACEMENT
-from . import events, leftovers, lifeline, worker, mpi_impl, ranklogs
+from . import events, leftovers, lifeline, mpi_impl, ranklogs
+from .job import RANK_MODULE, Job
 from .debug import launch_lines
 from .heartbeat import Beats
 from .watchdog import (Monitor, dead_ranks, kill_tree, unanswered_hosts, unanswered_message,
@@ -113,16 +115,20 @@ def mpirun_env():
     return env
 
 
-def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None, debug=False):
-    """Run `cfg` on `cfg.nranks` ranks under mpirun; return the Dataset path.
+def launch(job, on_event=None, timeout=None, hosts=None, command=None, env=None, debug=False):
+    """Run `job` under mpirun, every part in one launch; return the results
+    files' paths, one a part.
 
     Parameters
     ----------
-    cfg : RunConfig
-        ``cfg.output.out`` must be set; rank 0 keeps it up to date as sizes complete
-        (`dataset.checkpoint`).
+    job : `job.Job` or RunConfig
+        A sweep job (a RunConfig is a job of one part).  Every part's
+        ``output.out`` must be set; rank 0 keeps each up to date as sizes
+        complete (`dataset.checkpoint`).
     on_event : callable, optional
-        Called with each progress event (dicts, see `events`).
+        Called with each progress event (dicts, see `events`): ``part`` as a
+        part starts, ``size`` as a size is done, ``part-done`` when its
+        results file is complete.
     timeout : float, optional
         Seconds for the whole job; past it the job is killed.
     command : callable, optional
@@ -132,33 +138,55 @@ def launch(cfg, on_event=None, timeout=None, hosts=None, command=None, env=None,
         Variables added to the launcher's environment (NCCL_*, OMPI_*...).
     debug : bool
         Show the command, the ranks' environment and their stderr (`debug`).
+
+    Raises
+    ------
+    RunError
+        The job failed: its message says why and where the sizes done are;
+        its ``part`` is the index of the part it failed in (the parts before
+        it are complete in their files).
     """
-    with output_lock(cfg.output.out):     # one run writes a file at a time
-        return _launch(cfg, on_event, timeout, hosts, command, env, new_run_id(), debug)
+    if not isinstance(job, Job):
+        job = Job.sweep({job.collective: job})
+    with contextlib.ExitStack() as locks:
+        for cfg in job.configs:  # one run writes a file at a time
+            locks.enter_context(output_lock(cfg.output.out))
+        return _launch(job, on_event, timeout, hosts, command, env, new_run_id(), debug)
 
 
-def _launch(cfg, on_event, timeout, hosts, command, env, run_id, debug=False):
-    earlier = _stamp(cfg.output.out)  # a file from an earlier run is not this run's result
+def _launch(job, on_event, timeout, hosts, command, env, run_id, debug=False):
+    cfgs = job.configs
+    # a file from an earlier run is not this run's result
+    earlier = [_stamp(c.output.out) for c in cfgs]
     leftovers.sweep()                 # what runs killed by SIGKILL left in TMPDIR
+    current = [0]                     # the part in flight, from rank 0's events
+
+    def follow(ev):
+        if ev.get("event") == "part":
+            current[0] = int(ev["index"])
+        if on_event:
+            on_event(ev)
     with tempfile.TemporaryDirectory(prefix=leftovers.run_prefix()) as run_dir:
-        cfg_path = os.path.join(run_dir, "config.json")
-        with open(cfg_path, "w") as f:
-            f.write(cfg.to_json())
-        # Ranks on other hosts can't read our /tmp: they get the config inline
+        job_path = os.path.join(run_dir, "job.json")
+        with open(job_path, "w") as f:
+            f.write(job.to_json())
+        # Ranks on other hosts can't read our /tmp: they get the job inline
         failure, exit_code, errors, _ = run_ranks(
-            "ccbench_kit.launch.worker", [worker.inline_config(cfg) if command else cfg_path],
-            cfg.nranks, run_dir, describe=lambda stall: stall_message(stall, cfg),
-            call_timeout=cfg.launch.timeout, on_event=on_event, timeout=timeout,
+            RANK_MODULE, [job.word() if command else job_path],
+            cfgs[0].nranks, run_dir, describe=lambda stall: stall_message(stall, cfgs[current[0]]),
+            call_timeout=cfgs[0].launch.timeout, on_event=follow, timeout=timeout,
             hosts=hosts, command=command, env=env, run_id=run_id, debug=debug)
     if failure is not None:
+        k = current[0]
+        out = cfgs[k].output.out
         rescued = bool(errors) and errors[0].get("kind") == "ResultsRescued"
         if rescued:  # rank 0 put every size done elsewhere, and said where
-            clear_pending(cfg.output.out, run_id)
+            clear_pending(out, run_id)
         err = RunError(failure + ("" if rescued else
-                                  _saved_note(cfg.output.out, failure, earlier, run_id)))
-        err.exit_code = exit_code
+                                  _saved_note(out, failure, earlier[k], run_id)))
+        err.exit_code, err.part = exit_code, k
         raise err
-    return cfg.output.out
+    return [c.output.out for c in cfgs]
 
 
 def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_event=None,
@@ -241,13 +269,6 @@ def died_message(dead):
     return "; ".join(f"rank {r} on host {h} died (signal {sig})" for r, h, sig in dead)
 
 
-class Interrupted(Exception):
-    """SIGTERM, turned into an exception so that the launcher cleans up."""
-
-    signal_name = "SIGTERM"
-    exit_code = EXIT_SIGTERM
-
-
 class _Output:
     """Relays the job's output; keeps progress events, errors and a tail."""
 
@@ -273,7 +294,7 @@ class _Output:
             elif ev.get("event") == "error":
                 self.errors.append(ev)
             elif ev.get("event") == "warning":  # shown even without a progress callback
-                print(f"ccbench: warning: {ev.get('message')}", file=sys.stderr, flush=True)
+                print_warning(ev.get("message"))
             elif self.beats is not None and self.beats.take(ev):
                 pass
             elif self.on_event:

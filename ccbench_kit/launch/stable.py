@@ -8,7 +8,8 @@ iterations per round, until they are narrow enough or have `cap` iterations;
 every round's iterations are kept, one after another along `iteration`
 (NaN past a size's last).  Attr ``until_stable`` (JSON) says the target, the
 cap, and per size the iterations, the half-width reached and whether it met
-the target.  Each round is a run of its own.
+the target.  Every round runs in one job (rank 0 decides between rounds:
+`Rounds`); in-process and on a Dask cluster, a round is a run of its own.
 """
 import glob
 import json
@@ -19,6 +20,7 @@ import numpy as np
 from ..dataset import save
 from ..dataset.stats import SEED, bootstrap, interval
 from ..errors import ConfigError
+from .job import round_path
 
 CONFIDENCE = 0.95
 
@@ -63,33 +65,64 @@ def widths(ds):
     return out
 
 
-def run_until_stable(run_sizes, sizes, target, cap, iters, out):
-    """Run `run_sizes(sizes, out)` ({name: Dataset}) in rounds; {name: Dataset}."""
-    first = run_sizes(sizes, f"{out}.round0.part")
-    if first is None:
-        return None
-    first = {k: v.load() for k, v in first.items()}
-    collected = {k: [ds] for k, ds in first.items()}
-    rounds = 1
-    while True:
-        merged = {k: _merge(v) for k, v in collected.items()}
+class Rounds:
+    """The rounds' decisions, wherever they are made: after each round,
+    `again` gives the sizes to run once more (the union over the parts);
+    `merged` the parts with every round's iterations and the
+    ``until_stable`` attr.  The rank task of a job (`launch.sweep_task`)
+    decides on rank 0 between rounds, in one launch; `run_until_stable`,
+    a launch a round (in-process, a Dask cluster)."""
+
+    def __init__(self, target, cap, iters):
+        self.target, self.cap, self.iters = target, cap, iters
+        self.collected = {}   # part name -> [Dataset a round]
+
+    def spec(self):
+        return {"target": self.target, "cap": self.cap, "iters": self.iters}
+
+    def record(self, name, ds):
+        """One round's Dataset of part `name` (loaded)."""
+        self.collected.setdefault(name, []).append(ds)
+
+    def again(self):
+        """Sizes some part still has wider than the target and room for a
+        round more under the cap (sorted); [] when the rounds are done."""
+        merged = {k: _merge(v) for k, v in self.collected.items()}
         w = {k: widths(ds) for k, ds in merged.items()}
         n = {k: _iterations(ds) for k, ds in merged.items()}
-        again = sorted({s for k in merged for s, x in w[k].items()
-                        if x > target and n[k][s] + iters <= cap})
-        if not again:
-            break
-        more = run_sizes(again, f"{out}.round{rounds}.part")
-        for k, ds in more.items():
-            collected[k].append(ds.load())
-        rounds += 1
-    for k, ds in merged.items():
-        ds.attrs["until_stable"] = json.dumps({
-            "target": target, "confidence": CONFIDENCE, "cap": cap, "rounds": rounds,
-            "iterations": {str(s): n[k][s] for s in n[k]},
-            "half_width": {str(s): round(x, 6) for s, x in w[k].items()},
-            "stable": {str(s): bool(x <= target) for s, x in w[k].items()}})
-        ds.attrs["iters"] = int(ds.sizes["iteration"])
+        return sorted({s for k in merged for s, x in w[k].items()
+                       if x > self.target and n[k][s] + self.iters <= self.cap})
+
+    def merged(self):
+        """{name: Dataset}: every round's iterations, attr ``until_stable``."""
+        out = {}
+        for k, rounds in self.collected.items():
+            ds = _merge(rounds)
+            w, n = widths(ds), _iterations(ds)
+            ds.attrs["until_stable"] = json.dumps({
+                "target": self.target, "confidence": CONFIDENCE, "cap": self.cap,
+                "rounds": len(rounds),
+                "iterations": {str(s): n[s] for s in n},
+                "half_width": {str(s): round(x, 6) for s, x in w.items()},
+                "stable": {str(s): bool(x <= self.target) for s, x in w.items()}})
+            ds.attrs["iters"] = int(ds.sizes["iteration"])
+            out[k] = ds
+        return out
+
+
+def run_until_stable(run_sizes, sizes, target, cap, iters, out):
+    """Run `run_sizes(sizes, out)` ({name: Dataset}), a launch a round, in
+    rounds; {name: Dataset}."""
+    rounds = Rounds(target, cap, iters)
+    k = 0
+    while sizes:
+        got = run_sizes(sizes, round_path(out, k))
+        if got is None:
+            return None
+        for name, ds in got.items():
+            rounds.record(name, ds.load())
+        sizes, k = rounds.again(), k + 1
+    merged = rounds.merged()
     save(merged, out)
     for part in glob.glob(f"{glob.escape(str(out))}.round*.part"):
         os.unlink(part)

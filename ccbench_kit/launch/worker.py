@@ -1,51 +1,23 @@
-"""One rank of a launched run: ``python -m ccbench_kit.launch.worker CONFIG``.
+"""The one rank entry of every launch: ``python -m ccbench_kit.launch.worker JOB``.
 
-Rank 0 keeps every size done (`dataset.checkpoint`), so a crash loses none.
-An error on any rank is reported as an event and aborts the job, so the
-other ranks are not left waiting inside a collective.
+`JOB` is a `job.Job` (a word, or a file's path): a sweep of one or more
+parts, or a doctor's check.  Each rank is guarded (it dies with the
+launcher: `lifeline`), watched (board row and heartbeat, started before
+MPI_Init: `RankWatch`), starts MPI once, and runs the job's task.  An error
+on any rank is reported as an event and aborts the job, so the other ranks
+are not left waiting inside a collective: one error path for every task.
 """
-import base64
 import os
 import sys
 import traceback
-import zlib
 
-from ..config import RunConfig
 from ..errors import CCBenchError
 from ..mpi_env import start_mpi
 from . import events
-from ..formats.nccl_tests.live_table import LiveTable
-from ..harness import Sweep
-from ..progress_board import Board, RankReporter, WIDTH
-from .faults import FaultPlan
 from .heartbeat import Heartbeat, launcher_rank, shared_row
+from .job import Job
 from .lifeline import guard_rank
-
-
-_INLINE = "json64:"
-#: the argument that makes rank 0 print the table as sizes complete
-TABLE_FLAG = "--table"
-
-
-def inline_config(cfg):
-    """`cfg` as one command-line word, for ranks that can't read our files."""
-    return _INLINE + base64.urlsafe_b64encode(zlib.compress(cfg.to_json().encode())).decode()
-
-
-def rank0_checkpoint(cfg):
-    """Rank 0's keeper of every size done.  Only rank 0 writes the results,
-    so only it imports xarray (0.4 s of CPU a process: on a crowded node
-    the other ranks would spend it while rank 0 waits for them)."""
-    from ..dataset.checkpoint import Checkpoint  # lazy: xarray on rank 0 only (above)
-    return Checkpoint(cfg.output.out)
-
-
-def read_config(arg):
-    """The RunConfig in `arg`: a file path or an `inline_config` word."""
-    if arg.startswith(_INLINE):
-        return RunConfig.from_json(zlib.decompress(base64.urlsafe_b64decode(arg[len(_INLINE):])))
-    with open(arg) as f:
-        return RunConfig.from_json(f.read())
+from ..progress_board import Board, RankReporter, WIDTH
 
 
 class RankWatch:
@@ -57,7 +29,6 @@ class RankWatch:
     once MPI knows it."""
 
     def __init__(self, argv):
-
         path = next((a.split("=", 1)[1] for a in argv if a.startswith("--board=")), "")
         self.board = Board(path) if path and os.path.exists(path) else None
         self.shared = shared_row(WIDTH)
@@ -90,31 +61,19 @@ class RankWatch:
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     guard_rank()  # no rank outlives the launcher
-    cfg = read_config(argv[0])
+    job = Job.read(argv[0])
+    task = job.runner()
     watch = RankWatch(argv[1:])
     MPI = start_mpi()
-
     world = MPI.COMM_WORLD
     comm = world.Dup()
     rank = comm.Get_rank()
     reporter = watch.confirm(rank)
     try:
-
-
-        emit = events.emit if rank == 0 else None
-        # a batch job's log shows the table as it grows (`live_table`)
-        table = LiveTable() if rank == 0 and TABLE_FLAG in argv[1:] else None
-        faults = FaultPlan.from_environment(rank)  # empty outside the tests
-        sweep = Sweep(comm, faults.config(cfg), emit=emit,
-                      checkpoint=rank0_checkpoint(cfg) if rank == 0 else None,
-                      reporter=faults.reporter(reporter), table=table)
-        sweep.backend = faults.backend(sweep.backend)  # the same backend outside the tests
-        ds = sweep.run()
+        task(comm, job, reporter, argv[1:])
         comm.Barrier()
         if rank == 0:
-            if table is not None and ds is not None:
-                table.close(ds)
-            events.emit({"event": "done", "out": cfg.output.out})
+            events.emit({"event": "done"})
     except CCBenchError as e:
         events.emit({"event": "error", "rank": rank, "message": str(e), "kind": type(e).__name__})
         world.Abort(e.exit_code)

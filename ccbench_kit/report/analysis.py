@@ -10,7 +10,7 @@ import pandas as pd
 from ..backends import aggregated_timings
 from ..compare import compare as _compare
 from ..dataset.attrs import TypedAttrs
-from ..dataset.schema import attr_json
+from ..dataset.schema import attr_json, not_available
 from ..dataset.stats import N_BOOT, SEED, bootstrap, of_values
 from ..dataset.stats import interval as interval_of
 from ..errors import CCBenchError, ConfigError
@@ -351,23 +351,6 @@ def distrust(ds):
     if na:
         out.append("Not measured (the backend refused): " + "; ".join(
             f"`{alg}`: {why}" for alg, why in na.items()) + ".")
-    return out
-
-
-def not_available(ds):
-    """{algorithm: reason} for algorithms the backend refused (attr
-    ``not_available``: {algorithm: {size: reason}}), reasons merged over sizes."""
-    raw = attr_json(ds, "not_available", {}) or {}
-    out = {}
-    if not isinstance(raw, dict):
-        return out
-    for alg, by_size in sorted(raw.items()):
-        if isinstance(by_size, dict) and by_size:
-            reasons = sorted({str(v) for v in by_size.values()})
-            n = len(by_size)
-            out[str(alg)] = "; ".join(reasons) + f" ({n} size{'s' if n != 1 else ''})"
-        elif by_size:
-            out[str(alg)] = str(by_size)
     return out
 
 

@@ -22,7 +22,8 @@ from .. import api
 from ..api import make_config
 from ..dataset import open_parts, save
 from ..launch import hosts as _hosts, slurm as _slurm
-from ..launch.worker import TABLE_FLAG, inline_config
+from ..launch.job import RANK_MODULE, Job
+from ..launch.sweep_task import TABLE_FLAG
 from ..output_path import check_output, check_output_folder
 from ..report.driver import render
 
@@ -179,7 +180,7 @@ def _submit_all(suite, entries, dry_run, progress):
                               command=f"ccbench suite {suite.path}  # {combo.key}",
                               **combo.options)
             # the job's log shows the table as sizes complete (tail -f)
-            argv = [sys.executable, "-m", "ccbench_kit.launch.worker", inline_config(cfg),
+            argv = [sys.executable, "-m", RANK_MODULE, Job.sweep({cfg.collective: cfg}).word(),
                     TABLE_FLAG]
             text = _slurm.sbatch_script(
                 argv, dict(suite.slurm), combo.nranks, nnodes,

@@ -29,7 +29,10 @@ _FIELDS = ("peak_gbps", "alpha_us", "scope", "description", "source", "aliases",
 # a GPU's own figures (the doctor's GPU checks, `gpu_figures`): datasheet
 # peaks and the typical healthy measurement, each kept in `Preset.extra`
 GPU_FIELDS = ("gpu_model", "hbm_gbps", "hbm_typical_gbps", "matmul_tflops",
-              "matmul_typical_tflops", "pcie_gbps", "pcie_typical_gbps", "gpu_source")
+              "matmul_typical_tflops", "pcie_gbps", "pcie_typical_gbps", "gpu_source",
+              "peer_gbps", "peer_source")
+
+GPU_TEXT = ("gpu_model", "gpu_source", "peer_source")
 
 
 @dataclass(frozen=True)
@@ -116,11 +119,11 @@ def _make(name, entry, origin):
         raise ConfigError(f"{origin}: preset {name!r}: alpha_us must be a number ≥ 0 (µs)", "theory")
     gpu = {k: entry[k] for k in GPU_FIELDS if k in entry}
     for k, v in gpu.items():
-        ok = isinstance(v, str) if k in ("gpu_model", "gpu_source") else \
+        ok = isinstance(v, str) if k in GPU_TEXT else \
             isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
         if not ok:
             raise ConfigError(f"{origin}: preset {name!r}: {k} must be "
-                              f"{'text' if k in ('gpu_model', 'gpu_source') else 'a number > 0'}",
+                              f"{'text' if k in GPU_TEXT else 'a number > 0'}",
                               "theory")
     return Preset(name=str(name), peak_gbps=float(peak or 0.0), alpha_us=float(alpha),
                   extra=gpu,

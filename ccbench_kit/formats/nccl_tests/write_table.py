@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from ...dataset.schema import attr_json
+from ...dataset.schema import attr_json, not_available
 from ...dataset.stats import describe
 from .write_json import iter_stats
 
@@ -131,7 +131,7 @@ def table_parts(ds, stats=("avg",), rank_stat="max", show_io=False, show_ran=Fal
         if ran:
             line += f"  {ran(key['algorithm'], key['size'])}"
         lines.append(line)
-    foot = []
+    foot = [f"# not available: {alg}: {why}" for alg, why in not_available(ds).items()]
     if ran:
         foot.append(RAN_NOTE)
     if (ds["wrong"].values >= 0).any():

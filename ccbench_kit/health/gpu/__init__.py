@@ -20,13 +20,13 @@ from ...errors import ConfigError, MissingDependency
 from ...output_path import check_output
 from .. import baseline as _baseline
 from ..api import BAD_INPUT, HEALTHY, OUTLIER, Diagnosis, default_out  # noqa: F401
-from . import check, judge
+from . import check, judge, pairs as _pairs
 from .cuda import CudaError
 from .nvml import NvmlError
 
 
 def local(gpus=None, *, repeats=5, out=None, baseline=None, save_baseline=None, command="",
-          progress=None):
+          progress=None, pairs=None):
     """Check this node's GPUs; return a `health.Diagnosis` (`nodes` = [this node]).
 
     Parameters
@@ -43,6 +43,9 @@ def local(gpus=None, *, repeats=5, out=None, baseline=None, save_baseline=None, 
         checked before anything is measured.
     save_baseline : str, optional
         Write this run's figures as a baseline (``--save-baseline``).
+    pairs : bool, optional
+        The NVLink pair matrix (`pairs`, ``--pairs``/``--no-pairs``); None:
+        where 2 GPUs or more are checked.  True with one GPU is bad input.
     """
     base = _baseline.load(baseline) if baseline else None
     out = os.path.abspath(out or default_out().replace("doctor-", "doctor-gpu-"))
@@ -54,9 +57,12 @@ def local(gpus=None, *, repeats=5, out=None, baseline=None, save_baseline=None, 
     except (NvmlError, CudaError, MissingDependency) as e:  # nothing ran
         raise ConfigError(str(e), "--local") from e
     try:
+        with_pairs = _pairs.wanted(pairs, len(inv.indices))
         if base is not None:
             _baseline.check_matches(base, _gpu_names(inv))
         ds = check.measure(inv, repeats, progress)
+        if with_pairs:
+            ds = _with_pairs(ds, inv, repeats, progress)
     finally:
         inv.close()
     ds.attrs["command"] = command
@@ -69,6 +75,17 @@ def local(gpus=None, *, repeats=5, out=None, baseline=None, save_baseline=None, 
         _baseline.save(ds, save_baseline)
     return Diagnosis(verdict, OUTLIER if verdict.findings else HEALTHY, out, "", command,
                      [inv.node])
+
+
+def _with_pairs(ds, inv, repeats, progress):
+    """`ds` and the pair matrix; a CUDA or NVML error in the matrix keeps
+    the GPU figures (the verdict's note says why) rather than losing them."""
+    try:
+        matrix = _pairs.measure(inv, repeats, progress)
+    except (CudaError, inv.pynvml.NVMLError) as e:
+        ds.attrs["pair_matrix_error"] = str(e)
+        return ds
+    return xr.merge([ds, matrix], combine_attrs="no_conflicts")
 
 
 def _gpu_names(inv):

@@ -67,6 +67,13 @@ class Runtime:
         if code:
             raise CudaError(f"{what} failed: cuBLAS status {code}")
 
+    def new_handle(self, fn, *args, what=None):
+        """The pointer or handle runtime call `fn` writes through its first
+        argument (``cudaMalloc``, ``cudaEventCreate``...), checked."""
+        h = ctypes.c_void_p()
+        self.check(getattr(self.rt, fn)(ctypes.byref(h), *args), what or fn)
+        return h
+
     def device_count(self):
         """Number of CUDA devices (0 when the driver sees none)."""
         n = ctypes.c_int(0)
@@ -129,11 +136,9 @@ class Device:
             raise
 
     def _malloc(self, nbytes):
-        p = ctypes.c_void_p()
-        self.cu.check(self.cu.rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(nbytes)),
-                      f"cudaMalloc({nbytes} B) on GPU {self.index}")
-        self._ptrs.append(p)
-        return p
+        self._ptrs.append(self.cu.new_handle("cudaMalloc", ctypes.c_size_t(nbytes),
+                                             what=f"cudaMalloc({nbytes} B) on GPU {self.index}"))
+        return self._ptrs[-1]
 
     def _malloc_host(self, nbytes):
         p = ctypes.c_void_p()
@@ -143,10 +148,8 @@ class Device:
         return p
 
     def _event(self):
-        e = ctypes.c_void_p()
-        self.cu.check(self.cu.rt.cudaEventCreate(ctypes.byref(e)), "cudaEventCreate")
-        self._events.append(e)
-        return e
+        self._events.append(self.cu.new_handle("cudaEventCreate"))
+        return self._events[-1]
 
     def _fill_random(self, ptr, nbytes, seed, block=16 << 20):
         """Random bf16 values (normal, truncated from float32): a matrix

@@ -13,6 +13,10 @@ Three references, each stated in the verdict:
   ratio with its interval, <= 0.8x.  A fault every GPU shares (a driver
   regression, a node-wide power cap) is invisible to peers and seen here.
 
+The pair matrix (`pairs`, two GPUs or more) is judged by `pair_judge`
+against the same three references; its findings name a pair
+(``HOST gpu1<->gpu3 NVLink``), a GPU's NVLink, or join a GPU's finding.
+
 And the NVML state, judged on its own: uncorrected ECC errors since the
 driver loaded, a row remap pending or failed, XIDs during the check,
 thermal / hardware slowdown / power-brake clock reasons, a PCIe link
@@ -28,7 +32,8 @@ import numpy as np
 from .. import baseline as _baseline
 from ...theory.presets import gpu_preset
 from ..verdict import AGREE, Verdict, _summary
-from . import nvml as _nvml
+from . import nvml as _nvml, pair_judge
+from .pairs import named as pair_named
 from .check import FIGURES
 
 PEER_THRESHOLD = 0.75
@@ -61,6 +66,17 @@ class GpuFinding:
         return f"{self.label}: " + "; ".join(self.reasons)
 
 
+@dataclass
+class PairFinding(GpuFinding):
+    """A pair of GPUs whose copies stand out (`pair_judge`): gpu <-> peer."""
+
+    peer: int = -1
+
+    @property
+    def label(self):
+        return f"{self.node} gpu{self.gpu}<->gpu{self.peer} NVLink"
+
+
 def fmt(figure, v):
     unit = FIGURES[figure][0] if figure in FIGURES else ""
     return f"{v:,.0f} {unit}" if np.isfinite(v) else "-"
@@ -86,7 +102,8 @@ def judge(ds, baseline=None, preset_of=None, seed=0):
             found[key] = GpuFinding(place[0], place[1], kind)
         return found[key]
     by_place = {(str(s.where["node"]), int(s.where["gpu"]), s.figure): s
-                for s in (_baseline.score(ds, baseline) if baseline is not None else [])}
+                for s in (_baseline.score(ds, baseline) if baseline is not None else [])
+                if s.figure in FIGURES}  # the pair matrix's are `pair_judge`'s
     presets = {}
     for n, g in places:
         name = str(ds["gpu_name"].sel(node=n, gpu=g).values)
@@ -129,9 +146,40 @@ def judge(ds, baseline=None, preset_of=None, seed=0):
             verdict.scores[figure][f"{place[0]}/gpu{place[1]}"] = row
     for place in places:
         _state(ds, place, finding)
+    if "peer_gbps" in ds:
+        for n in nodes:
+            _pairs(ds, n, gpus, verdict, found, finding, baseline, presets.get((n, gpus[0])), rng)
     verdict.findings = [found[k] for k in sorted(found, key=lambda k: (k[0], k[1]))]
     _notes(ds, verdict, places, presets, baseline)
     return verdict
+
+
+def _pairs(ds, node, gpus, verdict, found, finding, baseline, preset, rng):
+    """The pair matrix's scores and findings of `node` (`pair_judge`)."""
+    scores, evidence = pair_judge.score(ds, node, preset, baseline, rng)
+    for figure, rows in scores.items():
+        verdict.scores.setdefault(figure, {}).update(rows)
+    named = [place[1] for place, kind in found if place[0] == node and kind == "gpu"]
+    to_gpu, to_pair = pair_judge.attribute(evidence, gpus, named)
+    for g, es in to_gpu.items():
+        f = finding((node, g), "gpu" if g in named else "nvlink")
+        for e in es:
+            f.add(e.figure, e.reason)
+    for (a, b), es in to_pair.items():
+        f = found.setdefault(((node, a), f"pair{b}"), PairFinding(node, a, "pair", peer=b))
+        for e in es:
+            f.add(e.figure, e.reason)
+    for g in gpus:
+        for what, why in pair_judge.counter_reasons(ds, node, g):
+            finding((node, g), "nvlink").add(what, why)
+    if preset and preset.extra.get("peer_gbps"):
+        verdict.notes.append(f"pair preset {preset.name}: {preset.extra.get('peer_source', '')}")
+    for pair in json.loads(ds.attrs.get("peer_no_access", "[]")):
+        verdict.notes.append(f"{pair_named(pair)}: no peer access (cudaDeviceCanAccessPeer): "
+                             "not copied GPU to GPU; ccbench doctor --per-gpu measures it "
+                             "through NCCL")
+    for g, why in json.loads(ds.attrs.get("nvlink_counters_missing", "{}")).items():
+        verdict.notes.append(f"{g}: NVLink error counters not judged ({why})")
 
 
 def _state(ds, place, finding):
@@ -170,7 +218,7 @@ def _xids(ds, g):
 def _notes(ds, verdict, places, presets, baseline):
     if len(places) == 1:
         verdict.notes.append("one GPU: no peers in this run; judged against the preset and "
-                             "the baseline")
+                             "the baseline; no pair of GPUs to copy between")
     names = {p.name: p for p in presets.values() if p}
     for p in names.values():
         verdict.notes.append(f"preset {p.name} ({p.extra.get('gpu_model')}): "
@@ -185,4 +233,7 @@ def _notes(ds, verdict, places, presets, baseline):
                              "only against the preset")
     else:
         verdict.notes.append(f"baseline: {baseline.path} (saved {baseline.created})")
+    if ds.attrs.get("pair_matrix_error"):
+        verdict.notes.append(f"the pair matrix stopped ({ds.attrs['pair_matrix_error']}); the "
+                             "GPU figures above are kept and judged")
     verdict.notes.append(ds.attrs.get("xid_note", ""))

@@ -163,6 +163,40 @@ def read_state(pynvml, bus_id):
     return st
 
 
+# nvmlNvLinkErrorCounter_t (nvml.h): the data-link layer's replays (a flit
+# sent again), recoveries (the link retrained) and CRC errors (flit + data)
+NVLINK_COUNTERS = {"nvlink_replay": (0,), "nvlink_recovery": (1,), "nvlink_crc": (2, 3)}
+
+
+def nvlink_errors(pynvml, bus_id):
+    """({counter: sum over the GPU's links that are up}, why missing or ""):
+    `NVLINK_COUNTERS` since the driver loaded (or the counters were reset);
+    NaN and a reason where NVML has no NVLink or no counter on this GPU."""
+    N = pynvml
+    if not hasattr(N, "nvmlDeviceGetNvLinkErrorCounter"):
+        return ({key: math.nan for key in NVLINK_COUNTERS},
+                "nvidia-ml-py has no nvmlDeviceGetNvLinkErrorCounter")
+    h = N.nvmlDeviceGetHandleByPciBusId(bus_id)
+    out = {key: 0.0 for key in NVLINK_COUNTERS}
+    links, why = 0, ""
+    for link in range(NVLINK_MAX_LINKS):
+        try:
+            if not N.nvmlDeviceGetNvLinkState(h, link):
+                continue
+        except N.NVMLError:
+            continue  # a link this GPU does not have
+        links += 1
+        for key, counters in NVLINK_COUNTERS.items():
+            for c in counters:
+                try:
+                    out[key] += float(N.nvmlDeviceGetNvLinkErrorCounter(h, link, c))
+                except N.NVMLError as e:
+                    out[key], why = math.nan, f"{key}: {_why(N, e)}"
+    if not links:
+        return {key: math.nan for key in NVLINK_COUNTERS}, "no NVLink link up on this GPU"
+    return out, why
+
+
 def _why(N, e):
     if isinstance(e, getattr(N, "NVMLError_FunctionNotFound", ())):
         return "the driver's NVML is too old for this call"

@@ -9,6 +9,7 @@ from ..report import html as _html
 from . import nvml as _nvml
 from .check import FIGURES
 from .judge import SHORT, fmt
+from .pairs import PAIR_FIGURES, SHORT as PAIR_SHORT, named
 
 
 def _ratio(r):
@@ -31,9 +32,41 @@ def text(ds, verdict):
     lines.append("(ratios: the GPU's median over the reference; < 1 is slower. peers: the "
                  "other GPUs of this run; preset: its typical healthy figure; baseline: "
                  "--baseline FILE)")
+    if "peer_gbps" in ds:
+        lines.extend(pair_lines(ds, verdict.scores))
     for f in verdict.findings:
         lines.append(f.sentence())
     return "\n".join(lines)
+
+
+def pair_lines(ds, scores):
+    """The pair matrix: every link's and pair's figures with their ratios
+    (`scores`: the verdict's, or its ``scores`` as stored with the results),
+    then each GPU's NVLink error counters."""
+    lines = [f"{'pair':<22}{'figure':<13}{'value':>14}{'peers':>9}{'preset':>9}{'baseline':>10}"]
+    for n in ds["node"].values:
+        for figure, (dim, unit, _, _) in PAIR_FIGURES.items():
+            for label in ds[dim].values:
+                row = scores.get(figure, {}).get(f"{n}/{label}")
+                value = "not measured" if row is None else f"{row['value']:,.1f} {unit}"
+                row = row or {}
+                lines.append(f"{f'{n}/{named(str(label))}':<22}{PAIR_SHORT[figure]:<13}"
+                             f"{value:>14}"
+                             f"{_ratio(row.get('peers')):>9}{_ratio(row.get('preset')):>9}"
+                             f"{_ratio(row.get('baseline')):>10}")
+        for g in ds["gpu"].values:
+            counts = []
+            for key in _nvml.NVLINK_COUNTERS:
+                if f"{key}_during" in ds:
+                    during = float(ds[f"{key}_during"].sel(node=n, gpu=g).values)
+                    total = float(ds[f"{key}_total"].sel(node=n, gpu=g).values)
+                    counts.append(f"{key.removeprefix('nvlink_')} +{during:.0f} ({total:.0f})"
+                                  if np.isfinite(total) else f"{key.removeprefix('nvlink_')} ?")
+            lines.append(f"{f'{n}/gpu{int(g)}':<22}NVLink errors during the matrix (since the "
+                         f"driver loaded): {', '.join(counts)}")
+    lines.append("(pair ratios: < 1 is worse, latency included; peers: the best other link or "
+                 "pair of this run; preset: the model's NVLink rate per direction)")
+    return lines
 
 
 def state_line(ds, n, g):
@@ -98,11 +131,20 @@ def compare_lines(base_ds, run_ds, base_label, run_label, min_ratio=None):
              f"{'90% CI':>13}  verdict"]
     below = []
     for s in _baseline.score(run_ds, base):
-        place = f"{s.where['node']}/gpu{s.where['gpu']}"
+        if s.figure in PAIR_FIGURES:  # the pair matrix: a link or a pair, not a GPU
+            dim, unit = PAIR_FIGURES[s.figure][:2]
+            place, short = f"{s.where['node']}/{named(str(s.where[dim]))}", PAIR_SHORT[s.figure]
+            base_v, now_v = f"{s.base:,.1f} {unit}", f"{s.now:,.1f} {unit}"
+        else:
+            place, short = f"{s.where['node']}/gpu{s.where['gpu']}", SHORT[s.figure]
+            base_v, now_v = fmt(s.figure, s.base), fmt(s.figure, s.now)
         ci = f"{s.ci[0]:.2f}-{s.ci[1]:.2f}"
-        word = "slower" if s.ci[1] < 1 else "faster" if s.ci[0] > 1 else "same"
-        lines.append(f"{place:<22}{SHORT[s.figure]:<13}{fmt(s.figure, s.base):>14}"
-                     f"{fmt(s.figure, s.now):>14}{s.ratio:>7.2f}x{ci:>13}  {word}")
-        if min_ratio is not None and s.ratio < min_ratio:
+        worse, better = (s.ci[1] < 1, s.ci[0] > 1) if s.better == "higher" else \
+            (s.ci[0] > 1, s.ci[1] < 1)
+        word = "slower" if worse else "faster" if better else "same"
+        lines.append(f"{place:<22}{short:<13}{base_v:>14}{now_v:>14}{s.ratio:>7.2f}x{ci:>13}"
+                     f"  {word}")
+        kept = s.ratio if s.better == "higher" else 1 / s.ratio  # < 1: worse, either way
+        if min_ratio is not None and kept < min_ratio:
             below.append((place, s.figure, s.ratio))
     return lines, below

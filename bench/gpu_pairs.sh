@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The doctor on every GPU of one host with the NVLink pair matrix, one device call:
+#   bench/gpu_pairs.sh [OUTDIR]        (default $OUT)
+# Builds the kit, runs the gpu-marked tests of --per-gpu and the pair matrix
+# (every GPU count of the machine), then `ccbench doctor --local --per-gpu`:
+# clean (saving a baseline, then against it, timed), and with a competing
+# load from testbed/gpu_load.py: a peer copy loop between two GPUs (the pair
+# should be named), a matmul loop on one GPU (that GPU).  On one GPU it
+# shows the one-line refusals of --per-gpu and --pairs and runs the plain
+# --local check.  Writes OUTDIR/env.txt, log.txt, summary.txt (command, exit
+# code, seconds, verdict line per run), pytest_gpu.txt and results.tgz.
+set -u -o pipefail
+NAME=gpu-pairs
+. "$(dirname "$0")/gpu_setup.sh"
+{
+    date -u +%FT%TZ; hostname; nvidia-smi -L; nproc; cat /proc/loadavg
+    nvidia-smi topo -m; nvidia-smi nvlink -s 2>&1 | head -40
+    mpirun --version | head -1
+    env | grep -E "^NCCL_|NVLS"
+} >"$OUTDIR/env.txt" 2>&1
+SUMMARY=$OUTDIR/summary.txt
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU ")
+say "GPUs: $NGPU"
+build_kit
+
+# one doctor run: its output in WORK, a summary line (label, exit code,
+# seconds, the last line: the verdict or the refusal)
+doctor() {
+    local label=$1; shift
+    local t0=$SECONDS
+    timeout 300 $PY -m ccbench_kit doctor "$@" >"$WORK/$label.out" 2>"$WORK/$label.err"
+    local rc=$?
+    local last
+    last=$(tail -n 1 "$WORK/$label.out")
+    [ -s "$WORK/$label.err" ] && [ "$rc" = 2 ] && last=$(tail -n 1 "$WORK/$label.err")
+    printf '%-22s rc=%s %4ss  %s\n' "$label" "$rc" "$((SECONDS - t0))" "$last" | tee -a "$SUMMARY" "$LOG"
+    cat "$WORK/$label.out" "$WORK/$label.err" >>"$LOG"
+}
+
+say "gpu-marked tests"
+timeout 400 $PY -m pytest -q -rs -m gpu -p no:cacheprovider tests/test_doctor_per_gpu_gpus.py \
+    tests/test_doctor_gpu_pairs_gpus.py >"$OUTDIR/pytest_gpu.txt" 2>&1
+say "gpu-marked tests rc=$?"; tail -15 "$OUTDIR/pytest_gpu.txt" | tee -a "$LOG"
+
+cd "$WORK" || exit 1
+if [ "$NGPU" -lt 2 ]; then
+    # what a 1-GPU host answers: one line each, exit 2, nothing written
+    doctor per-gpu-1gpu --per-gpu
+    doctor local-per-gpu-1gpu --local --per-gpu
+    doctor local-pairs-1gpu --local --pairs
+    doctor local-1gpu --local --repeats 3 --out "$WORK/local.nc"
+else
+    doctor clean-save --local --per-gpu --save-baseline "$WORK/base.json" --out "$WORK/clean.nc"
+    doctor clean --local --per-gpu --baseline "$WORK/base.json" --out "$WORK/clean2.nc"
+    A=$((RANDOM % NGPU)); B=$(( (A + 1 + RANDOM % (NGPU - 1)) % NGPU ))
+    say "peer copy loop gpu$A <-> gpu$B"
+    $PY -m testbed.gpu_load --gpu "$A" --kind peer-copy --peer "$B" >"$WORK/load.out" 2>&1 &
+    LOAD=$!
+    for _ in $(seq 60); do grep -q ready "$WORK/load.out" && break; sleep 1; done
+    doctor "peer-copy-gpu$A-gpu$B" --local --per-gpu --baseline "$WORK/base.json" \
+        --out "$WORK/peer.nc"
+    kill "$LOAD"; wait "$LOAD" 2>/dev/null
+    C=$((RANDOM % NGPU))
+    say "matmul loop on gpu$C"
+    $PY -m testbed.gpu_load --gpu "$C" --kind compute >"$WORK/load2.out" 2>&1 &
+    LOAD=$!
+    for _ in $(seq 60); do grep -q ready "$WORK/load2.out" && break; sleep 1; done
+    doctor "compute-gpu$C" --local --per-gpu --baseline "$WORK/base.json" --out "$WORK/compute.nc"
+    kill "$LOAD"; wait "$LOAD" 2>/dev/null
+    doctor no-pairs --local --no-pairs --repeats 3 --out "$WORK/nopairs.nc"
+fi
+cd "$ROOT" || exit 1
+cat /proc/loadavg >>"$LOG"
+tar -C "$WORK" -czf "$OUTDIR/results.tgz" --exclude='*.so' . && say "results: $OUTDIR/results.tgz"
+rm -rf "$WORK"

@@ -1,0 +1,20 @@
+"""The kit's own GPU algorithms: kernels on peer memory, beside NCCL's.
+
+One algorithm is two files in this folder: ``NAME.cu`` (the kernel, a
+``template <class E> __device__ void NAME(const KArgs &)`` and the line
+``CCB_KERNELS(NAME)`` that makes its fp32/fp16/bf16 entries) and ``NAME.py``
+(``COLLECTIVE``, the algorithm's name ``NAME`` in ``--algorithms``,
+``SOURCE``, and two functions: ``staging_elems(count, nranks)``, the elements
+of each rank's staging buffer, and ``parallel_elems(count, nranks)``, the
+elements the blocks stride over).  Nothing else is edited: this package
+finds every module here (``_*`` modules aside) and the nccl backend lists
+their names after NCCL's for their collective.  docs/architecture.md shows
+a worked example.
+
+The kernels are compiled at run time by NVRTC (`_nvrtc`) and cached per GPU
+architecture, so the package imports, installs and lists its algorithms on
+machines without CUDA; peer memory and the launches are `_peers`'.
+"""
+from ._peers import PeerKernels  # noqa: F401
+from ._registry import (  # noqa: F401
+    ELEMENT_TYPES, OPS, all_algorithms, find, kernel_name, names_for)

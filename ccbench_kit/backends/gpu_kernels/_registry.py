@@ -1,0 +1,59 @@
+"""The own algorithms of this folder, found by their modules (see the
+package's docstring), and the facts every kernel shares."""
+import importlib
+import os
+import pkgutil
+from functools import lru_cache
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE = __name__.rpartition(".")[0]
+COMMON = "common.cuh"
+# The element types and ops every kernel has (common.cuh's CCB_KERNELS).
+ELEMENT_TYPES = ("fp32", "fp16", "bf16")
+OPS = ("sum",)
+
+
+@lru_cache(maxsize=1)
+def _modules():
+    """Every algorithm module: {(collective, name): module}."""
+    found = {}
+    for info in pkgutil.iter_modules([HERE]):
+        if info.name.startswith("_"):
+            continue
+        m = importlib.import_module(f"{PACKAGE}.{info.name}")
+        found[(m.COLLECTIVE, m.NAME)] = m
+    return found
+
+
+def names_for(collective):
+    """The own algorithms of `collective`, sorted by name."""
+    return sorted(name for coll, name in _modules() if coll == collective)
+
+
+def find(collective, name):
+    """The module of algorithm `name` of `collective`, or None."""
+    return _modules().get((collective, name))
+
+
+def all_algorithms():
+    """[(collective, name, module)] of every own algorithm."""
+    return [(c, n, m) for (c, n), m in sorted(_modules().items())]
+
+
+def read(filename):
+    with open(os.path.join(HERE, filename), encoding="utf-8") as f:
+        return f.read()
+
+
+def kernel_base(module):
+    """The kernel's template name: its source file's stem."""
+    return os.path.splitext(module.SOURCE)[0]
+
+
+def kernel_name(module, dtype, wide=False):
+    """The extern "C" entry of `module` for element type `dtype`; `wide`:
+    the one moving 16 bytes a word (common.cuh's CCB_KERNELS)."""
+    return f"{kernel_base(module)}_{dtype}" + ("_v" if wide else "")
+
+
+WORD_BYTES = 16  # the wide entries' word

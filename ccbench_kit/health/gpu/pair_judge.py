@@ -1,0 +1,175 @@
+"""The pair matrix's verdict (`pairs`): which pair of GPUs, or which GPU's
+NVLink, and the figure that moved.
+
+Each figure of each link (a -> b) or pair (a <-> b) is scored against
+three references, with the GPU figures' rule (`judge`: median ratio over
+the repeats at or below the threshold, `AGREE` of the repeats agreeing,
+the bootstrap 90 % interval below 1):
+
+- **peers**: per repeat, the figure over the *best* of the other links'
+  (pairs') figures.  Not their median: a GPU whose NVLink is busy slows
+  every pair it is in, n - 1 of the n (n - 1) / 2 pairs (half of them on
+  4 GPUs), and two such GPUs slow 5 of 6; the best other pair stays a
+  healthy one while one pair of the node is.  Healthy pairs of an NVSwitch
+  node agree within a few per cent, so the best is not an outlier;
+- **preset**: the one-way copy over the GPU model's NVLink rate per
+  direction (`theory.presets`, ``peer_gbps``), both ways over twice it;
+- **baseline**: a saved healthy run (`health.baseline`), 0.8x.
+
+Latency is judged against the median of the other links (a few us, where
+the best of them would be one lucky reading of the events' 0.5 us
+resolution), and only when it is more than `LATENCY_RESOLUTION_US` above
+it; it has no preset (the copy engine's start-up time is not a link figure
+a datasheet gives); a higher latency is the worse one.
+
+Then who is named: the pairs that moved are grouped by GPU.  A GPU all of
+whose pairs moved (3 GPUs or more) is the cause, not each pair: if the GPU
+checks already named it (a loaded GPU also copies slower), the pairs'
+reasons join that finding; else its NVLink is named (``HOST gpu1
+nvlink``).  Exactly two such GPUs, neither named by the GPU checks, are
+the two ends of one busy or degraded pair (a copy loop between them loads
+both GPUs' NVLink ports, so every pair of either end is slower):
+``HOST gpu1<->gpu3 NVLink``.  A pair that moved alone is named as the
+pair; one of a GPU the GPU checks named joins that GPU's finding.  The
+NVLink error counters (replay, recovery, CRC) that grew during the matrix
+name the GPU's NVLink on their own.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import baseline as _baseline
+from ..verdict import AGREE, _summary
+from . import nvml as _nvml
+from .pairs import PAIR_FIGURES, SHORT, ends, named
+
+PEER_THRESHOLD = 0.75
+PRESET_THRESHOLD = 0.75
+PRESET_SCALE = {"peer_gbps": 1.0, "peer_bidir_gbps": 2.0}  # x the preset's per-direction rate
+# a latency this much above its peers' at most is not judged: CUDA events
+# resolve about 0.5 us, and a copy engine's latency is a few us
+LATENCY_RESOLUTION_US = 1.0
+
+
+@dataclass
+class Evidence:
+    """One figure of one link or pair that moved, and why."""
+
+    a: int
+    b: int
+    figure: str
+    reason: str
+
+
+def _fmt(figure, v):
+    unit = PAIR_FIGURES[figure][1]
+    return f"{v:,.1f} {unit}" if unit == "us" else f"{v:,.0f} {unit}"
+
+
+def score(ds, node, preset, baseline, rng):
+    """({figure: {"NODE/label": row}} scores, [`Evidence`]) of one node's pair
+    figures; a row holds {"value", "peers", "preset", "baseline"} ratios
+    (None where that reference is missing; < 1 is worse, latency included)."""
+    scores, evidence = {}, []
+    base = {(s.figure, str(s.where[PAIR_FIGURES[s.figure][0]])): s
+            for s in (_baseline.score(ds.sel(node=[node]), baseline)
+                      if baseline is not None else []) if s.figure in PAIR_FIGURES}
+    for figure, (dim, _, _, better) in PAIR_FIGURES.items():
+        if figure not in ds:
+            continue
+        labels = [str(x) for x in ds[dim].values]
+        raw = np.asarray(ds[figure].sel(node=node).transpose(dim, "repeat").values, dtype=float)
+        with np.errstate(all="ignore"):
+            good = raw if better == "higher" else 1.0 / raw  # higher is better from here
+        scores[figure] = {}
+        for i, label in enumerate(labels):
+            if not np.isfinite(raw[i]).any():
+                continue  # not measured (no peer access)
+            a, b = ends(label)
+            med = float(np.nanmedian(raw[i]))
+            row = {"value": round(med, 3), "peers": None, "preset": None, "baseline": None}
+
+            def vote(ref, ratios, threshold, against, judged=True):
+                m, votes, total, ci = _summary(ratios, False, threshold, rng)
+                row[ref] = round(m, 4)
+                if judged and total and m <= threshold and ci[1] < 1 \
+                        and votes >= AGREE * total:
+                    worse = "slower" if better == "higher" else "longer"
+                    evidence.append(Evidence(a, b, figure, (
+                        f"{named(label)} {SHORT[figure]} {_fmt(figure, med)} is {m:.2f}x {against}"
+                        f" ({worse}; {votes}/{total} repeats agree; 90% CI "
+                        f"{ci[0]:.2f}-{ci[1]:.2f})")))
+            others = np.delete(good, i, axis=0)
+            if np.isfinite(others).any():
+                with np.errstate(all="ignore"):
+                    if better == "higher":
+                        ref = np.nanmax(np.where(np.isfinite(others), others, -np.inf), axis=0)
+                        ref[~np.isfinite(ref)] = np.nan
+                        against = "the best other pair's figure (peers)"
+                    else:
+                        ref = np.nanmedian(others, axis=0)
+                        against = "the other links' median (peers)"
+                    # a latency within the events' resolution of its peers': shown, not judged
+                    judged = better == "higher" or \
+                        np.nanmedian(raw[i] - 1.0 / ref) > LATENCY_RESOLUTION_US
+                vote("peers", good[i] / ref, PEER_THRESHOLD, against, judged)
+            rate = preset.extra.get("peer_gbps") if preset else None
+            if rate and figure in PRESET_SCALE:
+                typical = rate * PRESET_SCALE[figure]
+                vote("preset", good[i] / typical, PRESET_THRESHOLD,
+                     f"the preset's NVLink {_fmt(figure, typical)} ({preset.name})")
+            s = base.get((figure, label))
+            if s is not None:
+                row["baseline"] = round(s.ratio if better == "higher" else 1 / s.ratio, 4)
+                if s.flagged:
+                    evidence.append(Evidence(a, b, figure, (
+                        f"{named(label)} {SHORT[figure]} {_fmt(figure, s.now)} is {s.ratio:.2f}x "
+                        f"the baseline's {_fmt(figure, s.base)} (baseline {baseline.path}; "
+                        f"90% CI {s.ci[0]:.2f}-{s.ci[1]:.2f})")))
+            scores[figure][f"{node}/{label}"] = row
+    return scores, evidence
+
+
+def attribute(evidence, gpus, named_gpus):
+    """Who the `evidence` names: ({gpu: [Evidence]} the GPUs all of whose
+    pairs moved, {(a, b): [Evidence]} the pairs named as pairs).
+
+    `gpus`: the node's GPU indices; `named_gpus`: those the GPU checks
+    named (a pair of theirs joins their finding: the first dict)."""
+    by_pair = {}
+    for e in evidence:
+        by_pair.setdefault((min(e.a, e.b), max(e.a, e.b)), []).append(e)
+    whole = set()
+    if len(gpus) >= 3:
+        whole = {g for g in gpus
+                 if all((min(g, h), max(g, h)) in by_pair for h in gpus if h != g)}
+    # two GPUs slow in all their pairs, the GPU checks silent on both: the
+    # pair between them (one copy loop loads both ends' NVLink ports)
+    if len(whole) == 2 and not whole & set(named_gpus):
+        pair = tuple(sorted(whole))
+        return {}, {pair: [e for p, es in by_pair.items() if set(p) & whole for e in es]}
+    to_gpu, to_pair = {}, {}
+    for p, es in by_pair.items():
+        owner = next((g for g in p if g in whole), None)
+        if owner is None:
+            owner = next((g for g in p if g in named_gpus), None)
+        if owner is None:
+            to_pair[p] = es
+        else:
+            to_gpu.setdefault(owner, []).extend(es)
+    return to_gpu, to_pair
+
+
+def counter_reasons(ds, node, gpu):
+    """Sentences for the NVLink error counters of `gpu` that grew during the matrix."""
+    out = []
+    for key in _nvml.NVLINK_COUNTERS:
+        name = f"{key}_during"
+        if name not in ds:
+            continue
+        v = float(ds[name].sel(node=node, gpu=gpu).values)
+        if np.isfinite(v) and v > 0:
+            total = float(ds[f"{key}_total"].sel(node=node, gpu=gpu).values)
+            out.append((name, f"{v:.0f} NVLink {key.removeprefix('nvlink_')} error(s) during "
+                              f"the pair matrix ({total:.0f} since the driver loaded)"))
+    return out

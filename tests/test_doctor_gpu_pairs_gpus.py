@@ -1,0 +1,76 @@
+"""The NVLink pair matrix on real GPUs (``ccbench doctor --local``, 2 GPUs
+or more): the peer copies move the bytes, their figures lie in their
+physical range, every ordered pair is measured, and the CLI prints the
+pair table.  Skipped with fewer than 2 GPUs; bench/gpu_pairs.sh runs them
+on the device machine."""
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _gpus():
+    try:
+        from ccbench_kit.health.gpu import check
+        inv = check.inventory()
+        inv.close()
+        return len(inv.indices)
+    except Exception as e:  # no NVML, no driver, no CUDA library, no GPU
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+
+_N = _gpus()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
+    not isinstance(_N, int) or _N < 2,
+    reason=f"needs 2+ GPUs ({_N if not isinstance(_N, int) else f'{_N} GPU(s)'})")]
+
+
+def test_peer_copy_moves_the_bytes_and_its_figures_are_physical():
+    from ccbench_kit.health.gpu.cuda import D2H, H2D, Runtime
+    from ccbench_kit.health.gpu.peer import PeerCopies
+    rt = Runtime()
+    copies = PeerCopies(rt, [0, 1], nbytes=64 << 20)
+    try:
+        if not (copies.access[(0, 1)] and copies.access[(1, 0)]):
+            pytest.skip("GPUs 0 and 1 have no peer access")
+        want = np.arange((64 << 20) // 4, dtype=np.uint32)
+        got = np.zeros_like(want)
+        rt.check(rt.rt.cudaMemcpy(copies.src[0], want.ctypes.data_as(ctypes.c_void_p),
+                                  ctypes.c_size_t(want.nbytes), H2D), "cudaMemcpy")
+        gbps = copies.one_way_gbps(0, 1, reps=1)
+        rt.check(rt.rt.cudaMemcpy(got.ctypes.data_as(ctypes.c_void_p), copies.dst[1],
+                                  ctypes.c_size_t(got.nbytes), D2H), "cudaMemcpy")
+        assert np.array_equal(got, want)  # gpu0's bytes are in gpu1's buffer
+        assert 5 < gbps < 1000  # PCIe Gen4 x16 at the least, below NVLink5 per direction
+        both = copies.both_ways_gbps(0, 1)
+        assert 5 < both < 2000
+        lat = copies.latency_us(0, 1)
+        assert 0.3 < lat < 200
+    finally:
+        copies.close()
+
+
+def test_doctor_local_measures_every_ordered_pair(tmp_path):
+    out = tmp_path / "gpu.nc"
+    p = subprocess.run([sys.executable, "-m", "ccbench_kit", "doctor", "--local", "--repeats",
+                        "3", "--out", str(out)], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=300, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                           [ROOT, *filter(None, [os.environ.get("PYTHONPATH")])])})
+    assert p.returncode in (0, 1), p.stderr[-3000:]
+    from ccbench_kit.health.gpu import check
+    ds = check.load(str(out))
+    assert ds.sizes["link"] == _N * (_N - 1) and ds.sizes["pair"] == _N * (_N - 1) // 2
+    no_access = json.loads(ds.attrs["peer_no_access"])
+    measured = [str(x) for x in ds["pair"].values if str(x) not in no_access]
+    assert np.isfinite(ds["peer_bidir_gbps"].sel(pair=measured).values).all()
+    assert float(ds.attrs["pair_matrix_s"]) > 0
+    lines = p.stdout.splitlines()
+    assert sum("peer copy" in ln for ln in lines) == _N * (_N - 1)
+    assert sum("NVLink errors during the matrix" in ln for ln in lines) == _N
+    assert lines[-1].startswith("verdict: ")

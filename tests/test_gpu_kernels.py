@@ -1,0 +1,211 @@
+"""The kit's own GPU algorithms (backends/gpu_kernels): their registry, the
+NVRTC compile of every kernel (to PTX for sm_90, on this CPU machine, where
+NVRTC is installed: the ``nvidia-cuda-nvrtc`` wheel of the test extra, or
+``CCB_NVRTC_LIBRARY``), the cache, and, on a GPU machine, every kernel
+checked against numpy in one mpirun (ranks share a GPU where fewer are lent:
+CUDA IPC works between processes of one GPU; `bench/gpu_kernels.sh`)."""
+import json
+import os
+import re
+
+import pytest
+
+from ccbench_kit.backends import gpu_kernels, nccl
+from ccbench_kit.backends.gpu_kernels import _nvrtc, _registry
+
+
+def _nvrtc_or_reason():
+    try:
+        return _nvrtc.load()
+    except _nvrtc.NvrtcError as e:
+        return str(e)
+
+
+NVRTC = _nvrtc_or_reason()
+needs_nvrtc = pytest.mark.skipif(isinstance(NVRTC, str), reason=f"no NVRTC here: {NVRTC}"[:300])
+
+
+def test_every_algorithm_is_two_files_and_listed_after_ncclS():
+    algs = {(c, n): m for c, n, m in gpu_kernels.all_algorithms()}
+    assert set(algs) == {("all_reduce", "oneshot"), ("all_reduce", "twoshot"),
+                         ("all_gather", "direct"), ("reduce_scatter", "direct")}
+    for (coll, name), m in algs.items():
+        source = _registry.read(m.SOURCE)
+        stem = _registry.kernel_base(m)
+        assert m.__name__.rsplit(".", 1)[1] == stem  # NAME.py beside NAME.cu
+        assert f"CCB_KERNELS({stem})" in source and '#include "common.cuh"' in source
+        assert nccl.nccl_algorithms(coll)[-len(gpu_kernels.names_for(coll)):] == \
+            gpu_kernels.names_for(coll)
+    assert gpu_kernels.names_for("all_reduce") == ["oneshot", "twoshot"]
+    assert gpu_kernels.find("all_reduce", "direct") is None
+    # the staging buffer each needs, for 1001 elements on 3 ranks
+    assert algs[("reduce_scatter", "direct")].staging_elems(1001, 3) == 3003
+    assert algs[("all_reduce", "twoshot")].parallel_elems(1001, 3) == 334
+
+
+def test_the_kernel_argument_matches_the_c_side():
+    """common.cuh's KArgs and ext/nccl_api.h's ccbn_kargs: the same fields,
+    in the same order (cuLaunchKernel copies the bytes)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(here, "ext", "nccl_api.h")) as f:
+        c = re.search(r"typedef struct ccbn_kargs \{(.*?)\} ccbn_kargs;", f.read(), re.S).group(1)
+    cu = re.search(r"struct KArgs \{(.*?)\};", _registry.read("common.cuh"), re.S).group(1)
+
+    def fields(text):
+        text = re.sub(r"/\*.*?\*/|//[^\n]*", "", text, flags=re.S)
+        return [re.sub(r"\[.*?\]", "[]", f.strip().split()[-1]) if i == 0 else
+                re.sub(r"\[.*?\]", "[]", f.strip())
+                for decl in text.split(";") if decl.strip()
+                for i, f in enumerate(decl.strip().split(",")) if f.strip()]
+    assert fields(c) == fields(cu) == ["send", "recv", "count", "stage[]", "signal[]",
+                                       "epochs", "rank", "nranks"]
+
+
+@needs_nvrtc
+def test_every_kernel_compiles_to_ptx_for_sm_90(tmp_path):
+    for coll, name, m in gpu_kernels.all_algorithms():
+        data, path = _nvrtc.image(NVRTC, m, "compute_90", folder=str(tmp_path))
+        ptx = data.rstrip(b"\0").decode()
+        assert ".target sm_90" in ptx, path
+        entries = set(re.findall(r"\.entry\s+(\w+)", ptx))
+        assert entries == {gpu_kernels.kernel_name(m, dt, wide) for dt in gpu_kernels.ELEMENT_TYPES
+                           for wide in (False, True)}
+        # the wide entries move 16 bytes a load and store
+        assert "ld.global.v4.u32" in ptx or "ld.global.nc.v4.u32" in ptx
+        # the barrier's flags: system-scope release and acquire
+        assert "st.release.sys.global.u32" in ptx and "ld.acquire.sys.global.u32" in ptx
+        if coll != "all_gather":  # the sums round back to 16 bits once
+            assert "cvt.rn.bf16.f32" in ptx and "cvt.rn.f16.f32" in ptx
+        assert os.path.basename(path).startswith(f"{_registry.kernel_base(m)}-")
+
+
+@needs_nvrtc
+def test_images_are_cached_by_source_and_target(tmp_path):
+    m = gpu_kernels.find("all_reduce", "oneshot")
+    data, path = _nvrtc.image(NVRTC, m, "compute_90", folder=str(tmp_path))
+    assert path.endswith("-compute_90.ptx") and open(path, "rb").read() == data
+    with open(path, "wb") as f:  # a cache hit reads the file, compiles nothing
+        f.write(b"cached")
+    assert _nvrtc.image(NVRTC, m, "compute_90", folder=str(tmp_path)) == (b"cached", path)
+    _, other = _nvrtc.image(NVRTC, m, "compute_80", folder=str(tmp_path))
+    assert other != path and other.endswith("-compute_80.ptx")
+    assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(path),
+                                                   os.path.basename(other)])
+
+
+@needs_nvrtc
+def test_a_kernel_that_does_not_compile_says_its_first_error():
+    with pytest.raises(_nvrtc.NvrtcError) as e:
+        NVRTC.compile('#include "common.cuh"\nextern "C" __global__ void k() { undefined(); }\n',
+                      "broken.cu", {"common.cuh": _registry.read("common.cuh")}, "compute_90")
+    msg = str(e.value)
+    assert msg.startswith("broken.cu does not compile for compute_90: broken.cu(2): error:")
+    assert "undefined" in msg and len(msg.splitlines()) == 1
+
+
+def test_missing_nvrtc_is_one_line_naming_the_places(tmp_path):
+    env = {"CCB_NVRTC_LIBRARY": str(tmp_path / "libnvrtc.so.13")}
+    found = _nvrtc.nccl_lib.find("nvrtc", env)
+    if found.path:
+        pytest.skip(f"an NVRTC is installed where the search goes on: {found.path}")
+    with pytest.raises(_nvrtc.NvrtcError) as e:
+        _nvrtc.load(env)
+    msg = str(e.value)
+    assert msg.startswith(f"NVRTC (libnvrtc.so) not found; looked in: $CCB_NVRTC_LIBRARY="
+                          f"{tmp_path / 'libnvrtc.so.13'} (no such file)")
+    assert msg.endswith("To get it: pip install nvidia-cuda-nvrtc, or set CUDA_HOME")
+    assert len(msg.splitlines()) == 1
+
+
+def test_cache_folder_follows_the_environment():
+    assert _nvrtc.cache_dir({"CCB_KERNEL_CACHE": "/x"}) == "/x"
+    assert _nvrtc.cache_dir({"XDG_CACHE_HOME": "/c"}) == "/c/ccbench_kit/gpu_kernels"
+
+
+def test_a_refused_algorithm_is_one_line_under_the_table():
+    """A kernel that can't run (here: no peer access, as `_peers` words it)
+    leaves NaN in the Dataset and one line naming it and why in the table."""
+    import numpy as np
+    from ccbench_kit.dataset.schema import make_dataset
+    from ccbench_kit.formats.nccl_tests.write_table import format_table
+    lat = np.full((2, 1, 2, 2, 3), 10.0)
+    lat[1] = np.nan
+    why = "no peer access from GPU 0000:19:00.0 to 0000:3b:00.0 (ranks 0 and 1)"
+    ds = make_dataset(algorithms=["nccl", "oneshot"], placements=["out_of_place"],
+                      sizes=[1024, 1 << 20], counts=[256, 1 << 18], in_bytes=[1024, 1 << 20],
+                      out_bytes=[1024, 1 << 20], latency=lat, wrong=np.full((2, 1, 2), -1),
+                      ranks=[0, 1], hosts=["a", "a"], devices=["gpu0", "gpu1"],
+                      attrs={"collective": "all_reduce", "dtype": "fp32", "nranks": 2,
+                             "not_available": json.dumps({"oneshot": {"1024": why,
+                                                                      "1048576": why}})})
+    lines = format_table(ds)
+    assert [ln for ln in lines if "not available" in ln] == [
+        f"# not available: oneshot: {why} (2 sizes)"]
+
+
+# -- on a GPU --------------------------------------------------------------------
+from test_nccl_gpu import _N, _mpirun_n  # noqa: E402  (one launcher for the GPU tests)
+
+NGPU = _N if isinstance(_N, int) and not isinstance(NVRTC, str) else 0
+# 3 ranks where fewer GPUs are lent (they share: a check, not a measurement)
+NRANKS = min(NGPU, 4) if NGPU >= 3 else 3
+# sizes: one element a rank (fp16), a count no rank count divides, 1 MiB + 12 B, 24 MiB
+SIZES = [8, 4 * 3 * 1001 + 4, (1 << 20) + 12, 24 << 20]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(NGPU < 1, reason="needs NVRTC, NCCL and a GPU")
+def test_own_kernels_match_numpy_on_the_gpu():
+    res = _mpirun_n(NRANKS, f"""
+        algs = {{"all_reduce": ["nccl", "oneshot", "twoshot"], "all_gather": ["nccl", "direct"],
+                 "reduce_scatter": ["nccl", "direct"]}}
+        for coll, names in algs.items():
+            for dt in ("fp32", "bf16", "fp16"):
+                ds = ccbench_kit.run(coll, sizes={SIZES!r}, algorithms=names, dtype=dt,
+                                     check="random", seed=11, backend="nccl", warmup=1, iters=2)
+                if rank == 0:
+                    out[f"{{coll}}/{{dt}}"] = {{
+                        "wrong": {{a: ds["wrong"].sel(algorithm=a).values.tolist() for a in names}},
+                        "finite": {{a: bool(np.isfinite(ds["latency"].sel(algorithm=a).values).all())
+                                   for a in names}},
+                        "ran": json.loads(ds.attrs["nccl_ran"]),
+                        "na": json.loads(ds.attrs["not_available"]),
+                        "ranks_per_gpu": int(ds.attrs["ranks_per_gpu"]),
+                        "sizes": len(ds["size"])}}
+        # a CUDA graph of the iterations, replayed: the epochs live on the device
+        ds = ccbench_kit.run("all_reduce", sizes=[4096 + 12], algorithms=["oneshot", "twoshot"],
+                             check="random", seed=2, backend="nccl", warmup=1, iters=3,
+                             timing="graph", backend_options={{"graph_launches": 2}})
+        if rank == 0:
+            out["graph"] = {{"wrong": ds["wrong"].values.tolist(),
+                            "finite": bool(np.isfinite(ds["latency"].values).all())}}
+        # what they lack: refused in one line, the run goes on
+        ds = ccbench_kit.run("all_reduce", sizes=[64], algorithms=["oneshot"], dtype="int32",
+                             backend="nccl", warmup=0, iters=1)
+        ds2 = ccbench_kit.run("all_reduce", sizes=[64], algorithms=["twoshot"], op="max",
+                              backend="nccl", warmup=0, iters=1)
+        if rank == 0:
+            out["refused"] = [json.loads(ds.attrs["not_available"]),
+                              json.loads(ds2.attrs["not_available"])]
+    """)
+    shared = NRANKS > NGPU
+    for key, v in res.items():
+        if key in ("graph", "refused"):
+            continue
+        coll = key.split("/")[0]
+        own = [a for a in v["wrong"] if a != "nccl"]
+        for a in own:
+            assert v["finite"][a], (key, a, v["na"])
+            assert all(w == 0 for p in v["wrong"][a] for w in p), (key, a, v["wrong"][a])
+            assert len(v["ran"][a]) == v["sizes"]
+            assert all(r.startswith(_registry.kernel_base(gpu_kernels.find(coll, a)) + "_")
+                       for r in v["ran"][a].values()), v["ran"][a]
+        assert v["ranks_per_gpu"] == (-(-NRANKS // NGPU) if shared else 1)
+        if shared:  # NCCL refused, the own kernels measured
+            assert not v["finite"]["nccl"] and len(v["na"]["nccl"]) == v["sizes"]
+            assert all("NCCL needs one GPU per rank" in r for r in v["na"]["nccl"].values())
+    assert res["graph"]["finite"] and all(w == 0 for a in res["graph"]["wrong"]
+                                          for p in a for w in p), res["graph"]
+    int32, op_max = res["refused"]
+    assert list(int32["oneshot"].values()) == ["oneshot has fp32, fp16, bf16 kernels, not int32"]
+    assert list(op_max["twoshot"].values()) == ["twoshot has sum kernels, not max"]
