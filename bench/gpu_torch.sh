@@ -9,10 +9,12 @@
 # graph (-G 1), compares each torch algorithm with the nccl backend per size
 # (busbw ratio with its bootstrap interval; the <= 4 KiB rows are the
 # framework's overhead), in both placements (torch reduces in place; out of
-# place adds its copy, as torch's own out-of-place form does), renders the report (torch run, nccl as baseline)
-# where the report extra is installed, and runs the gpu-marked torch tests.
+# place adds its copy, as torch's own out-of-place form does), runs the
+# gpu-marked torch tests, then renders the report (torch run, nccl as
+# baseline) where the report extra is installed and time is left.
 # Every command's output in OUTDIR/*.txt, exit codes in OUTDIR/log.txt,
-# the results files in OUTDIR/*.nc, the tables together in OUTDIR/summary.md.
+# the results files in OUTDIR/*.nc, the tables together in OUTDIR/summary.txt
+# (bench/gpu_round3.sh runs this script with DEADLINE set and keeps that file).
 set -u -o pipefail
 NAME=gpu-torch
 . "$(dirname "$0")/gpu_setup.sh"
@@ -57,9 +59,8 @@ ccb() {  # NAME LIMIT ARGS...: one `ccbench run` of all_reduce on every GPU, out
 }
 # no --check in the sweeps (golden results of 1 GiB on every rank take longer than the
 # sweep); tests/test_torch_gpu.py checks every collective, eager and graph
-ccb torch 150 --backend torch --algorithms torch,torch:graph
-ccb nccl 100 --backend nccl --algorithms nccl
-ccb nccl_graph 100 --backend nccl --algorithms nccl -G 1
+ccb torch 120 --backend torch --algorithms torch,torch:graph
+ccb nccl 90 --backend nccl --algorithms nccl
 cmp() {  # NAME ARGS...: ccbench compare, output in NAME.txt
     local name=$1; shift
     say "$name: ccbench compare $*"
@@ -70,21 +71,22 @@ cmp() {  # NAME ARGS...: ccbench compare, output in NAME.txt
 cmp compare_eager "$OUTDIR/nccl.nc" "$OUTDIR/torch.nc" --algorithm torch=nccl
 cmp compare_graph "$OUTDIR/nccl.nc" "$OUTDIR/torch.nc" --algorithm torch:graph=nccl
 cmp compare_eager_4k "$OUTDIR/nccl.nc" "$OUTDIR/torch.nc" --algorithm torch=nccl -e 4K
+say "GPU tests"
+timeout "$(budget 180)" $PY -m pytest -q -rs -m gpu -p no:cacheprovider tests/test_torch_gpu.py \
+    >"$OUTDIR/pytest_gpu.txt" 2>&1
+say "GPU tests rc=$?"
+ccb nccl_graph 90 --backend nccl --algorithms nccl -G 1
 cmp compare_graph_vs_nccl_graph "$OUTDIR/nccl_graph.nc" "$OUTDIR/torch.nc" --algorithm torch:graph=nccl
-say "report"
+say "report"   # last: the least needed where the deadline is short
 timeout "$(budget 120)" $PY -m ccbench_kit report "$OUTDIR/torch.nc" --baseline "$OUTDIR/nccl.nc" \
     -o "$OUTDIR/torch_vs_nccl.html" >"$OUTDIR/report.txt" 2>&1
 say "report rc=$?"
-say "GPU tests"
-timeout "$(budget 240)" $PY -m pytest -q -rs -m gpu -p no:cacheprovider tests/test_torch_gpu.py \
-    >"$OUTDIR/pytest_gpu.txt" 2>&1
-say "GPU tests rc=$?"
 {   # one page for bench/RESULTS.md: versions, the side-by-side tables, the comparisons
     echo "# torch backend vs nccl backend: all_reduce, $NG GPU(s)"; echo '```'; cat "$OUTDIR/env.txt"
     for f in torch nccl nccl_graph compare_eager compare_graph compare_graph_vs_nccl_graph; do
         echo; echo "## $f"; grep -v '^\[' "$OUTDIR/$f.txt" 2>/dev/null | tail -n 80
     done
     echo; echo "## GPU tests"; tail -n 15 "$OUTDIR/pytest_gpu.txt" 2>/dev/null; echo '```'
-} >"$OUTDIR/summary.md"
-say "summary: $OUTDIR/summary.md"
+} >"$OUTDIR/summary.txt"
+say "summary: $OUTDIR/summary.txt"
 rm -rf "$WORK"
