@@ -68,10 +68,13 @@ apt:
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
+# torch (the torch backend's tests) on its own line, at this exact pin: the CPU
+# build pip's find-links hold (/opt/wheels); a range could pull a CUDA build of GBs
 $(VENV)/.deps: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -q -U pip "setuptools>=77" wheel
 	$(PIP) install -q Cython numpy mpi4py
 	$(PIP) install -q -e ".[all]" --no-build-isolation
+	$(PIP) install -q torch==2.13.0
 	touch $@
 
 build: $(ENGINE)

@@ -280,7 +280,8 @@ FIELDS = (
           "comma-separated, or all (default: the library's own, mpi or nccl)",
           type=T.name_list("algorithm names"), group=BACKEND,
           suite=False),  # a suite's matrix.algorithms sets it
-    Field("backend", "backend", ("--backend",), "mpi (CPU) or nccl (GPU)",
+    Field("backend", "backend", ("--backend",),
+          "mpi (CPU), nccl (GPU) or torch (torch.distributed: NCCL on GPUs, gloo on CPUs)",
           default="mpi", type=T.text("a backend"), group=BACKEND),
     Field("out", "output", ("--out",), "results file (default results/COLL-TIME.nc)",
           type=T.path("a results file"), check=text_or_empty, group=OUTPUT,

@@ -1,6 +1,7 @@
 """Backends: where buffers live and how a collective is run and timed.
 
-`mpi` runs on host buffers through the engine (ext/); `nccl` on GPUs.  The
+`mpi` runs on host buffers through the engine (ext/); `nccl` on GPUs; `torch`
+through torch.distributed (NCCL on GPUs, gloo on CPUs).  The
 interface every backend implements is `base.Backend`.  Backends are found
 by name in a registry: the built-in ones, those `register`\\ ed in this
 process, and those other packages declare in the ``ccbench_kit.backends``
@@ -20,6 +21,7 @@ ENTRY_POINT_GROUP = "ccbench_kit.backends"
 _REGISTRY = {
     "mpi": "ccbench_kit.backends.mpi:MPIBackend",
     "nccl": "ccbench_kit.backends.nccl:NCCLBackend",
+    "torch": "ccbench_kit.backends.torch_dist:TorchBackend",   # torch imported by a rank only
 }
 
 

@@ -17,6 +17,7 @@ from ..errors import CCBenchError, ConfigError
 from ..theory import fit_piecewise
 from ..theory.presets import busbw_bound
 from ..units import format_size
+from .overhead import small_size_sentence
 from .style import approx_size
 
 
@@ -503,4 +504,18 @@ def _baseline_sentences(ds, baseline, placement):
         out.append(f"Against the baseline (`{label}` vs `{d['against']}`): busbw ratio "
                    f"**{d['ratio'][k]:.3f}**{ci} at {format_size(int(d['size'][k]))}; geometric "
                    f"mean over {int(ok.sum())} sizes {gm:.3f}.")
-    return out or ["Against the baseline: no size in common."], notes
+    small = small_size_sentence(ds, baseline)
+    if out and small:
+        out.append(small)
+    return out or ["Against the baseline: no size in common."], notes + _nccl_versions(ds, baseline)
+
+
+def _nccl_versions(ds, baseline):
+    """A note where the run and the baseline ran different NCCLs (torch
+    loads its own libnccl; the nccl backend dlopens one): their times then
+    differ by more than the framework."""
+    mine, theirs = ds.attrs.get("nccl_version"), baseline.attrs.get("nccl_version")
+    if mine and theirs and str(mine) != str(theirs):
+        return [f"backends ran different NCCLs: {mine} vs {theirs} (the baseline's), so the "
+                "ratios include what changed between them"]
+    return []

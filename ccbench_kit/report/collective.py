@@ -2,11 +2,14 @@
 winners, latency, ranks, iterations, baseline), and nccl-tests' tables."""
 import warnings
 
+import pandas as pd
+
 from .. import markup
+from ..errors import CCBenchError
 from ..formats.nccl_tests.write_table import format_table
 from ..units import format_size
-from . import analysis, page, plots
-from .cells import _html, _md, _png, show_figure
+from . import analysis, overhead, page, plots
+from .cells import _html, _md, _png, _table, show_figure
 from .fits import fit_notes, fit_table_html, fits_of, models_of
 from .header import _sections
 from .page import heading, slug
@@ -117,6 +120,29 @@ def show_collective(ctx, name):
                 _md(f"The baseline has no {ds.attrs.get('collective')} results.")
             else:
                 show_figure(plots.compare_baseline(ds, base, stat=ctx.stat), plt)
+        if "overhead" in keys:
+            section("overhead")
+            _show_time_ratios(ds, ctx.baseline.get(ds.attrs.get("collective")))
+
+
+def _show_time_ratios(ds, base):
+    """Each algorithm against the first, and the run against the baseline:
+    time ratios per size with their intervals (a framework's overhead)."""
+    df = overhead.time_ratios(ds)
+    if base is not None:
+        try:
+            df = pd.concat([df, overhead.time_ratios(ds, base)], ignore_index=True)
+        except CCBenchError as e:  # different collectives, no common size: say so
+            _md(f"Against the baseline: not comparable ({e}).")
+    if not len(df):
+        _md("No size has a time on both sides.")
+        return
+    _md("Median time over iterations (of the max over ranks) of each side and their ratio, "
+        "first / second: above 1 the first takes longer (at small sizes, the host's work per "
+        "call: a framework's overhead); 95 % bootstrap interval of the ratio, and the verdict "
+        "on busbw (`ccbench compare`'s).")
+    _html(_table(["pair", "placement", "size", "time (µs)", "reference (µs)", "time ratio",
+                  "95 % CI", "verdict"], overhead.table_rows(df)))
 
 
 def _measured_algorithms(ds):

@@ -20,6 +20,7 @@ SECTIONS = (  # (key, title) of each collective's sections, in page order
     ("ranks", "Ranks"),
     ("trace", "Per-iteration trace"),
     ("baseline", "Against the baseline"),
+    ("overhead", "Time ratios per size"),
 )
 
 
@@ -56,6 +57,8 @@ def sections_of(has_baseline, per_iteration, n_algorithms):
         keys.append("trace")
     if has_baseline:
         keys.append("baseline")
+    if has_baseline or n_algorithms > 1:
+        keys.append("overhead")
     return keys
 
 
