@@ -20,6 +20,7 @@ mkdir -p "$PARTS"
 { date -u +%FT%TZ; nvidia-smi -L; cat /proc/loadavg; } | tee -a "$SUMMARY"
 NG=$(nvidia-smi -L | grep -c "^GPU ")
 build_kit
+export CCB_BUILT=1
 
 STEPS=${ROUND3:-init gpu_pairs gpu_kernels gpu_torch}
 want() { case " $STEPS " in *" $1 "*) return 0;; esac; return 1; }
