@@ -15,6 +15,7 @@ from .._version import __version__
 from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
                       EXIT_SIGTERM, CCBenchError)
 from ..launch.mpirun import Interrupted
+from ..markup import terminal
 
 SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite",
                "doctor", "recover", "history")
@@ -57,7 +58,7 @@ def main(argv=None):
     try:
         return args.func(args) or 0
     except CCBenchError as e:
-        print(f"ccbench: error: {e}", file=sys.stderr)
+        print(f"ccbench: error: {terminal(e)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("ccbench: interrupted", file=sys.stderr)

@@ -7,6 +7,7 @@ acceptance).  Inputs are ccbench .nc files or any importable baseline.
 """
 import sys
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import numpy as np
@@ -14,6 +15,10 @@ import numpy as np
 from ..compare import (CompareWarning, below, compare_parts, format_comparison, plot_comparison,
                        to_frame)
 from ..errors import EXIT_BELOW, ConfigError
+from .._files import atomic_write_text
+from ..formats.csv.write import csv_text
+from ..markup import terminal
+from ..dataset.schema import results_kind
 from ..health.gpu import check, report
 from ..importers import ReportedMismatchWarning, open_any
 from ..output_path import check_output
@@ -54,10 +59,24 @@ def add_parser(sub):
     p.set_defaults(func=main)
 
 
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
 def _algorithms(items):
     if not items:
         return None
     return [tuple(i.split("=", 1)) if "=" in i else (i, i) for i in items]
+
+
+def _collective_results(path, what, hints):
+    """The parts of `path`, refused in one line when it is a results file of
+    another kind (a doctor's, whose figures are no collective's times)."""
+    parts = open_any(path, **hints)
+    if any(results_kind(ds.attrs) == "doctor" for ds in parts.values()):
+        raise ConfigError(f"{path}: a `ccbench doctor` results file, not a collective's "
+                          "results; compare takes `ccbench run` results or an imported "
+                          "baseline (a doctor run is judged against `doctor --baseline`)", what)
+    return parts
 
 
 def _plot_path(path, k, n):
@@ -80,13 +99,13 @@ def _gpu_checks(args):
                               f"{args.baseline} (ccbench doctor --local)", "RUN")
         lines, too_low = report.compare_lines(base, check.load(path), args.baseline, path,
                                             args.min_ratio)
-        print("\n".join(lines) + "\n")
+        print(terminal("\n".join(lines) + "\n", lines=True))
         failing += [(path, *b) for b in too_low]
     if args.min_ratio is not None:
         if failing:
             print(f"FAILED: {len(failing)} figure(s) below the minimum ratio {args.min_ratio:g}:")
             for path, place, figure, ratio in failing:
-                print(f"  {path} {place} {figure}: ratio {ratio:.3f}")
+                print(terminal(f"  {path} {place} {figure}: ratio {ratio:.3f}"))
             return EXIT_BELOW
         print(f"PASSED: every figure is at or above the minimum ratio {args.min_ratio:g}")
     return 0
@@ -104,16 +123,19 @@ def main(args):
         check_output(args.csv, "--csv")
     if args.plot:
         check_output(args.plot, "--plot")
+        if Path(args.plot).suffix.lower() not in PLOT_FORMATS:
+            raise ConfigError(f"{args.plot}: a plot is {', '.join(PLOT_FORMATS)}; name it "
+                              "NAME.png", "--plot")
     hints = dict(collective=args.collective, nranks=args.nranks)
     gpu = _gpu_checks(args)
     if gpu is not None:
         return gpu
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportedMismatchWarning)
-        base = open_any(args.baseline, **hints)
-        runs = [(path, open_any(path, **hints)) for path in args.runs]
+        base = _collective_results(args.baseline, "BASELINE", hints)
+        runs = [(path, _collective_results(path, "RUN", hints)) for path in args.runs]
     for w in caught:
-        print(f"ccbench: warning: {w.message}", file=sys.stderr)
+        print(terminal(f"ccbench: warning: {w.message}"), file=sys.stderr)
     results = []
     for path, parts in runs:
         with warnings.catch_warnings(record=True) as caught:
@@ -121,17 +143,18 @@ def main(args):
             pairs = compare_parts(parts, base, run_label=path, baseline_label=args.baseline, **opts)
         for w in caught:
             if issubclass(w.category, CompareWarning):
-                print(f"ccbench: warning: {path}: {w.message}", file=sys.stderr)
+                print(terminal(f"ccbench: warning: {path}: {w.message}"), file=sys.stderr)
         results += [(path, rname, bname, res) for rname, bname, res in pairs]
         for name in sorted(set(parts) - {rname for rname, _, _ in pairs}):
-            print(f"# note: {path} [{name}] has no counterpart in {args.baseline}; not compared")
+            print(terminal(f"# note: {path} [{name}] has no counterpart in {args.baseline}; "
+                           "not compared"))
     failing = []
     frames = []
     compared = 0      # sizes with a finite ratio: a gate over none passes nothing
     for path, rname, bname, res in results:
-        print(f"## {path} [{rname}] vs {args.baseline} [{bname}]")
+        print(terminal(f"## {path} [{rname}] vs {args.baseline} [{bname}]"))
         for line in format_comparison(res):
-            print(line)
+            print(terminal(line))
         print()
         if args.min_ratio is not None:
             failing += [(path, *hit) for hit in below(res, args.min_ratio)]
@@ -139,7 +162,7 @@ def main(args):
         if args.csv:
             frames.append(to_frame(res, path, args.baseline))
     if args.csv:
-        pd.concat(frames, ignore_index=True).to_csv(args.csv, index=False)
+        atomic_write_text(args.csv, csv_text(pd.concat(frames, ignore_index=True)))
         print(f"# wrote {args.csv}")
     if args.plot:
         for k, (_, _, _, res) in enumerate(results, 1):
@@ -156,7 +179,7 @@ def main(args):
             print(f"FAILED: {len(failing)} size(s) below the minimum busbw ratio "
                   f"{args.min_ratio:g}:")
             for path, alg, pl, size, ratio in failing:
-                print(f"  {path} {alg} {pl} {size} B: ratio {ratio:.3f}")
+                print(terminal(f"  {path} {alg} {pl} {size} B: ratio {ratio:.3f}"))
             return EXIT_BELOW
         print(f"PASSED: every size is at or above the minimum busbw ratio {args.min_ratio:g}")
     return 0

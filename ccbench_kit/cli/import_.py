@@ -11,6 +11,7 @@ import warnings
 
 from ..dataset import save
 from ..errors import ConfigError
+from ..markup import terminal
 from ..formats.nccl_tests.write_table import format_table
 from ..importers import ReportedMismatchWarning, read_all, unique_names
 from .. import argtypes as T
@@ -48,24 +49,24 @@ def main(args):
         datasets = read_all(args.files, collective=args.collective, nranks=args.nranks,
                             partial=args.partial)
     for w in caught:
-        print(f"ccbench: warning: {w.message}", file=sys.stderr)
+        print(terminal(f"ccbench: warning: {w.message}"), file=sys.stderr)
     parts = unique_names(datasets)
     for name, ds in parts.items():
         a = ds.attrs
         sizes = ds["size"].values
         span = f"{int(sizes.min())}..{int(sizes.max())} B" if len(sizes) else "no sizes"
-        print(f"# {name}: {a.get('source')} ({a.get('format')}), {a.get('collective')} "
-              f"{a.get('dtype') or '?'} {a.get('nranks')} ranks, {len(sizes)} sizes {span}, "
-              f"algorithms {', '.join(map(str, ds['algorithm'].values))}"
-              + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE"))
-        print(f"#   check: {a.get('reported_check')}")
+        print(terminal(f"# {name}: {a.get('source')} ({a.get('format')}), {a.get('collective')} "
+                       f"{a.get('dtype') or '?'} {a.get('nranks')} ranks, {len(sizes)} sizes "
+                       f"{span}, algorithms {', '.join(map(str, ds['algorithm'].values))}"
+                       + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE")))
+        print(terminal(f"#   check: {a.get('reported_check')}"))
         if a.get("skipped") not in (None, "", "{}"):
-            print(f"#   not imported: {a['skipped']}")
+            print(terminal(f"#   not imported: {a['skipped']}"))
         if a.get("reported_bw_unit"):
-            print(f"#   bandwidth unit: {a['reported_bw_unit']}")
+            print(terminal(f"#   bandwidth unit: {a['reported_bw_unit']}"))
         if args.table:
             for line in format_table(ds):
-                print(line)
+                print(terminal(line))
     if args.out:
         save(parts, args.out)
         print(f"# wrote {len(parts)} result set{'s' if len(parts) != 1 else ''} to {args.out}")
