@@ -183,6 +183,7 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     xarray.Dataset
         On rank 0 when run in-process inside an MPI job; None on other ranks.
     """
+    env = run_fields.environment(env, "env")
     launch_kw = dict(progress=progress, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
                      ranks_per_node=ranks_per_node, slurm=slurm, env=env, client=client,
                      mpi_log_dir=mpi_log_dir, debug=debug)
@@ -243,7 +244,11 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         if command:  # so that a file rank 0 wrote elsewhere is not mistaken for it
             os.unlink(tmp)
 
-    launch(cfg, on_event=progress, command=command, env=env, debug=debug)
+    try:
+        launch(cfg, on_event=progress, command=command, env=env, debug=debug)
+    except BaseException:
+        _drop_if_empty(tmp)  # a failed run leaves no empty temporary file behind
+        raise
     out = cfg.output.out
     if command and not os.path.exists(out):
         raise RunError(f"the run finished but {out} is not here: rank 0 wrote it on "
@@ -254,6 +259,14 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
         ds = ds.load()
         os.unlink(tmp)
     return ds
+
+
+def _drop_if_empty(tmp):
+    """Remove the temporary results file `tmp` when nothing was written to it
+    (a run that failed before its first size); one with sizes is kept, and
+    the error says where."""
+    if tmp and os.path.isfile(tmp) and os.path.getsize(tmp) == 0:
+        os.unlink(tmp)
 
 
 def _repeated(parts, cycles, until_stable, stable_cap, launch_kw, out=None, on_cycle=None):
@@ -322,6 +335,7 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until
                    *(f.name for f in run_fields.in_section(run_fields.PLACE))}
     launch_kw = {k: v for k, v in options.items() if k in launch_keys}
     config_kw = {k: v for k, v in options.items() if k not in launch_keys}
+    run_fields.environment(launch_kw.get("env"), "env")
     if out:
         check_output(out, "--out")
     if isinstance(collectives_, str) or not all(isinstance(c, RunConfig) for c in collectives_):
