@@ -197,3 +197,19 @@ def test_filed_files_are_checked(short, tmp_path, capsys):
         f.write(bytes([last[0] ^ 1]))
     rc, _, err = in_process(capsys, "history", "rebuild", "--history", d)
     assert rc == 2 and f"{stored[1].name}: its bytes do not match its name" in one_error(err)
+
+
+def test_run_with_a_corrupt_history_refuses_before_measuring(short, tmp_path, capsys):
+    d = tmp_path / "h"
+    shutil.copytree(short[0], d)
+    (d / "index.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x07" * 4000)
+    before = tree_digest(d)
+    out = tmp_path / "r.nc"
+    try:
+        rc, stdout, err = in_process(capsys, "run", "all_reduce", "-r", "2", "-b", "8",
+                                     "--out", out, "--history", d)
+    except SystemExit as e:  # argparse refuses the flag's value itself
+        (stdout, err), rc = capsys.readouterr(), e.code
+    assert rc == 2 and stdout == "" and not out.exists()
+    assert "argument --history: " in one_error(err) and "the index is corrupt" in err
+    assert tree_digest(d) == before

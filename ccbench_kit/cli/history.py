@@ -3,9 +3,10 @@ import argparse
 import sys
 
 from .. import history
-from ..errors import EXIT_BELOW, ConfigError
+from ..errors import EXIT_BELOW, CCBenchError, ConfigError
 from ..history.api import facts_near
 from ..history.report import render
+from ..history.index import check_usable
 from ..history.store import check_dir
 from ..markup import terminal
 from .. import argtypes as T
@@ -56,9 +57,13 @@ def add_history_flag(parser):
 
 def _writable_history(text):
     try:
-        return str(check_dir(text, write=True))
+        directory = check_dir(text, write=True)
+        check_usable(directory)  # a corrupt index must cost nothing measured
+        return str(directory)
     except ConfigError as e:  # argparse prints it after the flag, as every flag's error
         raise argparse.ArgumentTypeError(str(e).removeprefix(f"{e.flag}: ")) from None
+    except CCBenchError as e:  # the corrupt index
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def file_results(args, path):

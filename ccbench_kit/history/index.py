@@ -112,6 +112,19 @@ def index_path(directory):
     return path
 
 
+def check_usable(directory):
+    """Refuse, before a run measures anything, a history whose index it could
+    not file into: an index path that is not the history's own file
+    (`index_path`) or a corrupt index (`CorruptIndex`).  Reads only."""
+    path = index_path(directory)
+    if path.exists():
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
+        try:
+            _schema_of(con, path)
+        finally:
+            con.close()
+
+
 def build(directory, target):
     """Write a fresh index of every filed file of `directory` to `target`,
     each file's bytes checked against its name first."""
