@@ -336,7 +336,7 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until
     launch_kw = {k: v for k, v in options.items() if k in launch_keys}
     config_kw = {k: v for k, v in options.items() if k not in launch_keys}
     run_fields.environment(launch_kw.get("env"), "env")
-    if out:
+    if out is not None:  # out=False or 0 is a wrong path, not "no file"
         check_output(out, "--out")
     if isinstance(collectives_, str) or not all(isinstance(c, RunConfig) for c in collectives_):
         n = nranks if nranks is not None else 2
