@@ -99,3 +99,16 @@ def test_compare_plot_needs_an_image_name(tmp_path, capsys):
     assert rc == 2 and out == "" and not (tmp_path / "x.txt").exists()
     assert err.strip() == (f"ccbench: error: --plot: {tmp_path / 'x.txt'}: a plot is .png, "
                            ".svg, .pdf; name it NAME.png")
+
+
+def test_an_output_that_is_an_input_is_refused_before_reading(tmp_path, capsys):
+    copy = tmp_path / "r.nc"
+    copy.write_bytes(BASE.read_bytes())
+    before = copy.read_bytes()
+    for argv, flag in ((["export", copy, "--csv", copy], "--csv"),
+                       (["compare", copy, BASE, "--csv", tmp_path / "." / "r.nc"], "--csv"),
+                       (["import", copy, "-o", copy], "-o/--out")):
+        rc, out, err = run(capsys, *argv)
+        assert rc == 2 and out == "", err
+        assert err.startswith(f"ccbench: error: {flag}: ") and " is also " in err, err
+        assert copy.read_bytes() == before

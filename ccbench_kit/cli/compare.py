@@ -21,7 +21,7 @@ from ..markup import terminal
 from ..dataset.schema import results_kind
 from ..health.gpu import check, report
 from ..importers import ReportedMismatchWarning, open_any
-from ..output_path import check_output
+from ..output_path import check_distinct, check_output
 from ..units import parse_size
 from .. import argtypes as T
 
@@ -126,6 +126,8 @@ def main(args):
         if Path(args.plot).suffix.lower() not in PLOT_FORMATS:
             raise ConfigError(f"{args.plot}: a plot is {', '.join(PLOT_FORMATS)}; name it "
                               "NAME.png", "--plot")
+    check_distinct({"--csv": args.csv, "--plot": args.plot},
+                   {"BASELINE": args.baseline, **{f"RUN {path}": path for path in args.runs}})
     hints = dict(collective=args.collective, nranks=args.nranks)
     gpu = _gpu_checks(args)
     if gpu is not None:

@@ -17,7 +17,7 @@ from ..importers import ReportedMismatchWarning, read_all, unique_names
 from .. import argtypes as T
 from .history import add_history_flag, file_results
 
-from ..output_path import check_output
+from ..output_path import check_distinct, check_output
 
 
 def add_parser(sub):
@@ -43,6 +43,7 @@ def add_parser(sub):
 def main(args):
     if args.out:
         check_output(args.out, "-o/--out")
+        check_distinct({"-o/--out": args.out}, {f"FILE {path}": path for path in args.files})
     datasets = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportedMismatchWarning)
