@@ -19,8 +19,8 @@ a majority of the high runs on one side, and a difference of medians sees
 no more than that.  So a second rule calls a **clean step** on its size: the
 two sides separated (at most one run of each side, an outlier, beyond the
 other side's runs) and the medians apart by at least `CLEAN_MARGIN` times
-the noise (the larger of the series' night-to-night noise and each side's
-own spread).  Clean steps are searched for in every segment binary
+the noise (the larger of the series' night-to-night noise and the two
+sides' pooled spread, so a side that is only noisier raises the bar).  Clean steps are searched for in every segment binary
 segmentation leaves whole, so a step is called at its third run at the new
 level (bench/history_power.py measures the rule: bench/RESULTS.md).
 """
