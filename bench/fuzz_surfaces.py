@@ -62,7 +62,10 @@ def main():
     for (test, outcome), k in outcomes.items():
         per_test[test][outcome] += k
     print("| surface | test | inputs | outcomes |\n|---|---|---|---|")
+    ran = NEW if "--new" in sys.argv else TESTS
     for test, surface in SURFACE.items():
+        if "--new" in sys.argv and not any(t.endswith(f"::{test}") for t in ran):
+            continue
         got = per_test.get(test, {})
         print(f"| {surface} | `{test}` | {sum(got.values()):,} | "
               + ", ".join(f"{k}: {v:,}" for k, v in sorted(got.items())) + " |")
