@@ -14,7 +14,11 @@ test_fuzz_cli.py take N): about 13 N in all, 11,000 by default.
 Everything runs in-process; no rank, check or kernel starts (outputs are
 FIFOs, folders or devices), so it takes minutes, not hours.
 
-    .venv/bin/python bench/fuzz_surfaces.py [N]
+    .venv/bin/python bench/fuzz_surfaces.py [N] [--new]
+
+``--new`` runs only the four tests of the surfaces issue 37 added (history
+check's flags, doctor baselines, compare of a doctor's file, the API's
+types): 6.25 N inputs.
 """
 import collections
 import sys
@@ -37,19 +41,31 @@ SURFACE = {   # test -> the surface its examples reach
     "test_history_actions": "history (every action)",
     "test_api_load_checks_every_file": "ccb.load (eager and chunks)",
     "test_api_run_refuses_before_any_rank": "ccb.run",
+    # issue 37
+    "test_history_gate_spellings": "history check (--since, --min-change, --series)",
+    "test_baseline_files_are_checked_whole": "doctor baselines (health.baseline.load)",
+    "test_compare_refuses_files_of_another_kind": "compare (a doctor's results file)",
+    "test_api_types_are_config_errors": "ccb.run / run_many (nranks, env, out types)",
 }
+# `--new`: only the surfaces issue 37 added (weights 1 + 2 + 0.25 + 3 = 6.25 N inputs)
+NEW = [f"tests/test_fuzz_surfaces.py::{t}" for t in list(SURFACE)[-4:]]
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 850
+    args = [a for a in sys.argv[1:] if a != "--new"]
+    n = int(args[0]) if args else 850
     load_before = open("/proc/loadavg").read().split()[:3]
-    rc, out, outcomes, counts, wall = run(TESTS, n, by_test=True)
+    rc, out, outcomes, counts, wall = run(NEW if "--new" in sys.argv else TESTS, n,
+                                          by_test=True)
     load_after = open("/proc/loadavg").read().split()[:3]
     per_test = collections.defaultdict(collections.Counter)
     for (test, outcome), k in outcomes.items():
         per_test[test][outcome] += k
     print("| surface | test | inputs | outcomes |\n|---|---|---|---|")
+    ran = NEW if "--new" in sys.argv else TESTS
     for test, surface in SURFACE.items():
+        if "--new" in sys.argv and not any(t.endswith(f"::{test}") for t in ran):
+            continue
         got = per_test.get(test, {})
         print(f"| {surface} | `{test}` | {sum(got.values()):,} | "
               + ", ".join(f"{k}: {v:,}" for k, v in sorted(got.items())) + " |")

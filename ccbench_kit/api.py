@@ -195,6 +195,7 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     xarray.Dataset
         On rank 0 when run in-process inside an MPI job; None on other ranks.
     """
+    env = run_fields.environment(env, "env")
     launch_kw = dict(progress=progress, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
                      ranks_per_node=ranks_per_node, slurm=slurm, env=env, client=client,
                      mpi_log_dir=mpi_log_dir, debug=debug)
@@ -400,7 +401,8 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until
     """
     launch_kw = {k: v for k, v in options.items() if k in LAUNCH_KEYWORDS}
     config_kw = {k: v for k, v in options.items() if k not in LAUNCH_KEYWORDS}
-    if out:
+    run_fields.environment(launch_kw.get("env"), "env")
+    if out is not None:  # out=False or 0 is a wrong path, not "no file"
         check_output(out, "--out")
     if isinstance(collectives_, str) or not all(isinstance(c, RunConfig) for c in collectives_):
         n = nranks if nranks is not None else 2

@@ -7,6 +7,7 @@ RecursionError traceback or all the machine's memory.  Inputs the kit reads
 are small: groups, counts, suites, topologies.
 """
 import json
+import os
 
 from .errors import ConfigError
 from ._optional import require
@@ -25,6 +26,8 @@ def read_text(path, what, limit=MAX_BYTES):
     editors write, is dropped), refused past `limit` bytes.  OSError and
     UnicodeDecodeError go to the caller, which knows the flag to name."""
     with open_regular(path) as f:
+        if os.fstat(f.fileno()).st_size > limit:  # refused before a byte is read
+            raise ConfigError(f"{path}: larger than {limit >> 20} MiB; not {what}")
         data = f.read(limit + 1)
     if len(data) > limit:
         raise ConfigError(f"{path}: larger than {limit >> 20} MiB; not {what}")

@@ -190,8 +190,8 @@ def build(collective, nranks=2, sizes=None, **keywords):
     kw = {s: {k: keywords.get(k, run_fields.default(k)) for k in names}
           for s, names in sections.items()}
     coll = collectives.get(collective)
-    if not isinstance(nranks, int) or nranks < 1:
-        raise ConfigError(f"need at least 1 rank, got {nranks}", "-r/--nworkers")
+    nranks = run_fields.ranks(nranks, "nranks" if not isinstance(nranks, int)
+                              or isinstance(nranks, bool) else "-r/--nworkers")
     cputime = run_fields.get("report_cputime").validate(kw["sweep"]["report_cputime"])
     backend = _backend(**kw["backend"], report_cputime=cputime)
     sweep_ = _sweep(coll, nranks, sizes, backend, **kw["sweep"])

@@ -5,6 +5,8 @@ non-zero; anything else is a bug and keeps its traceback.
 """
 import sys
 
+from .markup import terminal
+
 # Exit statuses of ``ccbench``: one meaning each, defined here only.
 EXIT_OK = 0            # done
 EXIT_BELOW = 1         # a comparison fell below its threshold (compare --min-ratio)
@@ -57,8 +59,9 @@ class Interrupted(Exception):
 
 def print_warning(message):
     """One ``ccbench: warning:`` line on stderr: something the user should
-    know that does not stop the command (the run goes on)."""
-    print(f"ccbench: warning: {message}", file=sys.stderr, flush=True)
+    know that does not stop the command (the run goes on).  Made safe for
+    the terminal (`markup.terminal`): a warning often quotes a file."""
+    print(terminal(f"ccbench: warning: {message}"), file=sys.stderr, flush=True)
 
 
 class MissingDependency(CCBenchError, ImportError):

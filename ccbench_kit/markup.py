@@ -38,3 +38,33 @@ def markdown(text):
         head = quote.group(0) if quote else ""
         out.append(head + _MARKDOWN_ACTIVE.sub(entity, line[len(head):]))
     return "\n".join(out)
+
+
+def terminal(value, lines=False):
+    """`value` as text safe to print to a terminal: every character that is
+    not printable (escape sequences that set the title or clear the screen,
+    carriage returns that overwrite a line, bells, newlines inside a
+    value) is shown escaped, as Python writes it (``\\x1b``), so that what
+    a file says is read, never obeyed.  Every CLI print of text that comes
+    from a file goes through here.  `lines`: a text of several lines, whose
+    newlines are kept (and each line made safe)."""
+    text = str(value)
+    if lines:
+        return "\n".join(terminal(line) for line in text.split("\n"))
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+# A spreadsheet evaluates a cell that starts with one of these as a formula
+# (OWASP, "CSV Injection"); a tab or carriage return can hide the sign.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A string cell for CSV that no spreadsheet runs as a formula: one that
+    starts with = + - @ (or a tab or carriage return) gets a leading single
+    quote, as OWASP advises.  Only strings: a number (-3.5) stays a number."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value

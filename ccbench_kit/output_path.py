@@ -138,6 +138,8 @@ def check_output(path, flag, need=0):
     Returns the path that will be written (the target of a symbolic link).
     """
 
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise OutputError(f"{path!r} is not a path (text or os.PathLike); name a file", flag)
     if path is None or not os.fspath(path).strip():
         raise OutputError("an empty path; name a file", flag)
     path = os.fspath(path)
@@ -215,3 +217,23 @@ def is_no_room(error):
             return True  # h5py's errors carry the reason in the text only
         error = error.__cause__ or error.__context__
     return False
+
+
+def check_distinct(outputs, inputs=None):
+    """Refuse, before any work, outputs that would overwrite an input or
+    each other (``doctor --save-baseline X --out X`` would replace the
+    measurements by the baseline).  `outputs` and `inputs` are {flag: path}
+    (None paths are skipped); paths are compared after symbolic links and
+    ``..`` are resolved, so two spellings of one file are one file."""
+    seen = {}
+    for flag, path in (inputs or {}).items():
+        if path is not None:
+            seen.setdefault(os.path.realpath(os.fspath(path)), flag)
+    for flag, path in outputs.items():
+        if path is None:
+            continue
+        real = os.path.realpath(os.fspath(path))
+        if real in seen:
+            raise OutputError(f"{path} is also {seen[real]}; one file cannot be both: name "
+                              "another", flag)
+        seen[real] = flag

@@ -23,6 +23,7 @@ ConfigError naming the flag.  Keywords with checks that need other keywords
 checks them together.
 """
 import numbers
+import os
 from dataclasses import dataclass, field
 
 from . import argtypes as T
@@ -148,7 +149,56 @@ def whole_iterations(value, flag):
 
 
 def text_or_empty(value, flag):
-    return value or ""
+    """A path (text or os.PathLike) as text, "" when not given; anything
+    else (``out=123``) is refused naming the keyword."""
+    if value is None or value == "":
+        return ""
+    if not isinstance(value, (str, os.PathLike)):
+        raise ConfigError(f"{value!r} is {_a(value)}, not a path", flag)
+    return os.fspath(value)
+
+
+def ranks(value, flag):
+    """A number of ranks: a whole number of at least 1.  A bool or text
+    (``ccb.run("all_reduce", "2")``) is refused as what it is, not
+    compared with 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{value!r} is {_a(value)}, not a whole number of "
+                          "ranks (an int: ccb.run(\"all_reduce\", 2))", flag)
+    if value < 1:
+        raise ConfigError(f"need at least 1 rank, got {value}", flag)
+    return int(value)
+
+
+def environment(value, flag):
+    """The ranks' extra environment: {name: value}, both text (a number is
+    refused, not turned into text: os.environ would refuse it later, in a
+    traceback)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{_short(value)} is {_a(value)}, not a dict of "
+                          "variables ({\"NAME\": \"value\"})", flag)
+    for k, v in value.items():
+        if not isinstance(k, str) or not k or "=" in k or "\0" in k:
+            raise ConfigError(f"{_short(k)} is not a variable name", flag)
+        if not isinstance(v, str):
+            raise ConfigError(f"{k}={_short(v)} is {_a(v)}, not text; give "
+                              f"{k}={_short(str(v))}", flag)
+        if "\0" in v:
+            raise ConfigError(f"{k}: a NUL character cannot go in the environment", flag)
+    return value
+
+
+def _a(value):
+    """'a str', 'an int': the type of `value` with its article."""
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def statistics(value, flag):

@@ -23,6 +23,8 @@ def scenario_factor(kind, night, rng, sigma, at):
     f = float(np.exp(rng.normal(0.0, noise)))
     if kind == "drop" and night >= at:
         f /= 0.92           # busbw 8 % lower
+    if kind == "slower" and night >= at:
+        f *= 1.3            # a new library 1.3x slower
     if kind == "outlier" and night == at:
         f *= 1.6
     return f
@@ -32,7 +34,7 @@ def make_nights(base, out_dir, nights=60, scenarios=None, library_at=41, sigma=0
                 start="2026-09-01T02:00:00+00:00", names=None):
     """Write `nights` results files night-NNN.nc into `out_dir`; returns their paths.
 
-    scenarios: {(collective, size): (kind, night)} with kind drop | noisier | outlier."""
+    scenarios: {(collective, size): (kind, night)} with kind drop | slower | noisier | outlier."""
     scenarios = scenarios or {}
     rng = np.random.default_rng(seed)
     parts = {k: v.load() for k, v in open_parts(str(base)).items()}

@@ -388,3 +388,157 @@ def test_api_run_refuses_before_any_rank(place, data):
         tally("refused")
     else:
         raise AssertionError(f"ran with out= a FIFO: {collective} {nranks} {sizes} {kw}")
+
+
+# -- issue 37: the history gate, baselines, compare's kinds, the API's types ------
+
+BASE_RUN = os.path.join(os.path.dirname(__file__), "data", "history", "base-allreduce-3r.nc")
+
+
+def _gate_history(place):
+    """A history of one real run, filed once for the module."""
+    hist = place / "gate"
+    if not hist.exists():
+        ccb.history.add(BASE_RUN, hist)
+    return hist
+
+
+@fuzz(1.0)
+@given(st.data())
+def test_history_gate_spellings(place, capsys, data):
+    """``history check`` with drawn --since, --min-change and --series: a
+    bare --min-change of 1 or more, or a --series that matches nothing,
+    is exit 2, never a pass."""
+    hist = _gate_history(place)
+    argv = ["history", "check", "--history", str(hist)]
+    change = data.draw(st.one_of(st.none(), FLOATS, INTS, st.sampled_from(
+        ["5", "5%", "0.05", "1", "0", "12.5", "1e1", "50 %", "%5"])))
+    series = data.draw(st.one_of(st.none(), TEXT, st.sampled_from(
+        ["all_reduce/*", "all_redcue/*", "*", "[", "all_reduce/mpi/*/1024/*"])))
+    since = data.draw(st.one_of(st.none(), TEXT, st.sampled_from(["7d", "2w", "1h", "2026-01-01"])))
+    for flag, value in (("--min-change", change), ("--series", series), ("--since", since)):
+        if value is not None:
+            argv += [flag, value]
+    rc, err = call(argv, capsys)
+    bare = change is not None and not str(change).strip().endswith("%")
+    try:
+        if bare and 1 <= float(str(change).strip()) < 10:
+            assert rc == 2 and "needs its unit" in err, (argv, err)
+    except ValueError:
+        pass
+    with ccb.history.open(hist) as h:
+        if series is not None and "\x00" not in series and not h.series(series):
+            assert rc == 2, (argv, err)
+
+
+def _json_values(leaves):
+    return st.recursive(leaves, lambda kids: st.one_of(
+        st.lists(kids, max_size=4), st.dictionaries(st.text(max_size=8), kids, max_size=4)),
+        max_leaves=30)
+
+
+BASELINE_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-10, 10), st.text(max_size=6),
+                            st.floats(allow_nan=True, allow_infinity=True),
+                            st.sampled_from([0, -0.82, 1e-300, 1e308, "fast", 25e6]))
+
+
+@fuzz(2.0)
+@given(st.data())
+def test_baseline_files_are_checked_whole(place, data):
+    """A valid baseline with one drawn change (a sample, a label, a
+    shape, a key), or drawn JSON, a BOM or garbage bytes: `baseline.load`
+    returns a baseline whose every sample is finite and positive, or one
+    ConfigError naming --baseline."""
+    from test_doctor_verdict import fake_raw
+    from ccbench_kit.health import baseline, results
+    path = place / "b.json"
+    good = baseline.as_dict(results.figures(fake_raw(seed=7)), "--save-baseline")
+    kind = data.draw(st.sampled_from(["mutate", "mutate", "json", "bytes"]))
+    if kind == "json":
+        body = json.dumps(data.draw(_json_values(BASELINE_LEAVES))).encode()
+    elif kind == "bytes":
+        body = data.draw(st.binary(max_size=200))
+    else:
+        fig = good["figures"][sorted(good["figures"])[0]]
+        target = data.draw(st.sampled_from(["sample", "row", "labels", "dims", "better",
+                                            "figures", "identity", "deep"]))
+        value = data.draw(_json_values(BASELINE_LEAVES))
+        if target == "sample":
+            node = fig["samples"]
+            while isinstance(node[0], list):
+                node = node[data.draw(st.integers(0, len(node) - 1))]
+            node[data.draw(st.integers(0, len(node) - 1))] = value
+        elif target == "row":
+            fig["samples"][0] = value
+        elif target == "deep":
+            fig["samples"][0] = json.loads("[" * 80 + "]" * 80)
+        elif target in ("labels", "dims", "better"):
+            fig[target] = value
+        else:
+            good[target] = value
+        body = json.dumps(good).encode()
+    if data.draw(st.booleans()):
+        body = b"\xef\xbb\xbf" + body
+    path.write_bytes(body)
+    try:
+        base = baseline.load(path)
+    except CCBenchError as e:
+        assert isinstance(e, ccb.ConfigError) and e.flag == "--baseline", e
+        tally("refused")
+        return
+    for f in base.figures.values():
+        stack = [f["samples"]]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, list):
+                stack.extend(node)
+            else:
+                assert node is None or (np.isfinite(node) and node > 0 and
+                                        not isinstance(node, bool)), node
+    tally("loaded")
+
+
+@FUZZ
+@given(st.data())
+def test_compare_refuses_files_of_another_kind(place, capsys, data):
+    """A results file that records a doctor's verdict, on either side of
+    ``compare``: one line, exit 2."""
+    path = _saved(place, data)
+    if path is None:
+        return
+    import xarray as xr
+    with xr.open_dataset(path, engine="h5netcdf") as raw:
+        ds = raw.load()
+    ds.attrs["doctor_verdict"] = json.dumps({"line": data.draw(TEXT)})
+    doctor = place / "doctor.nc"
+    ds.to_netcdf(doctor, engine="h5netcdf")
+    pair = [str(doctor), str(path)] if data.draw(st.booleans()) else [str(path), str(doctor)]
+    rc, err = call(["compare", *pair], capsys)
+    assert rc == 2, err
+
+
+API_VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 4), st.floats(), st.text(max_size=5),
+                       st.binary(max_size=3), st.lists(st.integers(), max_size=2),
+                       st.dictionaries(st.text(max_size=3), st.one_of(st.text(max_size=3),
+                                                                      st.integers()), max_size=2))
+
+
+@fuzz(3.0)
+@given(st.data())
+def test_api_types_are_config_errors(place, data):
+    """``ccb.run`` / ``run_many`` with drawn types for nranks, env and out
+    (out never a usable file): a CCBenchError, never a TypeError or
+    ValueError of Python's own; no rank starts."""
+    nranks = data.draw(API_VALUES)
+    env = data.draw(API_VALUES)
+    out = data.draw(st.one_of(   # text is a path: only the FIFO and a folder
+        API_VALUES.filter(lambda v: v is not None and not isinstance(v, str)),
+        st.just(str(place / "fifo")), st.just(str(place))))
+    fn = data.draw(st.sampled_from([ccb.run, ccb.run_many]))
+    try:
+        fn("all_reduce", nranks, [8], out=out, env=env, progress=False)
+    except CCBenchError as e:
+        assert str(e)
+        tally("refused")
+    else:
+        raise AssertionError(f"ran: {fn.__name__} {nranks!r} {env!r} {out!r}")

@@ -14,6 +14,7 @@ import sys
 from .._version import __version__
 from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
                       EXIT_SIGTERM, CCBenchError, Interrupted)
+from ..markup import terminal
 
 SUBCOMMANDS = ("run", "report", "show", "cluster", "import", "compare", "export", "suite",
                "doctor", "recover", "history")
@@ -56,7 +57,7 @@ def main(argv=None):
     try:
         return args.func(args) or 0
     except CCBenchError as e:
-        print(f"ccbench: error: {e}", file=sys.stderr)
+        print(f"ccbench: error: {terminal(e)}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print("ccbench: interrupted", file=sys.stderr)

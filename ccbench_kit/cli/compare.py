@@ -6,6 +6,7 @@ verdict.  ``--min-ratio 0.9`` exits 1 when any size falls below (cluster
 acceptance).  Inputs are ccbench .nc files or any importable baseline.
 """
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import numpy as np
@@ -13,9 +14,13 @@ import numpy as np
 from ..compare import (CompareWarning, below, compare_parts, format_comparison, plot_comparison,
                        to_frame)
 from ..errors import EXIT_BELOW, ConfigError, print_warning
+from .._files import atomic_write_text
+from ..formats.csv.write import csv_text
+from ..markup import terminal
+from ..dataset.schema import results_kind
 from ..health.gpu import check, report
 from ..importers import ReportedMismatchWarning, open_any
-from ..output_path import check_output
+from ..output_path import check_distinct, check_output
 from ..units import parse_size
 from .. import argtypes as T
 
@@ -53,10 +58,24 @@ def add_parser(sub):
     p.set_defaults(func=main)
 
 
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+
+
 def _algorithms(items):
     if not items:
         return None
     return [tuple(i.split("=", 1)) if "=" in i else (i, i) for i in items]
+
+
+def _collective_results(path, what, hints):
+    """The parts of `path`, refused in one line when it is a results file of
+    another kind (a doctor's, whose figures are no collective's times)."""
+    parts = open_any(path, **hints)
+    if any(results_kind(ds.attrs) == "doctor" for ds in parts.values()):
+        raise ConfigError(f"{path}: a `ccbench doctor` results file, not a collective's "
+                          "results; compare takes `ccbench run` results or an imported "
+                          "baseline (a doctor run is judged against `doctor --baseline`)", what)
+    return parts
 
 
 def _plot_path(path, k, n):
@@ -79,13 +98,13 @@ def _gpu_checks(args):
                               f"{args.baseline} (ccbench doctor --local)", "RUN")
         lines, too_low = report.compare_lines(base, check.load(path), args.baseline, path,
                                             args.min_ratio)
-        print("\n".join(lines) + "\n")
+        print(terminal("\n".join(lines) + "\n", lines=True))
         failing += [(path, *b) for b in too_low]
     if args.min_ratio is not None:
         if failing:
             print(f"FAILED: {len(failing)} figure(s) below the minimum ratio {args.min_ratio:g}:")
             for path, place, figure, ratio in failing:
-                print(f"  {path} {place} {figure}: ratio {ratio:.3f}")
+                print(terminal(f"  {path} {place} {figure}: ratio {ratio:.3f}"))
             return EXIT_BELOW
         print(f"PASSED: every figure is at or above the minimum ratio {args.min_ratio:g}")
     return 0
@@ -103,14 +122,19 @@ def main(args):
         check_output(args.csv, "--csv")
     if args.plot:
         check_output(args.plot, "--plot")
+        if Path(args.plot).suffix.lower() not in PLOT_FORMATS:
+            raise ConfigError(f"{args.plot}: a plot is {', '.join(PLOT_FORMATS)}; name it "
+                              "NAME.png", "--plot")
+    check_distinct({"--csv": args.csv, "--plot": args.plot},
+                   {"BASELINE": args.baseline, **{f"RUN {path}": path for path in args.runs}})
     hints = dict(collective=args.collective, nranks=args.nranks)
     gpu = _gpu_checks(args)
     if gpu is not None:
         return gpu
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportedMismatchWarning)
-        base = open_any(args.baseline, **hints)
-        runs = [(path, open_any(path, **hints)) for path in args.runs]
+        base = _collective_results(args.baseline, "BASELINE", hints)
+        runs = [(path, _collective_results(path, "RUN", hints)) for path in args.runs]
     for w in caught:
         print_warning(w.message)
     results = []
@@ -123,14 +147,15 @@ def main(args):
                 print_warning(f"{path}: {w.message}")
         results += [(path, rname, bname, res) for rname, bname, res in pairs]
         for name in sorted(set(parts) - {rname for rname, _, _ in pairs}):
-            print(f"# note: {path} [{name}] has no counterpart in {args.baseline}; not compared")
+            print(terminal(f"# note: {path} [{name}] has no counterpart in {args.baseline}; "
+                           "not compared"))
     failing = []
     frames = []
     compared = 0      # sizes with a finite ratio: a gate over none passes nothing
     for path, rname, bname, res in results:
-        print(f"## {path} [{rname}] vs {args.baseline} [{bname}]")
+        print(terminal(f"## {path} [{rname}] vs {args.baseline} [{bname}]"))
         for line in format_comparison(res):
-            print(line)
+            print(terminal(line))
         print()
         if args.min_ratio is not None:
             failing += [(path, *hit) for hit in below(res, args.min_ratio)]
@@ -138,7 +163,7 @@ def main(args):
         if args.csv:
             frames.append(to_frame(res, path, args.baseline))
     if args.csv:
-        pd.concat(frames, ignore_index=True).to_csv(args.csv, index=False)
+        atomic_write_text(args.csv, csv_text(pd.concat(frames, ignore_index=True)))
         print(f"# wrote {args.csv}")
     if args.plot:
         for k, (_, _, _, res) in enumerate(results, 1):
@@ -155,7 +180,7 @@ def main(args):
             print(f"FAILED: {len(failing)} size(s) below the minimum busbw ratio "
                   f"{args.min_ratio:g}:")
             for path, alg, pl, size, ratio in failing:
-                print(f"  {path} {alg} {pl} {size} B: ratio {ratio:.3f}")
+                print(terminal(f"  {path} {alg} {pl} {size} B: ratio {ratio:.3f}"))
             return EXIT_BELOW
         print(f"PASSED: every size is at or above the minimum busbw ratio {args.min_ratio:g}")
     return 0

@@ -18,7 +18,8 @@ from ..health import gpu
 from ..health import baseline as _baseline
 from ..health.gpu import check, per_gpu_baseline, report
 from ..launch.cluster import connect
-from ..output_path import check_output
+from .._optional import require
+from ..output_path import check_distinct, check_output
 from .. import argtypes as T
 from .cluster import add_launch_arguments, launch_options
 from .history import add_history_flag, file_results
@@ -163,12 +164,19 @@ def _check_outputs(args):
     check runs, so that a bad path costs nothing measured."""
     if args.out is not None:
         check_output(args.out, "--out")
+    notebook = None
     if args.report is not None:
         page = Path(args.report)
         if page.suffix != ".html":
             raise ConfigError(f"{page}: the report is HTML; name it NAME.html", "--report")
         check_output(page, "--report")
-        check_output(page.with_suffix(".ipynb"), "--report")
+        notebook = page.with_suffix(".ipynb")
+        check_output(notebook, "--report")
+        for module in ("papermill", "nbconvert"):  # the page is made after measuring
+            require(module, "report")
+    check_distinct({"--out": args.out, "--save-baseline": args.save_baseline,
+                    "--report": args.report, "--report (its notebook)": notebook},
+                   {"--baseline": args.baseline})
 
 
 def main(args):

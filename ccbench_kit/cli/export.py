@@ -17,7 +17,7 @@ from ..importers import open_any, unique_names
 from .. import argtypes as T
 from .._files import atomic_write_text
 from ..formats.nccl_tuner.write_csv import tuner_csv
-from ..output_path import check_output, check_output_folder
+from ..output_path import check_distinct, check_output, check_output_folder
 
 
 def add_parser(sub):
@@ -55,6 +55,9 @@ def main(args):
     for flag, path in (("--csv", args.csv), ("--nccl-tuner-csv", args.nccl_tuner_csv)):
         if path not in (None, "-"):
             check_output(path, flag)
+    check_distinct({flag: None if path == "-" else path for flag, path in
+                    (("--csv", args.csv), ("--nccl-tuner-csv", args.nccl_tuner_csv))},
+                   {f"FILE {path}": path for path in args.files})
     if args.aws_naming:
         check_output_folder(args.aws_naming, "--aws-naming")
     datasets = []

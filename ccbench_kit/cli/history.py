@@ -3,10 +3,12 @@ import argparse
 import sys
 
 from .. import history
-from ..errors import EXIT_BELOW, ConfigError
+from ..errors import EXIT_BELOW, CCBenchError, ConfigError
 from ..history.api import facts_near
 from ..history.report import render
+from ..history.index import check_usable
 from ..history.store import check_dir
+from ..markup import terminal
 from .. import argtypes as T
 
 ACTIONS = ("add", "list", "show", "check", "report", "rebuild")
@@ -33,10 +35,11 @@ def add_parser(sub):
         if name == "check":
             a.add_argument("--since", default=None,
                            help="only changes that start since then: a date, or 7d, 12h, 2w "
-                           "back from the newest run")
+                           "back from now")
             a.add_argument("--min-change", default="0%", type=percent,
-                           help="ignore changes smaller than this (default 0%%: every change "
-                           "beyond noise)")
+                           help="ignore changes smaller than this: 5%% or 0.05 (a bare 5 is "
+                           "refused: which did you mean?); default 0%%, every change beyond "
+                           "noise")
             a.add_argument("--series", default=None, metavar="GLOB",
                            help="only the series that match (all_reduce/*)")
         if name == "report":
@@ -54,9 +57,13 @@ def add_history_flag(parser):
 
 def _writable_history(text):
     try:
-        return str(check_dir(text, write=True))
+        directory = check_dir(text, write=True)
+        check_usable(directory)  # a corrupt index must cost nothing measured
+        return str(directory)
     except ConfigError as e:  # argparse prints it after the flag, as every flag's error
         raise argparse.ArgumentTypeError(str(e).removeprefix(f"{e.flag}: ")) from None
+    except CCBenchError as e:  # the corrupt index
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def file_results(args, path):
@@ -68,14 +75,20 @@ def file_results(args, path):
 
 
 def percent(text):
-    """'5%' or '0.05' as 0.05."""
+    """'5%' or '0.05' as 0.05: a percentage says its unit, a fraction is
+    below 1; a bare number of 1 or more ('5') is refused, since 5 % and
+    500 % are both what it might mean."""
     s = str(text).strip()
     try:
         value = float(s[:-1]) / 100 if s.endswith("%") else float(s)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (5%)") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage (5%) or a fraction "
+                                         "(0.05)") from None
     if not 0 <= value < 10:
         raise argparse.ArgumentTypeError(f"{text!r} is out of range (0% to 1000%)")
+    if not s.endswith("%") and value >= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} needs its unit: write {s}% (or the "
+                                         f"fraction {value / 100:g})")
     return value
 
 
@@ -97,21 +110,27 @@ def main(args):
             return _list(h)
         if args.action == "show":
             return _show(h, args.items[0])
-        since = history.parse_since(args.since, newest=h.newest()) if args.since else None
+        since = history.parse_since(args.since) if args.since else None
         found = h.regressions(since=since, min_change=args.min_change, pattern=args.series)
         for reg in found:
-            print(reg.line())
+            print(terminal(reg.line()))
         print(f"# {len(found)} regression{'s' if len(found) != 1 else ''} in "
               f"{len(h.series(args.series))} series of {len(h.runs())} runs", file=sys.stderr)
         return EXIT_BELOW if found else 0
 
 
+def _number(value):
+    """A metric for the table: a missing one (a night whose sizes all
+    failed: NULL in the index) as a dash."""
+    return "-" if value is None or value != value else f"{value:.4g}"
+
+
 def _list(h):
     runs = h.runs()
-    print(f"# {len(runs)} runs, {runs[0]['created'] if runs else '-'} .. "
-          f"{runs[-1]['created'] if runs else '-'}")
+    print(terminal(f"# {len(runs)} runs, {runs[0]['created'] if runs else '-'} .. "
+                   f"{runs[-1]['created'] if runs else '-'}"))
     for key, n in h.series():
-        print(f"{key}  {n} runs")
+        print(terminal(f"{key}  {n} runs"))
     return 0
 
 
@@ -119,7 +138,7 @@ def _show(h, pattern):
     keys = [k for k, _ in h.series(pattern)] or [pattern]
     for key in keys:
         pts, verdicts = h.analyse(key)
-        print(f"# {key}: {len(pts)} runs")
+        print(terminal(f"# {key}: {len(pts)} runs"))
         for metric, v in verdicts.items():
             head = f"#   {metric}: {v.status}"
             if v.noise == v.noise:
@@ -127,11 +146,13 @@ def _show(h, pattern):
             print(head + (f" ({v.note})" if v.note else ""))
             for ch in v.changes:
                 why = "; ".join(facts_near(pts, ch.index)) or "no recorded fact changed"
-                print(f"#     change at run {ch.index + 1} ({pts[ch.index][0]['created']}): "
-                      f"{ch.change:+.1%} (p={ch.p_value:.3f}): {why}")
+                print(terminal(f"#     change at run {ch.index + 1} "
+                               f"({pts[ch.index][0]['created']}): {ch.change:+.1%} "
+                               f"({ch.evidence()}): {why}"))
         print(f"{'run':>4}  {'created':<25} {'busbw GB/s':>11} {'p50 us':>10} {'p99 us':>10}  "
               "library / file")
         for n, (run, v) in enumerate(pts, 1):
-            print(f"{n:>4}  {run['created']:<25} {v['busbw']:>11.4g} {v['lat_p50']:>10.4g} "
-                  f"{v['lat_p99']:>10.4g}  {run['library'].split(',')[0]} / {run['name']}")
+            print(terminal(f"{n:>4}  {run['created']:<25} {_number(v['busbw']):>11} "
+                           f"{_number(v['lat_p50']):>10} {_number(v['lat_p99']):>10}  "
+                           f"{run['library'].split(',')[0]} / {run['name']}"))
     return 0

@@ -10,12 +10,13 @@ import warnings
 
 from ..dataset import save
 from ..errors import ConfigError, print_warning
+from ..markup import terminal
 from ..formats.nccl_tests.write_table import format_table
 from ..importers import ReportedMismatchWarning, read_all, unique_names
 from .. import argtypes as T
 from .history import add_history_flag, file_results
 
-from ..output_path import check_output
+from ..output_path import check_distinct, check_output
 
 
 def add_parser(sub):
@@ -41,6 +42,7 @@ def add_parser(sub):
 def main(args):
     if args.out:
         check_output(args.out, "-o/--out")
+        check_distinct({"-o/--out": args.out}, {f"FILE {path}": path for path in args.files})
     datasets = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ReportedMismatchWarning)
@@ -53,18 +55,18 @@ def main(args):
         a = ds.attrs
         sizes = ds["size"].values
         span = f"{int(sizes.min())}..{int(sizes.max())} B" if len(sizes) else "no sizes"
-        print(f"# {name}: {a.get('source')} ({a.get('format')}), {a.get('collective')} "
-              f"{a.get('dtype') or '?'} {a.get('nranks')} ranks, {len(sizes)} sizes {span}, "
-              f"algorithms {', '.join(map(str, ds['algorithm'].values))}"
-              + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE"))
-        print(f"#   check: {a.get('reported_check')}")
+        print(terminal(f"# {name}: {a.get('source')} ({a.get('format')}), {a.get('collective')} "
+                       f"{a.get('dtype') or '?'} {a.get('nranks')} ranks, {len(sizes)} sizes "
+                       f"{span}, algorithms {', '.join(map(str, ds['algorithm'].values))}"
+                       + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE")))
+        print(terminal(f"#   check: {a.get('reported_check')}"))
         if a.get("skipped") not in (None, "", "{}"):
-            print(f"#   not imported: {a['skipped']}")
+            print(terminal(f"#   not imported: {a['skipped']}"))
         if a.get("reported_bw_unit"):
-            print(f"#   bandwidth unit: {a['reported_bw_unit']}")
+            print(terminal(f"#   bandwidth unit: {a['reported_bw_unit']}"))
         if args.table:
             for line in format_table(ds):
-                print(line)
+                print(terminal(line))
     if args.out:
         save(parts, args.out)
         print(f"# wrote {len(parts)} result set{'s' if len(parts) != 1 else ''} to {args.out}")

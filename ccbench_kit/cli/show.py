@@ -4,6 +4,7 @@ from ..dataset.io import analysis_ready
 from ..dataset.schema import library_name
 from ..formats.nccl_tests.write_table import format_table
 from ..dataset.stats import check_average
+from ..markup import terminal
 
 
 def add_parser(sub):
@@ -23,12 +24,12 @@ def main(args):
     for name, ds in open_parts(args.results).items():
         ds = analysis_ready(ds)  # a big run is summarized from disk, chunk by chunk
         a = ds.attrs
-        print(f"# {name}: {a.get('nranks')} ranks, {a.get('dtype')}, backend {a.get('backend')} "
-              f"({library_name(a)}), created {a.get('created')}"
-              + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE"))
+        print(terminal(f"# {name}: {a.get('nranks')} ranks, {a.get('dtype')}, backend "
+                       f"{a.get('backend')} ({library_name(a)}), created {a.get('created')}"
+                       + ("" if a.get("complete", "true") == "true" else " — INCOMPLETE")))
         if not ds.sizes.get("size"):
             print("# no size was measured: nothing to show")
             continue
         for line in format_table(ds, stats=args.stats, rank_stat=rank_stat):
-            print(line)
+            print(terminal(line))
     return 0

@@ -2,6 +2,7 @@
 ``ccbench suite collect FILE.yaml``."""
 import sys
 from ..errors import ConfigError, EXIT_RUN_FAILED
+from ..markup import terminal
 from ..suite import collect, load_suite, overview, run_suite, status
 
 from .history import add_history_flag, file_results
@@ -37,14 +38,14 @@ def main(args):
     suite = load_suite(words[0])
 
     def say(line):
-        print(line, file=sys.stderr, flush=True)
+        print(terminal(line), file=sys.stderr, flush=True)
 
     if action == "status":
         rows = status(suite)
         width = max([len("combination")] + [len(r[0]) for r in rows])
         print(f"{'combination':<{width}}  {'job/run':<12} {'results':<10} detail")
         for key, state, result, detail in rows:
-            print(f"{key:<{width}}  {state:<12} {result:<10} {detail}")
+            print(terminal(f"{key:<{width}}  {state:<12} {result:<10} {detail}"))
         return 0
     if action == "collect":
         result = collect(suite, report=not args.no_report, progress=say)
@@ -56,8 +57,8 @@ def main(args):
                 f"status {words[0]}`, then `ccbench suite collect {words[0]}`")
             return 0
     if result.out:
-        print(overview(result.out).to_string(index=False))
+        print(terminal(overview(result.out).to_string(index=False), lines=True))
         file_results(args, result.out)
     for key, reason in result.failed:
-        print(f"ccbench: failed: {key}: {reason}", file=sys.stderr)
+        print(terminal(f"ccbench: failed: {key}: {reason}"), file=sys.stderr)
     return 0 if result.ok else EXIT_RUN_FAILED

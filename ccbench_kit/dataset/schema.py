@@ -175,3 +175,14 @@ def attr_json(ds, name, default=None):
         return json.loads(raw)
     except (TypeError, ValueError):
         return raw
+
+
+def results_kind(attrs):
+    """What made a results file, from its attrs: "doctor" (``ccbench
+    doctor``: its verdict is recorded), "import" (a baseline read from
+    another tool's output: its source is recorded) or "run"."""
+    if str(attrs.get("source", "")).strip():
+        return "import"
+    if str(attrs.get("doctor_verdict", "")).strip():
+        return "doctor"
+    return "run"

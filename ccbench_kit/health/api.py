@@ -16,7 +16,7 @@ import subprocess
 
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, ConfigError, RunError
 from ..launch.leftovers import DOCTOR_PREFIX, run_prefix
-from ..output_path import check_output
+from ..output_path import check_distinct, check_output
 from ..units import parse_size
 from ..backends import backend_class
 from ..backends.nccl import visible_gpus
@@ -320,6 +320,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     if timeout is not None and not timeout > 0:
         raise ConfigError(f"must be a positive number of seconds, got {timeout}", "--timeout")
     backend, why = choose_backend(backend, remote=bool(slurm) or client is not None)
+    check_distinct({"--out": out, "--save-baseline": save_baseline}, {"--baseline": baseline})
     reference = _baseline.load(baseline, "--baseline") if baseline else None
     if save_baseline:
         check_output(save_baseline, "--save-baseline")

@@ -34,6 +34,7 @@ import numpy as np
 from .._version import __version__
 from .._files import atomic_write_text
 from ..dataset.stats import bootstrap, interval
+from ..bounded import loads_json, read_text
 from ..errors import ConfigError
 
 SCHEMA = "ccbench-baseline/1"
@@ -115,14 +116,24 @@ class Baseline:
 
 
 def load(path, flag="--baseline"):
-    """The `Baseline` in `path`; ConfigError naming `flag` and the file if it is not one."""
+    """The `Baseline` in `path`; ConfigError naming `flag` and the file if it
+    is not one, before anything is measured.
+
+    The whole file is checked: at most `bounded.MAX_BYTES` (a larger file
+    is not read), nesting within `bounded.MAX_DEPTH`, a UTF-8 byte-order
+    mark accepted, the schema, and every figure's samples: a nested list
+    shaped as its labels say, of finite positive numbers (or null, a
+    sample that was not measured).  A baseline that says -0.8 or NaN must
+    not become a confident verdict."""
     try:
-        with open(path) as f:
-            data = json.load(f)
+        data = loads_json(read_text(path, "a baseline file"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such baseline file", flag) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"{path}: not a baseline file (not readable JSON: {e})", flag) from e
+    except ConfigError as e:
+        raise ConfigError(str(e), flag) from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"{path}: not a baseline file (not readable JSON: "
+                          f"{str(e).splitlines()[0][:160]})", flag) from None
     schema = data.get("schema") if isinstance(data, dict) else None
     if schema != SCHEMA:
         raise ConfigError(f"{path}: not a ccbench baseline of schema {SCHEMA} (it says "
@@ -137,7 +148,49 @@ def load(path, flag="--baseline"):
                 and isinstance(f.get("labels"), dict) and f.get("better") in ("higher", "lower")
                 and isinstance(f.get("samples"), list)):
             raise ConfigError(f"{path}: figure {name!r} is not dims/labels/better/samples", flag)
+        problem = _samples_problem(f)
+        if problem:
+            raise ConfigError(f"{path}: figure {name!r}: {problem}", flag)
     return Baseline(str(path), ident, figs, str(data.get("created", "")))
+
+
+def _samples_problem(figure):
+    """What is wrong with a figure's samples (None: nothing): its labels
+    must give each dimension's length, the samples nest one list per
+    dimension with those lengths, then the repeats: finite numbers > 0, or
+    null."""
+    dims, labels = figure["dims"], figure["labels"]
+    shape = []
+    for d in dims:
+        if not isinstance(d, str) or not isinstance(labels.get(d), list) \
+                or not all(isinstance(x, str) for x in labels[d]):
+            return f"dimension {d!r} has no list of labels"
+        shape.append(len(labels[d]))
+    stack = [(figure["samples"], 0, ())]
+    while stack:
+        node, depth_, where = stack.pop()
+        if not isinstance(node, list):
+            return f"samples at {list(where)} are not a list"
+        if depth_ < len(shape):
+            if len(node) != shape[depth_]:
+                return (f"samples at {list(where)} have {len(node)} entries, the labels of "
+                        f"{dims[depth_]!r} {shape[depth_]}")
+            stack.extend((child, depth_ + 1, where + (i,)) for i, child in enumerate(node))
+            continue
+        for x in node:
+            if x is None:
+                continue
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                return f"a sample at {list(where)} is {_short(x)}, not a number"
+            if not (math.isfinite(x) and x > 0):
+                return (f"a sample at {list(where)} is {x!r}: figures are finite and positive "
+                        "(a time, a bandwidth)")
+    return None
+
+
+def _short(value):
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def check_matches(baseline, ds, flag="--baseline"):

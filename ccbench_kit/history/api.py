@@ -32,14 +32,18 @@ def add(results, directory):
     (saved to a temporary file first).  Every file is checked before any is
     filed: a bad one files nothing."""
     d = S.check_dir(directory, write=True)
+    I.index_path(d)  # before anything is filed: the index must be the history's own
     if not isinstance(results, (str, os.PathLike, list, tuple)):
         return _add_data(results, d)
     paths = [results] if isinstance(results, (str, os.PathLike)) else list(results)
     read = []
+    now = dt.datetime.now(dt.timezone.utc)
     for p in paths:
         if not pathlib.Path(p).is_file():
             raise ConfigError("no such file", str(p))
-        read.append((p, *I.read_run(p)))
+        run_facts, rows = I.read_run(p)
+        _check_created(run_facts["created"], now, str(p))
+        read.append((p, run_facts, rows))
     done = []
     for p, run_facts, rows in read:
         run_id, stored, new = S.file_copy(p, d)
@@ -58,22 +62,45 @@ def _add_data(data, directory):
 
 def rebuild(directory):
     """Rebuild the index of `directory` from its filed files."""
-    I.rebuild(S.check_dir(directory, write=True))
+    d = S.check_dir(directory, write=True)
+    I.index_path(d)
+    I.rebuild(d)
 
 
-def parse_since(text, newest=None, now=None):
+#: a filed run may be dated this far ahead of this host's clock (another
+#: host's clock running fast); further is a wrong date, refused
+CLOCK_SKEW = dt.timedelta(hours=1)
+
+
+def _check_created(created, now, path):
+    """Refuse a run whose `created` date is unreadable or in the future: it
+    would sort as the newest run of the history for ever."""
+    when = _created(created)
+    if when is None:
+        raise ConfigError(f"its date (created {created!r}) is not an ISO date; nothing was filed",
+                          path)
+    if when > now + CLOCK_SKEW:
+        raise ConfigError(f"it is dated {created}, in the future (this host's clock says "
+                          f"{now.isoformat(timespec='seconds')}); nothing was filed", path)
+
+
+def parse_since(text, now=None):
     """`--since` as a UTC datetime.
 
-    A duration (7d, 12h, 2w) counts back from `newest` (the newest run's
-    time; for a nightly job, tonight's run) or from now when not given; a
-    date (2026-11-01, ISO) is that date.  Either in the future: ConfigError."""
+    A duration (7d, 12h, 2w) counts back from now (`now`, a UTC datetime,
+    when given); a date (2026-11-01, ISO) is that date.  Either in the
+    future: ConfigError.  Anchored on now, never on the newest run: a run
+    with a wrong date cannot move the window."""
+    if not isinstance(text, str):
+        raise ConfigError(f"{text!r} is not a duration (7d, 12h, 2w) or a date (2026-11-01)",
+                          "--since")
     now = now or dt.datetime.now(dt.timezone.utc)
     s = str(text).strip().lower()
     m = _SINCE.match(s)
     if m:
         n, unit = float(m.group(1)), m.group(2)
         try:
-            when = min(newest or now, now) - dt.timedelta(hours=n * {"h": 1, "d": 24, "w": 168}[unit])
+            when = now - dt.timedelta(hours=n * {"h": 1, "d": 24, "w": 168}[unit])
         except OverflowError:
             raise ConfigError(f"{text!r} reaches back too far", "--since") from None
     else:
@@ -97,10 +124,18 @@ def _created(text):
     return t if t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
 
 
+def _check_min_change(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not 0 <= value < 10:
+        raise ConfigError(f"{value!r} is not a relative change (0.05 for 5 %)", "min_change")
+    return float(value)
+
+
 @dataclasses.dataclass(frozen=True)
 class Regression:
     """A change for the worse in one series, starting at one run: the
-    metrics that moved there ((metric, relative change, p-value), ...)."""
+    metrics that moved there ((metric, relative change, evidence), ...),
+    the evidence as `changepoints.Change.evidence` words it."""
     series: str
     changes: tuple
     position: int           # 1-based: the n-th run of the series
@@ -110,7 +145,7 @@ class Regression:
 
     def line(self):
         when = self.run["created"] or self.run["filed"]
-        moved = ", ".join(f"{m} {c:+.1%} (p={p:.3f})" for m, c, p in self.changes)
+        moved = ", ".join(f"{m} {c:+.1%} ({why})" for m, c, why in self.changes)
         why = "; ".join(self.facts) if self.facts else "no recorded fact changed"
         return (f"REGRESSION {self.series} from run {self.position}/{self.runs} {when} "
                 f"({self.run['name']}, {self.run['run_id'][:12]}): {moved}: {why}")
@@ -140,6 +175,8 @@ class History:
 
     def series(self, pattern=None):
         """[(series key, number of runs)], optionally those matching a glob."""
+        if pattern is not None and not isinstance(pattern, str):
+            raise ConfigError(f"{pattern!r} is not a glob of series (all_reduce/*)", "--series")
         rows = self._con.execute("SELECT s.key, count(*) FROM series s JOIN points p "
                                  "USING (series_id) GROUP BY s.key ORDER BY s.key").fetchall()
         return [r for r in rows if pattern is None or fnmatch.fnmatchcase(r[0], pattern)]
@@ -164,8 +201,19 @@ class History:
 
     def regressions(self, since=None, min_change=0.0, pattern=None):
         """Every change for the worse, beyond noise and at least `min_change`
-        (relative), starting at or after `since` (a datetime): one
-        `Regression` per series and run where metrics moved."""
+        (relative: 0.05 is 5 %), starting at or after `since` (a datetime,
+        or text as `parse_since` reads it: "7d", "2026-11-01"), in the
+        series matching the glob `pattern`: one `Regression` per series and
+        run where metrics moved.  A `pattern` that matches no series is a
+        ConfigError (a misspelt gate must not pass)."""
+        if since is not None and not isinstance(since, dt.datetime):
+            since = parse_since(since)
+        elif since is not None and since.tzinfo is None:
+            since = since.replace(tzinfo=dt.timezone.utc)
+        min_change = _check_min_change(min_change)
+        if pattern is not None and not self.series(pattern):
+            raise ConfigError(f"{pattern!r} matches no series of {self.directory} (`ccbench "
+                              "history list` names them)", "--series")
         found = []
         for key in self._series_since(since, pattern):
             pts = self.points(key)
@@ -184,7 +232,7 @@ class History:
                     continue
                 verdict = C.detect(values, wanted)
                 for ch in verdict.changes:
-                    at.setdefault(ch.index, []).append((metric, ch.change, ch.p_value))
+                    at.setdefault(ch.index, []).append((metric, ch.change, ch.evidence()))
             for index, changes in sorted(at.items()):
                 run = pts[index][0]
                 start = _created(run["created"])

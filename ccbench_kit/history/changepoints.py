@@ -12,6 +12,17 @@ the segments on either side, with the search for the best split repeated on
 every permutation, gives its p-value, so a change is reported with how sure
 it is.  A change needs `MIN_SEGMENT` runs on each side: it is called after the
 third run at the new level, never on one night.
+
+The permutation test alone cannot call a short, clean step: with 8 runs
+before and 6 after, half of the random orders of the same runs already put
+a majority of the high runs on one side, and a difference of medians sees
+no more than that.  So a second rule calls a **clean step** on its size: the
+two sides separated (at most one run of each side, an outlier, beyond the
+other side's runs) and the medians apart by at least `CLEAN_MARGIN` times
+the noise (the larger of the series' night-to-night noise and the two
+sides' pooled spread, so a side that is only noisier raises the bar).  Clean steps are searched for in every segment binary
+segmentation leaves whole, so a step is called at its third run at the new
+level (bench/history_power.py measures the rule: bench/RESULTS.md).
 """
 import dataclasses
 
@@ -24,18 +35,30 @@ MIN_SEGMENT = 3       # runs on each side of a change
 MAX_NOISE = 0.25      # night-to-night spread (relative) above which: "too noisy"
 P_VALUE = 0.01        # a change must be this unlikely under "no change"
 PERMUTATIONS = 199
+CLEAN_MARGIN = 4.0    # a clean step this many noise units high is called on its size
 
 
 @dataclasses.dataclass(frozen=True)
 class Change:
     """A move of the level at `index` (the first run at the new level).
 
-    `change` is relative (-0.08: 8 % lower), `p_value` the permutation test's."""
+    `change` is relative (-0.08: 8 % lower), `p_value` the permutation
+    test's, `margin` the step in noise units and `clean` whether it was
+    called as a clean step (see the module's docstring)."""
     index: int
     change: float
     p_value: float
     before: float
     after: float
+    margin: float = float("nan")
+    clean: bool = False
+
+    def evidence(self):
+        """Why it was called, for one line: its p-value, or its size in
+        noise units for a clean step the permutation test cannot resolve."""
+        if self.p_value < P_VALUE or not self.clean:
+            return f"p={self.p_value:.3f}"
+        return f"clean step, {self.margin:.0f}x noise"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,6 +186,79 @@ def _binseg(y, penalty):
         ends = sorted(ends + [best[0][1]])
 
 
+def _mad(x):
+    return 1.4826 * float(np.median(np.abs(x - np.median(x))))
+
+
+def step_margin(a, b, noise):
+    """(margin, clean) of the step from runs `a` to runs `b` (log values):
+    the difference of their medians in noise units (the noise is the
+    larger of the series' night-to-night `noise` and the sides' pooled
+    MAD), and whether the sides are separated but for at most one run
+    each (an outlier)."""
+    sa, sb = np.sort(a), np.sort(b)
+    pooled = np.sqrt((len(a) * _mad(a) ** 2 + len(b) * _mad(b) ** 2) / (len(a) + len(b)))
+    scale = max(noise, float(pooled), 1e-4)
+    step = float(np.median(b) - np.median(a))
+    if step > 0:
+        separated = sa[-2] < sb[1]
+    else:
+        separated = sb[-2] < sa[1]
+    return abs(step) / scale, bool(separated)
+
+
+def _clean_splits(y, start, end, noise, found):
+    """Add to `found` the clean steps of y[start:end] (binary: the
+    cleanest split first, then each side again), each with MIN_SEGMENT
+    runs a side and a margin of at least CLEAN_MARGIN.
+
+    Only splits whose sides are separated are measured: the second
+    largest of the runs before (prefix) against the second smallest after
+    (suffix), and the mirror for a step down, computed in one pass."""
+    n = end - start
+    if n < 2 * MIN_SEGMENT:
+        return
+    seg = y[start:end]
+    best = None
+    for t in _separated_splits(seg):
+        margin, clean = step_margin(seg[:t], seg[t:], noise)
+        if clean and margin >= CLEAN_MARGIN and (best is None or margin > best[0]):
+            best = (margin, t)
+    if best is None:
+        return
+    found.add(start + best[1])
+    _clean_splits(y, start, start + best[1], noise, found)
+    _clean_splits(y, start + best[1], end, noise, found)
+
+
+def _second(values, largest):
+    """The second largest (or smallest) of every prefix of `values`."""
+    out = np.full(len(values), np.nan)
+    top = [-np.inf, -np.inf] if largest else [np.inf, np.inf]
+    for i, v in enumerate(values):
+        if largest:
+            top = sorted([top[0], top[1], v])[1:]   # the two largest, ascending
+            out[i] = top[0]
+        else:
+            top = sorted([top[0], top[1], v])[:2]   # the two smallest, ascending
+            out[i] = top[1]
+    return out
+
+
+def _separated_splits(seg):
+    """Splits t (MIN_SEGMENT..n-MIN_SEGMENT) whose two sides are separated
+    but for one run each, up or down."""
+    n = len(seg)
+    t = np.arange(MIN_SEGMENT, n - MIN_SEGMENT + 1)
+    before_2nd_max = _second(seg, True)[t - 1]
+    before_2nd_min = _second(seg, False)[t - 1]
+    after_2nd_min = _second(seg[::-1], False)[::-1][t]
+    after_2nd_max = _second(seg[::-1], True)[::-1][t]
+    up = before_2nd_max < after_2nd_min
+    down = after_2nd_max < before_2nd_min
+    return [int(x) for x in t[up | down]]
+
+
 def change_bounds(values, first):
     """(least, most): bounds on the relative change of any change `detect`
     can report at index `first` or later, without searching.
@@ -206,7 +302,10 @@ def detect(values, wanted=None):
     if ends is None:  # too close to call in another summation order: ruptures decides
         rpt = require("ruptures", "history")
         ends = rpt.Binseg(model="l1", min_size=MIN_SEGMENT, jump=1).fit(y).predict(pen=penalty)
-    bounds = [0] + list(ends)
+    clean = set()
+    for start, end in zip([0] + list(ends[:-1]), ends):
+        _clean_splits(y, start, end, noise, clean)
+    bounds = sorted(set([0] + list(ends)) | clean)
     rng = np.random.default_rng(0)  # the same history gives the same p-values
     changes = []
     for k in range(1, len(bounds) - 1):
@@ -215,6 +314,8 @@ def detect(values, wanted=None):
         index, change = int(keep[bounds[k]]), after / before - 1.0
         use = wanted is None or wanted(index, change)
         p = _permutation_p(np.concatenate([a, b]), len(a), max(noise, 1e-4), rng, use)
-        if use and p < P_VALUE:
-            changes.append(Change(index, change, p, before, after))
+        margin, separated = step_margin(a, b, noise)
+        is_clean = separated and margin >= CLEAN_MARGIN
+        if use and (p < P_VALUE or is_clean):
+            changes.append(Change(index, change, p, before, after, margin, is_clean))
     return Verdict("ok", noise, tuple(changes))

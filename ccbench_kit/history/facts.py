@@ -12,7 +12,7 @@ import json
 
 import numpy as np
 
-from ..dataset.schema import attr_json
+from ..dataset.schema import attr_json, results_kind
 
 # Environment variables that change how a collective runs.  Open MPI's
 # launcher also exports per-job OMPI_MCA_* values (job ids, URIs, session
@@ -63,12 +63,7 @@ def run_facts(parts):
         hosts = [hosts]
     verdict = attr_json(first, "doctor_verdict", None)
     env = attr_json(first, "env", {})
-    if str(a.get("source", "")).strip():
-        kind = "import"
-    elif verdict is not None:
-        kind = "doctor"
-    else:
-        kind = "run"
+    kind = results_kind(a)
     return {
         "created": utc_iso(a.get("created", "")),
         "kind": kind,

@@ -98,11 +98,40 @@ def _new_database(path):
     return con
 
 
+def index_path(directory):
+    """DIR/index.sqlite, refused (ConfigError) when it is a symbolic link
+    (dangling or not: SQLite would write through it, outside the history)
+    or not a regular file (a folder)."""
+    path = pathlib.Path(directory) / INDEX
+    if path.is_symlink():
+        raise ConfigError(f"{path} is a symbolic link; the index lives inside the history: "
+                          "remove the link and `ccbench history rebuild`", "--history")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{path} is not a regular file; move it away and `ccbench history "
+                          "rebuild`", "--history")
+    return path
+
+
+def check_usable(directory):
+    """Refuse, before a run measures anything, a history whose index it could
+    not file into: an index path that is not the history's own file
+    (`index_path`) or a corrupt index (`CorruptIndex`).  Reads only."""
+    path = index_path(directory)
+    if path.exists():
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
+        try:
+            _schema_of(con, path)
+        finally:
+            con.close()
+
+
 def build(directory, target):
-    """Write a fresh index of every filed file of `directory` to `target`."""
+    """Write a fresh index of every filed file of `directory` to `target`,
+    each file's bytes checked against its name first."""
+    files = stored_files(directory, verify=True)
     con = _new_database(target)
     con.execute("BEGIN")
-    for run_id, stored in stored_files(directory).items():
+    for run_id, stored in files.items():
         run_facts, rows = read_run(stored)
         _insert(con, run_id, stored, directory, run_facts, rows)
     con.execute("COMMIT")
@@ -127,7 +156,7 @@ def _schema_of(con, path):
 
 def add_indexed(directory, run_id, stored, run_facts, rows):
     """Add one filed run to the index (the caller holds the write lock)."""
-    path = pathlib.Path(directory) / INDEX
+    path = index_path(directory)
     if not path.exists():
         build(directory, str(path)).close()
         return
@@ -146,6 +175,7 @@ def add_indexed(directory, run_id, stored, run_facts, rows):
 
 def rebuild_unlocked(directory):
     directory = pathlib.Path(directory)
+    index_path(directory)
     tmp = directory / f".index-{os.getpid()}.sqlite"
     with contextlib.suppress(OSError):
         tmp.unlink()
@@ -165,7 +195,7 @@ def connect(directory):
     date under the write lock; on a read-only DIR, a fresh index is built in
     memory instead.  A corrupt one raises `CorruptIndex`."""
     directory = pathlib.Path(directory)
-    path = directory / INDEX
+    path = index_path(directory)
     files = stored_files(directory)
     writable = os.access(directory, os.W_OK) and _really_writable(directory)
     if path.exists():

@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shutil
 import tempfile
 
@@ -57,6 +58,9 @@ def check_dir(directory, write):
                               "--history")
     elif not d.is_dir():
         raise ConfigError(f"{d}: no such history directory", "--history")
+    if (d / RUNS).is_symlink():
+        raise ConfigError(f"{d / RUNS} is a symbolic link: a history keeps its filed runs "
+                          "inside itself", "--history")
     return d
 
 
@@ -64,7 +68,12 @@ def check_dir(directory, write):
 def write_lock(directory):
     """Hold DIR/.lock exclusively: one writer at a time, on this host or on a
     shared file system whose locks work (NFSv4, Lustre with flock)."""
-    fd = os.open(pathlib.Path(directory) / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # never through a symlink: the lock file is the history's own
+        fd = os.open(pathlib.Path(directory) / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW,
+                     0o644)
+    except OSError as e:
+        raise ConfigError(f"{pathlib.Path(directory) / LOCK}: cannot take the writers' lock "
+                          f"({e.strerror}; a symbolic link?)", "--history") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -73,12 +82,35 @@ def write_lock(directory):
         os.close(fd)
 
 
-def stored_files(directory):
-    """{run_id: path} of every filed results file."""
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def stored_files(directory, verify=False):
+    """{run_id: path} of every filed results file.
+
+    The folder is not trusted: a symbolic link (to a file anywhere) or a
+    file under a name that is not the digest of a filed run is refused,
+    and with `verify` (whenever the files are read: a rebuild) so is a
+    file whose bytes no longer match its name.  ConfigError naming it:
+    the history says what is wrong and changes nothing."""
     root = pathlib.Path(directory) / RUNS
     if not root.is_dir():
         return {}
-    return {p.stem: p for p in sorted(root.glob("*/*.nc"))}
+    out = {}
+    for p in sorted(root.glob("*/*.nc")):
+        if p.is_symlink() or p.parent.is_symlink():
+            raise ConfigError(f"{p} is a symbolic link: a history keeps its filed runs "
+                              "themselves; move it out", "--history")
+        if not _DIGEST.fullmatch(p.stem) or p.parent.name != p.stem[:2] or not p.is_file():
+            raise ConfigError(f"{p}: not a filed run's name (runs/ab/<SHA-256 of its "
+                              "bytes>.nc); move it out and file it with `history add`",
+                              "--history")
+        if verify and _digest(p) != p.stem:
+            raise ConfigError(f"{p}: its bytes do not match its name (changed after it was "
+                              "filed); move it out, then `ccbench history rebuild`",
+                              "--history")
+        out[p.stem] = p
+    return out
 
 
 def file_copy(src, directory):

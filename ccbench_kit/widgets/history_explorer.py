@@ -68,7 +68,7 @@ class HistoryExplorer:
         for ch in verdict.changes:
             why = "; ".join(api.facts_near(pts, ch.index)) or "no recorded fact changed"
             lines.append(f"change at run {ch.index + 1} ({pts[ch.index][0]['created']}): "
-                         f"{ch.change:+.1%}, p={ch.p_value:.3f}: {why}")
+                         f"{ch.change:+.1%}, {ch.evidence()}: {why}")
         self.notes.value = "<br>".join(html.escape(line) for line in lines)
         self.run.options = [(f"{n}: {r['created']} {r['name']}", r["run_id"])
                             for n, (r, _) in enumerate(pts, 1)][::-1]

@@ -1,5 +1,6 @@
 """What an importer raises or warns about."""
 from ...errors import CCBenchError
+from ...markup import terminal
 
 
 class ImporterError(CCBenchError, ValueError):
@@ -33,7 +34,7 @@ class ImporterError(CCBenchError, ValueError):
 
 def _one_line(text):
     """The CLI prints one line: control characters from a file are escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+    return terminal(text)
 
 
 class ReportedMismatchWarning(UserWarning):

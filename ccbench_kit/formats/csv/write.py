@@ -15,6 +15,7 @@ from ..._files import atomic_write_text
 from ...dataset.schema import attr_json
 from ...dataset.stats import check_stat
 from ...errors import ConfigError
+from ...markup import csv_cell
 from ...inputs.groups import SPLIT_ENV, mask_of_groups, parse_split, read_mask
 from ...output_path import derived_file
 
@@ -73,15 +74,26 @@ def summary_frame(ds, stats=DEFAULT_STATS, rank_stat="max", name=None):
     return df
 
 
+def csv_text(frame):
+    """`frame` as CSV text that no spreadsheet runs: every string cell that
+    starts like a formula is made inert (markup.csv_cell); numbers stay
+    numbers."""
+    frame = frame.copy()
+    for col in frame.columns:   # object or pandas' own string columns: never numbers
+        if not pd.api.types.is_numeric_dtype(frame[col]):
+            frame[col] = frame[col].map(csv_cell)
+    return frame.to_csv(index=False)
+
+
 def write_csv(parts, path, stats=DEFAULT_STATS, rank_stat="max"):
     """Every result set in `parts` ({name: Dataset}) into one CSV (``-`` = stdout)."""
 
     frame = pd.concat([summary_frame(ds, stats, rank_stat, name) for name, ds in parts.items()],
                       ignore_index=True)
     if path in (None, "-"):
-        frame.to_csv(sys.stdout, index=False)
+        sys.stdout.write(csv_text(frame))
     else:
-        atomic_write_text(path, frame.to_csv(index=False))
+        atomic_write_text(path, csv_text(frame))
     return frame
 
 
@@ -170,7 +182,7 @@ def write_aws(parts, folder, mode="ami", pattern=None, topo=False, nodes=None,
         if path in written:
             stem = fname[:-len("_results.csv")]
             path = derived_file(folder, f"{stem}_{name}_results.csv", "--aws-naming")
-        atomic_write_text(path, summary_frame(ds, stats, rank_stat, name).to_csv(index=False))
+        atomic_write_text(path, csv_text(summary_frame(ds, stats, rank_stat, name)))
         written.append(path)
     return written
 

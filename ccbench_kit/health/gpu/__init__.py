@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from ...errors import ConfigError, MissingDependency
-from ...output_path import check_output
+from ...output_path import check_distinct, check_output
 from .. import baseline as _baseline
 from ..api import BAD_INPUT, HEALTHY, OUTLIER, Diagnosis, default_out  # noqa: F401
 from . import check, judge, pairs as _pairs
@@ -47,8 +47,9 @@ def local(gpus=None, *, repeats=5, out=None, baseline=None, save_baseline=None, 
         The NVLink pair matrix (`pairs`, ``--pairs``/``--no-pairs``); None:
         where 2 GPUs or more are checked.  True with one GPU is bad input.
     """
-    base = _baseline.load(baseline) if baseline else None
     out = os.path.abspath(out or default_out().replace("doctor-", "doctor-gpu-"))
+    check_distinct({"--out": out, "--save-baseline": save_baseline}, {"--baseline": baseline})
+    base = _baseline.load(baseline) if baseline else None
     check_output(out, "--out")
     if save_baseline:
         check_output(save_baseline, "--save-baseline")
