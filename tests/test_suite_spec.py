@@ -128,3 +128,28 @@ def test_cli_bad_suite_is_one_line(cli, tmp_path):
     r = cli("suite", "status", path, "extra", timeout=60)
     assert r.returncode == 2 and r.stderr.strip() == (
         "ccbench: error: FILE: give one suite file: ccbench suite [status|collect] FILE.yaml")
+
+
+def test_no_algorithms_means_the_suite_backends_own(tmp_path):
+    # a suite of the nccl backend that names no algorithm runs NCCL's choice
+    # (it expanded to mpi, which config refuses for nccl: a suite that never ran)
+    path = _write(tmp_path, """\
+        name: gpus
+        run: {backend: nccl, maxbytes: 1M}
+        matrix:
+          collectives: [all_reduce, broadcast]
+          algorithms: {broadcast: [nccl:ring]}
+        """)
+    s = load_suite(path)
+    assert [c.options["algorithms"] for c in s.combinations] == [["nccl"], ["nccl:ring"]]
+    plain = load_suite(_write(tmp_path, """\
+        name: cpus
+        matrix: {collectives: [all_gather]}
+        """, "cpus.yaml"))
+    assert plain.combinations[0].options["algorithms"] == ["mpi"]
+    with pytest.raises(ConfigError, match=r"run\.backend.*unknown backend 'gloo3'"):
+        load_suite(_write(tmp_path, """\
+            name: bad
+            run: {backend: gloo3}
+            matrix: {collectives: [all_gather]}
+            """, "bad.yaml"))

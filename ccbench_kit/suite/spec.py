@@ -37,6 +37,7 @@ from ..errors import ConfigError
 from .. import collectives as _collectives
 from ..bounded import load_yaml, read_text
 from .. import run_fields
+from ..backends import backend_class
 from ..launch.slurm import as_options
 
 TOP_KEYS = ("name", "workdir", "out", "report", "launcher", "run", "matrix", "hosts",
@@ -205,7 +206,9 @@ def expand(path, matrix, run, ranks_per_node=None):
             colls.append(_collectives.get(c, f"{path}: matrix.collectives").name)
         except ConfigError as e:
             raise ConfigError(str(e)) from None
-    algs = matrix.get("algorithms", run.get("algorithms", ["mpi"]))
+    # no algorithms named: the backend's own (nccl's for backend: nccl, not mpi)
+    default_algs = [_default_algorithm(path, run)]
+    algs = matrix.get("algorithms", run.get("algorithms", default_algs))
     if isinstance(algs, dict):
         unknown = [c for c in algs if c not in matrix["collectives"] and c not in colls]
         if unknown:
@@ -254,7 +257,7 @@ def expand(path, matrix, run, ranks_per_node=None):
             if "split" in varying:
                 parts.append(split_names[si])
             opts = dict(run)
-            opts["algorithms"] = algs.get(coll, algs.get(_alias(coll, algs), ["mpi"])) \
+            opts["algorithms"] = algs.get(coll, algs.get(_alias(coll, algs), default_algs)) \
                 if isinstance(algs, dict) else algs
             if splits[si]:
                 opts["split"] = splits[si]
@@ -291,3 +294,13 @@ def _mask(path, mask):
     if not digits or not re.match(r"^[0-9a-f]+$", digits):
         raise _err(path, "matrix.split_mask", f"{mask!r} is not a hexadecimal mask")
     return f"0x{int(digits, 16):x}"
+
+
+def _default_algorithm(path, run):
+    """The algorithm of the suite's backend (``run.backend``, else the
+    default one) when the suite names none: its library's own."""
+    name = run.get("backend") or run_fields.default("backend")
+    try:
+        return backend_class(name).default_algorithm
+    except ConfigError as e:
+        raise _err(path, "run.backend", str(e).removeprefix("--backend: ")) from None
