@@ -291,23 +291,28 @@ def test_the_length_check_counts_code_not_docstrings(tmp_path):
 LAZY = "# lazy:"
 
 
+def function_imports(path):
+    """(function, import node, the lines from the one above it to its end,
+    the module's text) of every import inside a function of `path`."""
+    text = path.read_text()
+    lines = text.splitlines()
+    for fn in ast.walk(ast.parse(text, str(path))):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield fn, node, lines[max(node.lineno - 2, 0):node.end_lineno], text
+
+
 def unexplained_function_imports(root=PKG, base=ROOT):
     bad = []
     for path in sorted(root.rglob("*.py")):
-        text = path.read_text()
-        lines = text.splitlines()
-        for fn in ast.walk(ast.parse(text, str(path))):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            for node in ast.walk(fn):
-                if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                    continue
-                near = lines[max(node.lineno - 2, 0):node.end_lineno]
-                if not any(LAZY in ln for ln in near):
-                    what = ast.get_source_segment(text, node).split("\n")[0]
-                    bad.append(f"{path.relative_to(base)}:{node.lineno} `{what}` inside "
-                               f"{fn.name}(): move it to the module's head or say why "
-                               f"({LAZY} ...)")
+        for fn, node, near, text in function_imports(path):
+            if not any(LAZY in ln for ln in near):
+                what = ast.get_source_segment(text, node).split("\n")[0]
+                bad.append(f"{path.relative_to(base)}:{node.lineno} `{what}` inside "
+                           f"{fn.name}(): move it to the module's head or say why "
+                           f"({LAZY} ...)")
     return bad
 
 
@@ -426,21 +431,13 @@ def false_cycle_comments():
     modules = set(graph) | COMPILED
     bad = []
     for path, name in sources.items():
-        text = path.read_text()
-        lines = text.splitlines()
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for fn in ast.walk(ast.parse(text, str(path))):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for _, node, near, _ in function_imports(path):
+            if CYCLE not in " ".join(near):
                 continue
-            for node in ast.walk(fn):
-                if not isinstance(node, (ast.Import, ast.ImportFrom)):
-                    continue
-                near = " ".join(lines[max(node.lineno - 2, 0):node.end_lineno])
-                if CYCLE not in near:
-                    continue
-                targets = _import_targets(node, package, modules)
-                if not any(_reaches(graph, t, name) for t in targets):
-                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            targets = _import_targets(node, package, modules)
+            if not any(_reaches(graph, t, name) for t in targets):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     return bad
 
 
