@@ -42,23 +42,24 @@ def run(comm, job, reporter, flags=()):
         from .stable import Rounds  # lazy: it reads Datasets (xarray), rank 0's only
         rounds = Rounds(**job.rounds)
     sizes = None  # every size of the configuration
-    try:
-        for k in itertools.count():
-            for index, part in enumerate(job.parts):
-                cfg = part.config
-                if job.rounds:
-                    cfg = cfg.replace(out=round_path(cfg.output.out, k),
-                                      **({"sizes": tuple(sizes)} if sizes else {}))
-                ds = _run_part(comm, job, index, part.name, cfg, reporter, session, flags)
-                if rounds is not None:
-                    rounds.record(part.name, ds)
-            if not job.rounds:
-                break
-            sizes = comm.bcast(rounds.again() if rank == 0 else None, root=0)
-            if not sizes:
-                break
-    finally:
-        session.close()
+    for k in itertools.count():
+        for index, part in enumerate(job.parts):
+            cfg = part.config
+            if job.rounds:
+                cfg = cfg.replace(out=round_path(cfg.output.out, k),
+                                  **({"sizes": tuple(sizes)} if sizes else {}))
+            ds = _run_part(comm, job, index, part.name, cfg, reporter, session, flags)
+            if rounds is not None:
+                rounds.record(part.name, ds)
+        if not job.rounds:
+            break
+        sizes = comm.bcast(rounds.again() if rank == 0 else None, root=0)
+        if not sizes:
+            break
+    # closed after a job that ran to its end only: after an error the rank
+    # entry aborts the job, and freeing a communicator whose peer is gone
+    # (ncclCommDestroy) could wait for it before the error is reported
+    session.close()
 
 
 def _run_part(comm, job, index, name, cfg, reporter, session, flags):
