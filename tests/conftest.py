@@ -33,6 +33,18 @@ def mpirun_python(nranks, code, timeout=180, cwd=None, args=()):
                           env=mpirun_env())
 
 
+def gpus_here():
+    """This host's GPU count through the doctor's own inventory (NVML), or
+    why there is none (a string: no NVML, no driver, no CUDA library)."""
+    try:
+        from ccbench_kit.health.gpu import check
+        inv = check.inventory()
+        inv.close()
+        return len(inv.indices)
+    except Exception as e:  # no NVML, no driver, no CUDA library, no GPU
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+
+
 @pytest.fixture
 def cli():
     return run_cli

@@ -12,20 +12,12 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import gpus_here
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _gpus():
-    try:
-        from ccbench_kit.health.gpu import check
-        inv = check.inventory()
-        inv.close()
-        return len(inv.indices)
-    except Exception as e:  # no NVML, no driver, no CUDA library, no GPU
-        return f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-
-
-_N = _gpus()
+_N = gpus_here()
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
     not isinstance(_N, int) or _N < 2,
     reason=f"needs 2+ GPUs ({_N if not isinstance(_N, int) else f'{_N} GPU(s)'})")]
