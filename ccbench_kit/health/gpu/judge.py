@@ -170,8 +170,14 @@ def _pairs(ds, node, gpus, verdict, found, finding, baseline, preset, rng):
         for e in es:
             f.add(e.figure, e.reason)
     for g in gpus:
-        for what, why in pair_judge.counter_reasons(ds, node, g):
-            finding((node, g), "nvlink").add(what, why)
+        for what, why, judged in pair_judge.counter_reasons(ds, node, g):
+            if judged:
+                finding((node, g), "nvlink").add(what, why)
+            elif any(place == (node, g) for place, _ in found):
+                found[next(k for k in found if k[0] == (node, g))].add(what, why)
+            else:
+                verdict.notes.append(f"{node} gpu{g}: {why} (corrected by the link: "
+                                     "shown, not judged alone)")
     if preset and preset.extra.get("peer_gbps"):
         verdict.notes.append(f"pair preset {preset.name}: {preset.extra.get('peer_source', '')}")
     for pair in json.loads(ds.attrs.get("peer_no_access", "[]")):

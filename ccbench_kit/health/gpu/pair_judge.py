@@ -31,8 +31,9 @@ the two ends of one busy or degraded pair (a copy loop between them loads
 both GPUs' NVLink ports, so every pair of either end is slower):
 ``HOST gpu1<->gpu3 NVLink``.  A pair that moved alone is named as the
 pair; one of a GPU the GPU checks named joins that GPU's finding.  The
-NVLink error counters (replay, recovery, CRC) that grew during the matrix
-name the GPU's NVLink on their own.
+NVLink recovery errors that grew during the matrix name the GPU's NVLink on
+their own; CRC and replay errors (corrected by the link) join a finding of
+that GPU, else they are a note.
 """
 from dataclasses import dataclass
 
@@ -160,8 +161,18 @@ def attribute(evidence, gpus, named_gpus):
     return to_gpu, to_pair
 
 
+#: the NVLink counters that name a GPU's NVLink on their own: a recovery is
+#: the link retraining (its traffic stopped).  A CRC error is corrected by a
+#: replay, and a replay is that correction: both are shown, and judged only
+#: beside a finding of that GPU (a healthy H200 pair, 394 GB/s each way,
+#: counted 29-34 CRC errors in one matrix on the device, 2026-11-28)
+JUDGED_COUNTERS = ("nvlink_recovery",)
+
+
 def counter_reasons(ds, node, gpu):
-    """Sentences for the NVLink error counters of `gpu` that grew during the matrix."""
+    """(figure, sentence, judged) for the NVLink error counters of `gpu` that
+    grew during the matrix; `judged`: it names the NVLink on its own
+    (`JUDGED_COUNTERS`)."""
     out = []
     for key in _nvml.NVLINK_COUNTERS:
         name = f"{key}_during"
@@ -171,5 +182,6 @@ def counter_reasons(ds, node, gpu):
         if np.isfinite(v) and v > 0:
             total = float(ds[f"{key}_total"].sel(node=node, gpu=gpu).values)
             out.append((name, f"{v:.0f} NVLink {key.removeprefix('nvlink_')} error(s) during "
-                              f"the pair matrix ({total:.0f} since the driver loaded)"))
+                              f"the pair matrix ({total:.0f} since the driver loaded)",
+                         key in JUDGED_COUNTERS))
     return out
