@@ -58,7 +58,7 @@ def test_the_kernel_argument_matches_the_c_side():
                 for decl in text.split(";") if decl.strip()
                 for i, f in enumerate(decl.strip().split(",")) if f.strip()]
     assert fields(c) == fields(cu) == ["send", "recv", "count", "stage[]", "signal[]",
-                                       "epochs", "rank", "nranks"]
+                                       "seq", "half", "rank", "nranks"]
 
 
 @needs_nvrtc
