@@ -6,10 +6,10 @@
 # NCCL_TESTS_SRC: an nccl-tests source tree (a fetched snapshot), built here
 # (MPI=1 where mpicc is found, else MPI=0 with -g NGPU; sm_90 only) while the
 # kit builds, then: tests/test_gpu_kernels.py (every own kernel against
-# numpy), the own kernels with --check from 8 B to 1 GiB (fp16, bf16), and
+# numpy), the own kernels with --check (fp16 8 B-1 GiB, bf16 24 B-192 MiB), and
 # the timed runs, one after another, nothing else running:
 #   nccl-tests all_reduce_perf: default, -R 2, -R 2 -D 1, -R 2 -D 2;
-#   ccbench all_reduce --algorithms nccl,oneshot,twoshot (batch timing, as
+#   ccbench all_reduce --algorithms nccl alone, then nccl,oneshot,twoshot (batch timing, as
 #   nccl-tests times; -a 1: the mean over ranks, nccl-tests' default), -R 2
 #   (nccl), and the small sizes with CUDA events and in a CUDA graph.
 # Every run: -b 8 -e 1G -f 2 -w 5 -n 20.  Outputs: OUTDIR/summary.txt (the
@@ -81,7 +81,7 @@ nt() {  # NAME ARGS...: one all_reduce_perf, one process a GPU
 }
 if [ -n "$OWN" ]; then
     ccb check_fp16 --algorithms oneshot,twoshot -b 8 -e 1G -f 8 -d fp16 --check -w 1 -n 2
-    ccb check_bf16 --algorithms oneshot,twoshot -b 24 -e 1G -f 8 -d bf16 --check -w 1 -n 2
+    ccb check_bf16 --algorithms oneshot,twoshot -b 24 -e 192M -f 8 -d bf16 --check -w 1 -n 2
 fi
 echo "load before timing: $(cat /proc/loadavg)" >>"$SUM"
 if [ -x "$WORK/nt/all_reduce_perf" ]; then
@@ -90,6 +90,7 @@ if [ -x "$WORK/nt/all_reduce_perf" ]; then
     nt nt_R2_D1 -R 2 -D 1
     nt nt_R2_D2 -R 2 -D 2
 fi
+ccb kit_nccl --algorithms nccl --timing batch -a 1 $SIZES  # nccl-tests' default, alone
 ccb kit_batch --algorithms nccl$OWN --timing batch -a 1 $SIZES
 ccb kit_R2 --algorithms nccl -R 2 --timing batch -a 1 $SIZES --show-algorithm
 ccb kit_events --algorithms nccl$OWN -a 1 -b 8 -e 8M -f 8 -w 5 -n 20

@@ -14,7 +14,6 @@ from ._registry import ELEMENT_TYPES, OPS, WORD_BYTES, kernel_name
 MAX_PEERS = 8      # common.cuh's CCB_MAX_PEERS, ext/nccl_api.h's CCBN_MAX_PEERS
 MAX_BLOCKS = 128   # common.cuh's CCB_MAX_BLOCKS
 THREADS = 512      # common.cuh's __launch_bounds__
-UNROLL = 4         # common.cuh's CCB_UNROLL: the words of a thread's turn
 FLAG_BYTES = MAX_BLOCKS * MAX_PEERS * 4
 ALIGN = 2 << 20
 
@@ -182,7 +181,7 @@ class PeerKernels:
             d["send"] % WORD_BYTES == 0 and d["recv"] % WORD_BYTES == 0
             and d["count"] * dtype.itemsize % WORD_BYTES == 0 for d in base_calls)))
         lanes = WORD_BYTES // dtype.itemsize if wide else 1
-        per_block = THREADS * UNROLL * lanes  # elements of a block's turn (CCB_WORDS)
+        per_block = THREADS * lanes  # a word a thread before any takes two (CCB_WORDS)
         blocks = max(1, min(MAX_BLOCKS,
                             -(-module.parallel_elems(count, self.nranks) // per_block)))
         name = kernel_name(module, dtype.name, wide)

@@ -153,15 +153,19 @@ static __device__ __forceinline__ u64 words(const KArgs &a) {
 }
 
 // The words i of [0, n) this thread handles, CCB_UNROLL at a time: the
-// body (the macro's last arguments: it may hold commas) runs with `i[u]` (u < CCB_UNROLL) and `ok[u]` (i[u] < n).  Every phase of
-// every kernel uses this mapping, so word i always falls to the same block.
+// body (the macro's last arguments: it may hold commas) runs with `i[u]`
+// (u < CCB_UNROLL) and `ok[u]` (i[u] < n).  The grid's threads take one
+// word each before any takes a second (u strides by the grid), so a call
+// of w words keeps min(w / blockDim, grid) blocks busy, each one short.
+// Every phase of every kernel uses this mapping, so word i always falls to
+// the same block.
 #define CCB_WORDS(n, ...)                                                                    \
-    for (u64 base_ = (u64)blockIdx.x * blockDim.x * CCB_UNROLL + threadIdx.x; base_ < (n);    \
+    for (u64 base_ = (u64)blockIdx.x * blockDim.x + threadIdx.x; base_ < (n);                 \
          base_ += (u64)gridDim.x * blockDim.x * CCB_UNROLL) {                                 \
         u64 i[CCB_UNROLL];                                                                    \
         bool ok[CCB_UNROLL];                                                                  \
         _Pragma("unroll") for (int u = 0; u < CCB_UNROLL; u++) {                              \
-            i[u] = base_ + (u64)u * blockDim.x;                                               \
+            i[u] = base_ + (u64)u * gridDim.x * blockDim.x;                                   \
             ok[u] = i[u] < (n);                                                               \
         }                                                                                     \
         __VA_ARGS__                                                                           \
