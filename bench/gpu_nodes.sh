@@ -34,6 +34,11 @@ RATE=${RATE:-1000}
     date -u +%FT%TZ; hostname; uname -r; nproc; cat /proc/loadavg; nvidia-smi -L
     mpirun --version | head -1
     for b in ip tc nsenter unshare; do printf '%s: %s\n' "$b" "$(command -v $b || echo missing)"; done
+    # how names resolve here (a resolver that answers every name makes Open
+    # MPI take every node for this one: testbed/gpunodes.py, _resolve_names)
+    grep -v '^#' /etc/nsswitch.conf | grep hosts; grep -v '^#' /etc/resolv.conf
+    timeout 10 getent hosts node2 nosuchname-ccbench; echo "getent rc=$?"
+    env | grep -E '^(OMPI_MCA|PMIX|SLURM|PBS)' | sort
 } >"$NODES_OUT/env.txt" 2>&1
 if ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
     mkdir -p "$WORK/bin"
@@ -70,8 +75,8 @@ nodes_run() {
     local label=$1 slow=$2; shift 2
     local t0=$SECONDS dbg=$WORK/nccl/$label
     mkdir -p "$dbg"
-    NCCL_DEBUG=INFO NCCL_DEBUG_FILE=$dbg/%h.%p.log timeout 240 $PY -m testbed.gpunodes \
-        --nodes "$NODES" ${GPUS:+--gpus "$GPUS"} --rate "$RATE" ${slow:+--slow "$slow"} -- \
+    NCCL_DEBUG=INFO NCCL_DEBUG_FILE=$dbg/%h.%p.log timeout "${RUN_LIMIT:-150}" $PY -m testbed.gpunodes \
+        --nodes "$NODES" ${GPUS:+--gpus "$GPUS"} --rate "$RATE" ${slow:+--slow "$slow"} ${CHECK:-} -- \
         --backend "$BACKEND" --out "$WORK/$label.nc" "$@" >"$WORK/$label.out" 2>"$WORK/$label.err"
     local rc=$?
     local net other sock
@@ -91,7 +96,7 @@ if [ "$PROBE" = 0 ]; then
     for r in $(seq "${NODE_ROUNDS:-1}"); do
         [ $((SECONDS + 90)) -gt "${NODES_DEADLINE:-100000}" ] && { say "round $r: DEADLINE"; break; }
         K=$((1 + RANDOM % NODES)); J=$((1 + RANDOM % NODES))
-        nodes_run "matrix-clean-r$r" "" --no-bisect "${COMMON[@]}"
+        CHECK=$([ "$r" = 1 ] && echo --check-launch) nodes_run "matrix-clean-r$r" "" --no-bisect "${COMMON[@]}"
         nodes_run "matrix-node$K-half-r$r" "node$K" --no-bisect "${COMMON[@]}"
         if [ "$NODES" -ge 4 ]; then
             nodes_run "bisect-clean-r$r" "" --bisect "${COMMON[@]}"
@@ -111,4 +116,6 @@ if [ "${PAIRS:-1}" != 0 ] && [ "$NG" -ge 2 ]; then
     echo "gpu_pairs: rc=$?" | tee -a "$SUMMARY"
 fi
 cat /proc/loadavg >>"$SUMMARY"
+# gpu_setup's own log (the carried wheels' install) into ours: 8 files come back
+[ -f "$OUTDIR/log.txt" ] && cat "$OUTDIR/log.txt" >>"$LOG" && rm -f "$OUTDIR/log.txt"
 rm -rf "$WORK"

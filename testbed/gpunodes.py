@@ -38,6 +38,7 @@ import atexit
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -71,7 +72,7 @@ class GpuNodes:
         as it is, for CPU backends).
     """
 
-    def __init__(self, name="gn", nodes=4, rate_mbit=1000, gpus=None):
+    def __init__(self, name="gn", nodes=4, rate_mbit=1000, gpus=None, hosts_file=False):
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,9}", str(name)):
             raise NodesError(f"--name {name!r}: 1-10 lower-case letters, digits, -")
         if not isinstance(nodes, int) or not 2 <= nodes <= 16:
@@ -84,6 +85,7 @@ class GpuNodes:
         self.subnet = f"10.{228 + h % 20}.{(h >> 8) % 250}"
         self.workdir = tempfile.mkdtemp(prefix=f"{PREFIX}-{name}-")
         self.agent = os.path.join(self.workdir, "agent.sh")
+        self.hosts_file = hosts_file
         self.made = []
 
     def netns(self, role):
@@ -122,18 +124,33 @@ class GpuNodes:
             fabric.node_sysctls(ns)
             self.shape(host, self.rate_mbit)
         self._write_agent()
+        if self.hosts_file:
+            self._resolve_names()
         return self
+
+    def _resolve_names(self):
+        """The node names resolve to their addresses, as on a cluster: an
+        /etc/hosts of our own bind-mounted over the machine's, in the
+        private mount namespace `main` runs in (the machine's file is never
+        written).  Where a resolver answers every name (a DNS that maps
+        unknown names to this machine), Open MPI took every node for the
+        local one."""
+        path = os.path.join(self.workdir, "hosts")
+        with open("/etc/hosts") as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.rstrip("\n") + "\n" + "".join(
+                f"{self.subnet}.{k} {host}\n" for k, host in enumerate(self.hosts, 1)))
+        sh(["mount", "--bind", path, "/etc/hosts"])
 
     def down(self):
         """Kill what runs in our namespaces (by PID), delete them; twice is safe."""
         for ns in reversed(self.made):
             fabric.del_netns(ns)
         self.made = []
-        for f in (self.agent,):
-            if os.path.exists(f):
-                os.unlink(f)
-        if os.path.isdir(self.workdir):
-            os.rmdir(self.workdir)
+        if self.hosts_file:
+            sh(["umount", "/etc/hosts"], check=False)
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self):
         return self.up()
@@ -169,7 +186,12 @@ class GpuNodes:
     def env(self):
         """The environment of a command run on a node: Open MPI over the
         nodes' subnet through the agent, NCCL's sockets on eth0."""
-        env = dict(os.environ)
+        # a resource manager's or the image's own Open MPI settings are not
+        # these nodes' (an allocation of this machine alone, a default host
+        # file): the nodes' launch is set here and nowhere else
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("OMPI_MCA_", "PMIX_", "SLURM_", "PBS_", "PE_HOSTFILE",
+                                    "LSB_"))}
         env.update({
             "OMPI_MCA_plm_rsh_agent": self.agent,
             "OMPI_MCA_btl": "self,vader,tcp",
@@ -192,6 +214,17 @@ class GpuNodes:
 
     def run(self, host, argv, **kw):
         return subprocess.run(self.command(host, argv), env=self.env(), **kw)
+
+    def launch_check(self, **kw):
+        """Open MPI's allocation and map of one rank per node, each printing
+        where it runs: the launch the doctor will use, shown in full."""
+        hostfile = os.path.join(self.workdir, "hostfile")
+        with open(hostfile, "w") as f:
+            f.write("".join(f"{h} slots=1\n" for h in self.hosts))
+        show = 'echo "$(hostname) NCCL_HOSTID=$NCCL_HOSTID CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES"'
+        return self.run(self.hosts[0], ["mpirun", "--allow-run-as-root", "--display-allocation",
+                                        "-np", str(len(self.hosts)), "--hostfile", hostfile,
+                                        "--map-by", "ppr:1:node", "sh", "-c", show], **kw)
 
     def doctor(self, args, **kw):
         """``ccbench doctor`` over every node, one rank each, run on node1."""
@@ -225,18 +258,34 @@ def main(argv=None):
                    help="each node's CUDA_VISIBLE_DEVICES, comma-separated (e.g. 0,1,0,1)")
     p.add_argument("--slow", default=None, metavar="NODE[:FRACTION]",
                    help="that node's link at FRACTION (0.5) of --rate, both ways")
+    p.add_argument("--check-launch", action="store_true",
+                   help="first run one rank per node through Open MPI, printing its "
+                        "allocation and where each rank runs")
+    p.add_argument("--no-hosts-file", dest="hosts_file", action="store_false",
+                   help="leave name resolution to the machine (default: the node names "
+                        "resolve to their addresses in a private mount namespace)")
     p.add_argument("doctor_args", nargs=argparse.REMAINDER,
                    help="-- then the arguments of ccbench doctor")
     args = p.parse_args(argv)
     rest = args.doctor_args[1:] if args.doctor_args[:1] == ["--"] else args.doctor_args
+    if args.hosts_file and os.environ.get("CCBGN_MOUNTNS") != "1":
+        # our own mount namespace, for our own /etc/hosts (GpuNodes._resolve_names)
+        cmd = ["unshare", "--mount", "--propagation", "private", "env", "CCBGN_MOUNTNS=1",
+               sys.executable, "-m", "testbed.gpunodes", *(argv if argv is not None
+                                                            else sys.argv[1:])]
+        os.execvp(cmd[0], cmd)   # the same process: a signal to it reaches main below
     try:
         nodes = GpuNodes(args.name, args.nodes, args.rate,
-                         args.gpus.split(",") if args.gpus else None)
+                         args.gpus.split(",") if args.gpus else None, hosts_file=args.hosts_file)
         slow = parse_slow(args.slow, nodes.hosts) if args.slow else None
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         with nodes:
             if slow:
                 nodes.shape(slow[0], max(1, int(args.rate * slow[1])))
+            if args.check_launch:
+                r = nodes.launch_check(capture_output=True, text=True, timeout=120)
+                print(f"gpunodes: launch check exit {r.returncode}:\n{r.stdout}{r.stderr}",
+                      file=sys.stderr)
             t0 = time.monotonic()
             rc = nodes.doctor(rest).returncode
             print(f"gpunodes: {args.nodes} nodes, rate {args.rate} Mbit/s, shaped: "
