@@ -132,9 +132,7 @@ class GpuNodes:
         """The node names resolve to their addresses, as on a cluster: an
         /etc/hosts of our own bind-mounted over the machine's, in the
         private mount namespace `main` runs in (the machine's file is never
-        written).  Where a resolver answers every name (a DNS that maps
-        unknown names to this machine), Open MPI took every node for the
-        local one."""
+        written), so that a rank or a tool that looks a node up finds it."""
         path = os.path.join(self.workdir, "hosts")
         with open("/etc/hosts") as f:
             text = f.read()
@@ -187,8 +185,9 @@ class GpuNodes:
         """The environment of a command run on a node: Open MPI over the
         nodes' subnet through the agent, NCCL's sockets on eth0."""
         # a resource manager's or the image's own Open MPI settings are not
-        # these nodes' (an allocation of this machine alone, a default host
-        # file): the nodes' launch is set here and nowhere else
+        # these nodes': the device's image sets OMPI_MCA_plm=isolated (no
+        # remote launch), and mpirun then mapped all 4 nodes onto this one
+        # ("more processes than the ppr for this topology can support")
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("OMPI_MCA_", "PMIX_", "SLURM_", "PBS_", "PE_HOSTFILE",
                                     "LSB_"))}
