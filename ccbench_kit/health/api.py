@@ -190,15 +190,8 @@ def joint_verdict(diagnoses):
 
 def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
     """The node names to check, in order; raises ConfigError on bad input."""
-    if hosts and hosts_file:
-        raise ConfigError("give --hosts or --hosts-file, not both", "--hosts")
-    names = None
-    if hosts_file:
-        names = [h.name for h in _hosts.read_hostfile(hosts_file)]
-    elif hosts:
-        names = [h.name for h in _hosts.parse_hosts(hosts)]
-    elif slurm:
-        names = allocation_nodes(slurm)
+    given = _hosts.given_hosts(hosts, hosts_file)
+    names = [h.name for h in given] if given else allocation_nodes(slurm) if slurm else None
     if names is None:
         raise ConfigError("name the nodes to check: --hosts, --hosts-file or -S (the "
                           "nodes of a Slurm allocation)", "--hosts")
