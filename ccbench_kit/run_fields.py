@@ -12,9 +12,11 @@ here.  What reads this table:
   (`suite.spec`);
 - the notebook's Run panel names the fields it shows (`widgets.run_panel`).
 
-Adding a sweep-level flag is therefore one `Field` here, the attribute it
-fills in its `config` section, and the code that uses it (see "Adding a
-sweep-level flag" in docs/architecture.md).
+- `config`'s section dataclasses have an attribute for each field stored
+  as given (`config.make_section`).
+
+Adding a sweep-level flag is therefore one `Field` here and the code that
+uses it (see "A sweep-level flag" in docs/architecture.md).
 
 A field's `check` takes the value as the Python API receives it (after the
 CLI's `type` parsed the flag's text) and returns the value stored, or raises
