@@ -220,7 +220,7 @@ def _stored(section, values, **computed):
     them here.  A new field of the section needs nothing more here."""
     names = {f.name for f in dataclasses.fields(section)}
     homeless = sorted(set(values) - names - set(computed))
-    if homeless:  # a field declared in run_fields without its attribute here
+    if homeless:  # a field added to run_fields after its section was made (make_section)
         raise TypeError(f"{section.__name__} has no attribute {homeless[0]!r}")
     checked = {k: run_fields.get(k).validate(v) for k, v in values.items() if k not in computed}
     return section(**checked, **computed)
