@@ -95,8 +95,8 @@ def per_gpu_after(args, diag):
         print(f"baseline: the NCCL pairs and the host all_reduce added to {args.save_baseline}")
     if not (per_gpu and args.baseline):
         return [pairs]
-    named = [f.gpu for f in diag.verdict.findings if getattr(f, "kind", "") == "gpu"]
-    past = per_gpu_baseline.judge(per_gpu, _baseline.load(args.baseline), diag.nodes[0], named)
+    past = per_gpu_baseline.judge(per_gpu, _baseline.load(args.baseline), diag.nodes[0],
+                                  diag.verdict)
     for note in past.notes:
         print(f"note: {note}")
     for f in past.findings:

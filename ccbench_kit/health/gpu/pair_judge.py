@@ -22,18 +22,28 @@ resolution), and only when it is more than `LATENCY_RESOLUTION_US` above
 it; it has no preset (the copy engine's start-up time is not a link figure
 a datasheet gives); a higher latency is the worse one.
 
-Then who is named: the pairs that moved are grouped by GPU.  A GPU all of
-whose pairs moved (3 GPUs or more) is the cause, not each pair: if the GPU
-checks already named it (a loaded GPU also copies slower), the pairs'
-reasons join that finding; else its NVLink is named (``HOST gpu1
-nvlink``).  Exactly two such GPUs, neither named by the GPU checks, are
-the two ends of one busy or degraded pair (a copy loop between them loads
-both GPUs' NVLink ports, so every pair of either end is slower):
-``HOST gpu1<->gpu3 NVLink``.  A pair that moved alone is named as the
-pair; one of a GPU the GPU checks named joins that GPU's finding.  The
-NVLink recovery errors that grew during the matrix name the GPU's NVLink on
-their own; CRC and replay errors (corrected by the link) join a finding of
-that GPU, else they are a note.
+Then who is named (`attribute`): the pairs that moved are grouped by GPU.
+A pair of a GPU the GPU checks named, or (the ``--per-gpu`` NCCL pairs)
+of a GPU of a pair they named, joins that finding.  A GPU all of whose
+pairs moved (3 GPUs or more) is the cause, not each pair: its NVLink is
+named (``HOST gpu1 nvlink``).  Exactly two such GPUs are the two ends of
+one busy or degraded pair (a copy loop between them loads both GPUs'
+NVLink ports, so every pair of either end is slower):
+``HOST gpu1<->gpu3 NVLink``.  *Every* GPU so (every pair moved): nothing
+separates a pair or a GPU from a healthy rest; the host's NVLink as a
+whole is named (``HOST NVLink``: a slower NVSwitch fabric, a node-wide
+power cap or driver).  A pair that moved alone is named as the pair.
+
+The 8 B latency never names on its own (`SUPPORTING`): it joins a finding
+of its pair or of one of its GPUs, else it is a note.  Its few us are the
+copy engine's start and the host's launch, the NVLink's own part far
+below the events' resolution: on 4 H200 (2026-11-28) a clean run's 12
+links all read 7.0-7.3 us against the baseline's 5.1-5.2 (a host-wide
+shift, bandwidth unchanged), while a copy loop that took 40 % of a pair's
+bandwidth left its latency at 5.0-5.3 us.  The NVLink recovery errors that
+grew during the matrix name the GPU's NVLink on their own; CRC and replay
+errors (corrected by the link) join a finding of that GPU, else they are a
+note.
 """
 from dataclasses import dataclass
 
@@ -60,6 +70,8 @@ class Evidence:
     b: int
     figure: str
     reason: str
+    ratio: float = float("nan")  # the figure over its reference, < 1 worse (latency too)
+    against: str = ""            # the reference: "peers", "preset", "baseline"
 
 
 def _fmt(figure, v):
@@ -99,7 +111,7 @@ def score(ds, node, preset, baseline, rng):
                     evidence.append(Evidence(a, b, figure, (
                         f"{named(label)} {SHORT[figure]} {_fmt(figure, med)} is {m:.2f}x {against}"
                         f" ({worse}; {votes}/{total} repeats agree; 90% CI "
-                        f"{ci[0]:.2f}-{ci[1]:.2f})")))
+                        f"{ci[0]:.2f}-{ci[1]:.2f})"), m, ref))
             others = np.delete(good, i, axis=0)
             if np.isfinite(others).any():
                 with np.errstate(all="ignore"):
@@ -126,39 +138,100 @@ def score(ds, node, preset, baseline, rng):
                     evidence.append(Evidence(a, b, figure, (
                         f"{named(label)} {SHORT[figure]} {_fmt(figure, s.now)} is {s.ratio:.2f}x "
                         f"the baseline's {_fmt(figure, s.base)} (baseline {baseline.path}; "
-                        f"90% CI {s.ci[0]:.2f}-{s.ci[1]:.2f})")))
+                        f"90% CI {s.ci[0]:.2f}-{s.ci[1]:.2f})"), row["baseline"], "baseline"))
             scores[figure][f"{node}/{label}"] = row
     return scores, evidence
 
 
-def attribute(evidence, gpus, named_gpus):
-    """Who the `evidence` names: ({gpu: [Evidence]} the GPUs all of whose
-    pairs moved, {(a, b): [Evidence]} the pairs named as pairs).
+#: figures that never name a pair or a GPU on their own (module docstring)
+SUPPORTING = ("peer_latency_us",)
+
+
+@dataclass
+class Attribution:
+    """Who the evidence names (`attribute`)."""
+
+    to_gpu: dict    # {gpu: [Evidence]}: its NVLink, or the GPU finding it joins
+    to_pair: dict   # {(a, b): [Evidence]}: the pair, or the named pair it joins
+    host: list      # [Evidence]: every pair moved; the host's NVLink as a whole
+    shown: list     # [Evidence]: latency that joined no finding (a note)
+
+
+def _pair_of(e):
+    return min(e.a, e.b), max(e.a, e.b)
+
+
+def attribute(evidence, gpus, named_gpus=(), named_pairs=()):
+    """Who the `evidence` names (`Attribution`; rules in the module docstring).
 
     `gpus`: the node's GPU indices; `named_gpus`: those the GPU checks
-    named (a pair of theirs joins their finding: the first dict)."""
+    named (a GPU or its NVLink), `named_pairs`: the pairs (a, b) they named;
+    a pair of theirs joins their finding."""
+    naming = [e for e in evidence if e.figure not in SUPPORTING]
     by_pair = {}
-    for e in evidence:
-        by_pair.setdefault((min(e.a, e.b), max(e.a, e.b)), []).append(e)
+    for e in naming:
+        by_pair.setdefault(_pair_of(e), []).append(e)
+    out = Attribution({}, {}, [], [])
+    named_gpus, named_pairs = set(named_gpus), [tuple(sorted(p)) for p in named_pairs]
+    free = {}
+    for p, es in by_pair.items():
+        owner = next((g for g in p if g in named_gpus), None)
+        joined = next((q for q in named_pairs if set(q) & set(p)), None)
+        if owner is not None:
+            out.to_gpu.setdefault(owner, []).extend(es)
+        elif joined is not None:
+            out.to_pair.setdefault(joined, []).extend(es)
+        else:
+            free[p] = es
+    taken = named_gpus.union(*map(set, named_pairs))
     whole = set()
     if len(gpus) >= 3:
-        whole = {g for g in gpus
-                 if all((min(g, h), max(g, h)) in by_pair for h in gpus if h != g)}
-    # two GPUs slow in all their pairs, the GPU checks silent on both: the
-    # pair between them (one copy loop loads both ends' NVLink ports)
-    if len(whole) == 2 and not whole & set(named_gpus):
-        pair = tuple(sorted(whole))
-        return {}, {pair: [e for p, es in by_pair.items() if set(p) & whole for e in es]}
-    to_gpu, to_pair = {}, {}
-    for p, es in by_pair.items():
-        owner = next((g for g in p if g in whole), None)
-        if owner is None:
-            owner = next((g for g in p if g in named_gpus), None)
-        if owner is None:
-            to_pair[p] = es
-        else:
-            to_gpu.setdefault(owner, []).extend(es)
-    return to_gpu, to_pair
+        whole = {g for g in gpus if g not in taken
+                 and all((min(g, h), max(g, h)) in by_pair for h in gpus if h != g)}
+    if len(gpus) >= 3 and whole == set(gpus):
+        # every pair moved alike: no healthy pair to tell a GPU or a pair from
+        out.host = [e for es in free.values() for e in es]
+    elif len(whole) == 2 and not taken:
+        # two GPUs slow in all their pairs: the pair between them (one copy
+        # loop loads both ends' NVLink ports)
+        out.to_pair[tuple(sorted(whole))] = [e for es in free.values() for e in es]
+    else:
+        for p, es in free.items():
+            owner = next((g for g in p if g in whole), None)
+            if owner is None:
+                out.to_pair.setdefault(p, []).extend(es)
+            else:
+                out.to_gpu.setdefault(owner, []).extend(es)
+    for e in evidence:
+        if e.figure in SUPPORTING:
+            p = _pair_of(e)
+            if p in out.to_pair:
+                out.to_pair[p].append(e)
+            elif set(p) & set(out.to_gpu):
+                out.to_gpu[next(g for g in p if g in out.to_gpu)].append(e)
+            elif out.host:
+                out.host.append(e)
+            else:
+                out.shown.append(e)
+    return out
+
+
+def shown_note(node, shown, links):
+    """The note of latency evidence that joined no finding (`SUPPORTING`);
+    `links`: how many links were measured.  "" when none."""
+    if not shown:
+        return ""
+    ratios = [1 / e.ratio for e in shown if np.isfinite(e.ratio) and e.ratio > 0]
+    spread = f" ({min(ratios):.2f}-{max(ratios):.2f}x longer)" if ratios else ""
+    refs = " and ".join(sorted({e.against for e in shown if e.against})) or "its references"
+    moved = {(e.a, e.b) for e in shown}
+    head = f"{node}: the 8 B peer-copy latency of {len(moved)} of {links} links moved against " \
+           f"the {refs}{spread} while their bandwidth did not"
+    if len(moved) >= links - 1 and links > 2:
+        return (f"{head}: a host-wide shift (the host's launch latency, clocks), not a link; "
+                "shown, names nothing")
+    return (f"{head}: shown, names nothing (a latency alone does not separate a link from the "
+            f"host: {', '.join(sorted({named(f'{e.a}->{e.b}') for e in shown}))})")
 
 
 #: the NVLink counters that name a GPU's NVLink on their own: a recovery is
