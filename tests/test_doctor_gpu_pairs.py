@@ -149,6 +149,18 @@ def test_every_pair_slower_than_the_baseline_is_the_hosts_nvlink_not_three_gpus(
                             "the baseline (1.") and "a host-wide shift" in n for n in v.notes)
 
 
+def test_two_pairs_sharing_a_gpu_do_not_stand_apart_cannot_tell():
+    # 0-1 and 1-2 slower, gpu1's third pair not: neither pair is apart from
+    # the other, nor is gpu1 slow in all its pairs: the verdict cannot tell
+    v = judge.judge(pair_run(slow={(0, 1): 0.5, (1, 0): 0.5, (1, 2): 0.5, (2, 1): 0.5}))
+    assert v.line() == "verdict: cannot tell"
+    assert v.undecided.startswith("n1 gpu0<->gpu1 not named: gpu0->gpu1 peer copy 18")
+    assert "other pairs of its GPUs moved too (gpu1<->gpu2)" in v.undecided
+    # two pairs with no GPU in common: each stands apart, each named
+    v = judge.judge(pair_run(slow={(0, 1): 0.5, (1, 0): 0.5, (2, 3): 0.5, (3, 2): 0.5}))
+    assert v.line() == "verdict: n1 gpu0<->gpu1 NVLink, n1 gpu2<->gpu3 NVLink"
+
+
 def test_a_latency_within_the_events_resolution_is_shown_not_judged():
     # 2.4 -> 3.2 us: 0.75x its peers, but 0.8 us above them (events resolve ~0.5 us)
     v = judge.judge(pair_run(lat_scale={(1, 2): 1.35, (2, 1): 1.35}))
@@ -330,8 +342,13 @@ def test_nccl_pairs_of_a_pair_the_copy_matrix_named_join_it(tmp_path):
     base = baseline.load(saved(tmp_path, per_gpu_figures(4), 4))
     loop = {p: 0.55 for p in [(0, 1), (0, 2), (0, 3), (1, 2)]}
     figures = per_gpu_figures(4, slow=loop, seed=10)
-    assert per_gpu_baseline.judge(figures, base, "vm").line() == \
-        "verdict: vm gpu1<->gpu2 NVLink, vm gpu0 nvlink"  # the NCCL pairs alone
+    # the NCCL pairs alone: gpu0's are all slower (its NVLink); 1-2 moved
+    # beside 0-1 and 0-2, pairs of its GPUs: not apart from them, not named
+    alone = per_gpu_baseline.judge(figures, base, "vm")
+    assert alone.line() == "verdict: vm gpu0 nvlink"
+    assert any(n.startswith("vm gpu1<->gpu2 not named: NCCL sendrecv gpu1<->gpu2 ") and
+               n.endswith("other pairs of its GPUs moved too (gpu0<->gpu1, gpu0<->gpu2): it "
+                          "does not stand apart from them") for n in alone.notes)
     checks = judge.Verdict(findings=[judge.PairFinding("vm", 0, "pair", peer=1)])
     v = per_gpu_baseline.judge(figures, base, "vm", checks)
     assert v.line() == "verdict: vm gpu0<->gpu1 NVLink"

@@ -101,7 +101,8 @@ def per_gpu_after(args, diag):
         print(f"note: {note}")
     for f in past.findings:
         print(f.sentence())
-    return [pairs, doctor_api.Diagnosis(past, doctor_api.OUTLIER if past.findings
+    return [pairs, doctor_api.Diagnosis(past, doctor_api.OUTLIER
+                                        if past.findings or past.undecided
                                         else doctor_api.HEALTHY)]
 
 

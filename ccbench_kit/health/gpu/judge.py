@@ -189,6 +189,10 @@ def _pairs(ds, node, gpus, verdict, found, finding, baseline, preset, rng):
     note = pair_judge.shown_note(node, who.shown, links)
     if note:
         verdict.notes.append(note)
+    unclear = who.unclear_notes(node)
+    verdict.notes += unclear
+    if unclear and not any(k[0][0] == node for k in found):
+        verdict.undecided = "; ".join(unclear)
     for g in gpus:
         for what, why, judged in pair_judge.counter_reasons(ds, node, g):
             if judged:

@@ -32,7 +32,9 @@ NVLink ports, so every pair of either end is slower):
 ``HOST gpu1<->gpu3 NVLink``.  *Every* GPU so (every pair moved): nothing
 separates a pair or a GPU from a healthy rest; the host's NVLink as a
 whole is named (``HOST NVLink``: a slower NVSwitch fabric, a node-wide
-power cap or driver).  A pair that moved alone is named as the pair.
+power cap or driver).  A pair that moved alone is named as the pair; one
+that moved beside other pairs of its GPUs, none of which explains it, does
+not stand apart from them: a note, and ``cannot tell`` if nothing is named.
 
 The 8 B latency never names on its own (`SUPPORTING`): it joins a finding
 of its pair or of one of its GPUs, else it is a note.  Its few us are the
@@ -155,6 +157,28 @@ class Attribution:
     to_pair: dict   # {(a, b): [Evidence]}: the pair, or the named pair it joins
     host: list      # [Evidence]: every pair moved; the host's NVLink as a whole
     shown: list     # [Evidence]: latency that joined no finding (a note)
+    unclear: dict = None  # {(a, b): [Evidence]}: moved beside other pairs of its GPUs
+
+    def __post_init__(self):
+        self.unclear = {} if self.unclear is None else self.unclear
+
+    def unclear_notes(self, node):
+        """Why each pair of `unclear` is not named (notes)."""
+        out = []
+        for (a, b), es in self.unclear.items():
+            near = [p for p in self.moved if p != (a, b) and set(p) & {a, b}]
+            out.append(f"{node} gpu{a}<->gpu{b} not named: {es[0].reason}; other pairs of "
+                       f"its GPUs moved too ({', '.join(f'gpu{x}<->gpu{y}' for x, y in near)}): "
+                       "it does not stand apart from them")
+        return out
+
+    @property
+    def moved(self):
+        """Every pair with naming evidence, whoever took it."""
+        out = set(self.unclear)
+        for es in [*self.to_gpu.values(), *self.to_pair.values(), self.host]:
+            out |= {_pair_of(e) for e in es if e.figure not in SUPPORTING}
+        return sorted(out)
 
 
 def _pair_of(e):
@@ -198,10 +222,14 @@ def attribute(evidence, gpus, named_gpus=(), named_pairs=()):
     else:
         for p, es in free.items():
             owner = next((g for g in p if g in whole), None)
-            if owner is None:
-                out.to_pair.setdefault(p, []).extend(es)
-            else:
+            if owner is not None:
                 out.to_gpu.setdefault(owner, []).extend(es)
+            elif any(q != p and set(q) & set(p) for q in by_pair):
+                # other pairs of its GPUs moved too, none of them all of its
+                # pairs: the evidence does not separate this pair from them
+                out.unclear[p] = es
+            else:
+                out.to_pair.setdefault(p, []).extend(es)
     for e in evidence:
         if e.figure in SUPPORTING:
             p = _pair_of(e)

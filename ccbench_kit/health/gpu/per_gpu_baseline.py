@@ -126,6 +126,9 @@ def judge(per_gpu, base, host, gpu_checks=None):
         for e in who.host + host_moved:
             f.add(e.figure, e.reason)
         verdict.findings.append(f)
+    verdict.notes += who.unclear_notes(host)
+    if who.unclear and not verdict.findings:
+        verdict.undecided = "; ".join(who.unclear_notes(host))
     return verdict
 
 
