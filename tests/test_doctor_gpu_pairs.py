@@ -142,6 +142,17 @@ def test_every_pair_slower_than_the_baseline_is_the_hosts_nvlink_not_three_gpus(
     v = judge.judge(pair_run(slow=every, seed=4, names=["NVIDIA A100-SXM4-80GB"] * 4), base)
     assert v.line() == "verdict: n1 NVLink"
     assert len([r for r in v.findings[0].reasons if "peer copy" in r]) == 12
+    # five pairs at 0.7x, the sixth at 0.85x: against the baseline the five
+    # passed, but none stands apart from the sixth (0.82x of it, peers
+    # 0.75x): a move of the node, not the pair gpu0<->gpu1 that "two GPUs
+    # slow in all their pairs" named before
+    near = {(a, b): 0.85 if {a, b} == {2, 3} else 0.7 for a, b in every}
+    v = judge.judge(pair_run(slow=near, seed=6, names=["NVIDIA A100-SXM4-80GB"] * 4), base)
+    assert v.line() == "verdict: none", [f.sentence()[:200] for f in v.findings]
+    assert any(n.startswith("n1: both ways, peer copy of 10 links or pairs moved against the "
+                            "baseline (1.4") and n.endswith("no further than the best other "
+                            "pair's: a move of the node's pairs, not of one; shown, names "
+                            "nothing") for n in v.notes), v.notes
     # the latency of every link longer, bandwidth as saved: a note, no name
     v = judge.judge(pair_run(lat_scale={k: 1.4 for k in every}, seed=5), base)
     assert v.line() == "verdict: none"

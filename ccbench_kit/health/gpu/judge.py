@@ -186,9 +186,7 @@ def _pairs(ds, node, gpus, verdict, found, finding, baseline, preset, rng):
             f.add(e.figure, e.reason)
     links = int(np.isfinite(ds["peer_latency_us"].sel(node=node)).any("repeat").sum()) \
         if "peer_latency_us" in ds else 0
-    note = pair_judge.shown_note(node, who.shown, links)
-    if note:
-        verdict.notes.append(note)
+    verdict.notes += pair_judge.shown_notes(node, who.shown, links)
     unclear = who.unclear_notes(node)
     verdict.notes += unclear
     if unclear and not any(k[0][0] == node for k in found):

@@ -16,6 +16,10 @@ the bootstrap 90 % interval below 1):
   direction (`theory.presets`, ``peer_gbps``), both ways over twice it;
 - **baseline**: a saved healthy run (`health.baseline`), 0.8x.
 
+The preset's and the baseline's evidence names something only where it
+also stands apart from the best other pair over the same reference
+(`_mark_common`): a move of all the node's pairs is not one pair's.
+
 Latency is judged against the median of the other links (a few us, where
 the best of them would be one lucky reading of the events' 0.5 us
 resolution), and only when it is more than `LATENCY_RESOLUTION_US` above
@@ -62,6 +66,9 @@ PRESET_SCALE = {"peer_gbps": 1.0, "peer_bidir_gbps": 2.0}  # x the preset's per-
 # a latency this much above its peers' at most is not judged: CUDA events
 # resolve about 0.5 us, and a copy engine's latency is a few us
 LATENCY_RESOLUTION_US = 1.0
+# a pair moved against the preset or the baseline names it only this far
+# below the best other pair over the same reference (`_mark_common`)
+APART = _baseline.THRESHOLD
 
 
 @dataclass
@@ -74,6 +81,7 @@ class Evidence:
     reason: str
     ratio: float = float("nan")  # the figure over its reference, < 1 worse (latency too)
     against: str = ""            # the reference: "peers", "preset", "baseline"
+    common: bool = False         # moved with the other pairs: not apart (`_mark_common`)
 
 
 def _fmt(figure, v):
@@ -97,6 +105,7 @@ def score(ds, node, preset, baseline, rng):
         with np.errstate(all="ignore"):
             good = raw if better == "higher" else 1.0 / raw  # higher is better from here
         scores[figure] = {}
+        base_good = np.full(len(labels), np.nan)
         for i, label in enumerate(labels):
             if not np.isfinite(raw[i]).any():
                 continue  # not measured (no peer access)
@@ -141,8 +150,34 @@ def score(ds, node, preset, baseline, rng):
                         f"{named(label)} {SHORT[figure]} {_fmt(figure, s.now)} is {s.ratio:.2f}x "
                         f"the baseline's {_fmt(figure, s.base)} (baseline {baseline.path}; "
                         f"90% CI {s.ci[0]:.2f}-{s.ci[1]:.2f})"), row["baseline"], "baseline"))
+            if s is not None:
+                base_good[i] = s.base if better == "higher" else 1.0 / s.base
             scores[figure][f"{node}/{label}"] = row
+        _mark_common([e for e in evidence if e.figure == figure], labels, good, base_good)
     return scores, evidence
+
+
+def _mark_common(evidence, labels, good, base_good):
+    """Mark the preset's and the baseline's `evidence` (one figure) that
+    does not stand apart from the best other pair, both over the same
+    reference (per repeat, median <= `APART`, 90 % interval below 1):
+    `common`, a move of the node's every pair, not of this one.  The peers'
+    evidence is apart by its rule; with one pair there is no other."""
+    rng = np.random.default_rng(1)  # its own stream: the reasons' intervals stay the same
+    where = {ends(label): i for i, label in enumerate(labels)}
+    for e in evidence:
+        if e.against not in ("preset", "baseline"):
+            continue
+        i = where[(e.a, e.b)]
+        with np.errstate(all="ignore"):
+            norm = good if e.against == "preset" else good / base_good[:, None]
+            others = np.delete(norm, [k for k, label in enumerate(labels)
+                                      if set(ends(label)) == {e.a, e.b}], axis=0)
+            if not np.isfinite(others).any():
+                continue
+            best = np.nanmax(np.where(np.isfinite(others), others, -np.inf), axis=0)
+            m, _, total, ci = _summary(norm[i] / best, False, APART, rng)
+        e.common = not (total and m <= APART and ci[1] < 1)
 
 
 #: figures that never name a pair or a GPU on their own (module docstring)
@@ -191,7 +226,8 @@ def attribute(evidence, gpus, named_gpus=(), named_pairs=()):
     `gpus`: the node's GPU indices; `named_gpus`: those the GPU checks
     named (a GPU or its NVLink), `named_pairs`: the pairs (a, b) they named;
     a pair of theirs joins their finding."""
-    naming = [e for e in evidence if e.figure not in SUPPORTING]
+    naming = [e for e in evidence if e.figure not in SUPPORTING and not e.common]
+    common = [e for e in evidence if e.figure not in SUPPORTING and e.common]
     by_pair = {}
     for e in naming:
         by_pair.setdefault(_pair_of(e), []).append(e)
@@ -212,9 +248,12 @@ def attribute(evidence, gpus, named_gpus=(), named_pairs=()):
     if len(gpus) >= 3:
         whole = {g for g in gpus if g not in taken
                  and all((min(g, h), max(g, h)) in by_pair for h in gpus if h != g)}
-    if len(gpus) >= 3 and whole == set(gpus):
+    every = {(g, h) for g in gpus for h in gpus if g < h}
+    if len(gpus) >= 3 and not taken and every <= set(by_pair) | {_pair_of(e) for e in common}:
         # every pair moved alike: no healthy pair to tell a GPU or a pair from
-        out.host = [e for es in free.values() for e in es]
+        out.host, common = common, []
+    if len(gpus) >= 3 and whole == set(gpus):
+        out.host += [e for es in free.values() for e in es]
     elif len(whole) == 2 and not taken:
         # two GPUs slow in all their pairs: the pair between them (one copy
         # loop loads both ends' NVLink ports)
@@ -231,7 +270,7 @@ def attribute(evidence, gpus, named_gpus=(), named_pairs=()):
             else:
                 out.to_pair.setdefault(p, []).extend(es)
     for e in evidence:
-        if e.figure in SUPPORTING:
+        if e.figure in SUPPORTING or e in common:
             p = _pair_of(e)
             if p in out.to_pair:
                 out.to_pair[p].append(e)
@@ -244,22 +283,37 @@ def attribute(evidence, gpus, named_gpus=(), named_pairs=()):
     return out
 
 
-def shown_note(node, shown, links):
-    """The note of latency evidence that joined no finding (`SUPPORTING`);
-    `links`: how many links were measured.  "" when none."""
-    if not shown:
-        return ""
-    ratios = [1 / e.ratio for e in shown if np.isfinite(e.ratio) and e.ratio > 0]
-    spread = f" ({min(ratios):.2f}-{max(ratios):.2f}x longer)" if ratios else ""
-    refs = " and ".join(sorted({e.against for e in shown if e.against})) or "its references"
-    moved = {(e.a, e.b) for e in shown}
-    head = f"{node}: the 8 B peer-copy latency of {len(moved)} of {links} links moved against " \
-           f"the {refs}{spread} while their bandwidth did not"
-    if len(moved) >= links - 1 and links > 2:
-        return (f"{head}: a host-wide shift (the host's launch latency, clocks), not a link; "
-                "shown, names nothing")
-    return (f"{head}: shown, names nothing (a latency alone does not separate a link from the "
-            f"host: {', '.join(sorted({named(f'{e.a}->{e.b}') for e in shown}))})")
+def shown_notes(node, shown, links):
+    """The notes of evidence that joined no finding: latency (`SUPPORTING`)
+    and moves common to the node's pairs (`Evidence.common`); `links`: how
+    many links were measured."""
+    out = []
+    lat = [e for e in shown if e.figure in SUPPORTING]
+    if lat:
+        moved = {(e.a, e.b) for e in lat}
+        head = (f"{node}: the 8 B peer-copy latency of {len(moved)} of {links} links moved "
+                f"against the {_refs(lat)}{_spread(lat, 'longer')} while their bandwidth did not")
+        out.append(f"{head}: a host-wide shift (the host's launch latency, clocks), not a link; "
+                   "shown, names nothing" if len(moved) >= links - 1 and links > 2 else
+                   f"{head}: shown, names nothing (a latency alone does not separate a link "
+                   f"from the host: {', '.join(sorted(named(f'{a}->{b}') for a, b in moved))})")
+    rest = [e for e in shown if e.figure not in SUPPORTING]
+    if rest:
+        what = ", ".join(sorted({SHORT[e.figure] for e in rest}))
+        out.append(f"{node}: {what} of {len({(e.a, e.b) for e in rest})} links or pairs moved "
+                   f"against the {_refs(rest)}{_spread(rest, 'slower')}, but no further than "
+                   "the best other pair's: a move of the node's pairs, not of one; shown, names "
+                   "nothing")
+    return out
+
+
+def _refs(evidence):
+    return " and ".join(sorted({e.against for e in evidence if e.against})) or "references"
+
+
+def _spread(evidence, worse):
+    ratios = [1 / e.ratio for e in evidence if np.isfinite(e.ratio) and e.ratio > 0]
+    return f" ({min(ratios):.2f}-{max(ratios):.2f}x {worse})" if ratios else ""
 
 
 #: the NVLink counters that name a GPU's NVLink on their own: a recovery is
