@@ -95,13 +95,14 @@ def per_gpu_after(args, diag):
         print(f"baseline: the NCCL pairs and the host all_reduce added to {args.save_baseline}")
     if not (per_gpu and args.baseline):
         return [pairs]
-    named = [f.gpu for f in diag.verdict.findings if getattr(f, "kind", "") == "gpu"]
-    past = per_gpu_baseline.judge(per_gpu, _baseline.load(args.baseline), diag.nodes[0], named)
+    past = per_gpu_baseline.judge(per_gpu, _baseline.load(args.baseline), diag.nodes[0],
+                                  diag.verdict)
     for note in past.notes:
         print(f"note: {note}")
     for f in past.findings:
         print(f.sentence())
-    return [pairs, doctor_api.Diagnosis(past, doctor_api.OUTLIER if past.findings
+    return [pairs, doctor_api.Diagnosis(past, doctor_api.OUTLIER
+                                        if past.findings or past.undecided
                                         else doctor_api.HEALTHY)]
 
 

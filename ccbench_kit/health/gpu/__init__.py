@@ -74,7 +74,8 @@ def local(gpus=None, *, repeats=5, out=None, baseline=None, save_baseline=None, 
     check.save(ds, out)
     if save_baseline:
         _baseline.save(ds, save_baseline)
-    return Diagnosis(verdict, OUTLIER if verdict.findings else HEALTHY, out, "", command,
+    return Diagnosis(verdict, OUTLIER if verdict.findings or verdict.undecided else HEALTHY,
+                     out, "", command,
                      [inv.node])
 
 

@@ -77,6 +77,17 @@ class PairFinding(GpuFinding):
         return f"{self.node} gpu{self.gpu}<->gpu{self.peer} NVLink"
 
 
+@dataclass
+class HostFinding(GpuFinding):
+    """The host's NVLink as a whole (gpu -1): every pair of its GPUs moved
+    (`pair_judge.attribute`), or its all_reduce over every GPU
+    (`per_gpu_baseline`)."""
+
+    @property
+    def label(self):
+        return f"{self.node} NVLink"
+
+
 def fmt(figure, v):
     unit = FIGURES[figure][0] if figure in FIGURES else ""
     return f"{v:,.0f} {unit}" if np.isfinite(v) else "-"
@@ -160,15 +171,26 @@ def _pairs(ds, node, gpus, verdict, found, finding, baseline, preset, rng):
     for figure, rows in scores.items():
         verdict.scores.setdefault(figure, {}).update(rows)
     named = [place[1] for place, kind in found if place[0] == node and kind == "gpu"]
-    to_gpu, to_pair = pair_judge.attribute(evidence, gpus, named)
-    for g, es in to_gpu.items():
+    who = pair_judge.attribute(evidence, gpus, named)
+    for g, es in who.to_gpu.items():
         f = finding((node, g), "gpu" if g in named else "nvlink")
         for e in es:
             f.add(e.figure, e.reason)
-    for (a, b), es in to_pair.items():
+    for (a, b), es in who.to_pair.items():
         f = found.setdefault(((node, a), f"pair{b}"), PairFinding(node, a, "pair", peer=b))
         for e in es:
             f.add(e.figure, e.reason)
+    if who.host:
+        f = found.setdefault(((node, -1), "host"), HostFinding(node, -1, "host"))
+        for e in who.host:
+            f.add(e.figure, e.reason)
+    links = int(np.isfinite(ds["peer_latency_us"].sel(node=node)).any("repeat").sum()) \
+        if "peer_latency_us" in ds else 0
+    verdict.notes += pair_judge.shown_notes(node, who.shown, links)
+    unclear = who.unclear_notes(node)
+    verdict.notes += unclear
+    if unclear and not any(k[0][0] == node for k in found):
+        verdict.undecided = "; ".join(unclear)
     for g in gpus:
         for what, why, judged in pair_judge.counter_reasons(ds, node, g):
             if judged:

@@ -9,12 +9,14 @@ on 2 H200, docs/doctor.md).
 `extend` adds the ``--per-gpu`` figures to the file the GPU checks saved;
 `judge` scores a ``--per-gpu`` run against it: a pair whose NCCL rate
 moved is named as the pair (``HOST gpu0<->gpu1 NVLink``), grouped as the
-pair matrix's are (`pair_judge.attribute`); the host all_reduce alone
-(3 GPUs or more, no pair that moved) names the host's NVLink.
+pair matrix's are (`pair_judge.attribute`); a pair with a GPU the GPU
+checks named, or a GPU of a pair they named, joins that finding (a copy
+loop between gpu0 and gpu1 slows the NCCL sendrecv of every pair with
+either: 0.52-0.60x on 4 H200, where the copy matrix named the pair
+alone); the host all_reduce alone (3 GPUs or more, no pair that moved)
+names the host's NVLink.
 """
 import json
-from dataclasses import dataclass, field
-
 import numpy as np
 import xarray as xr
 
@@ -24,28 +26,11 @@ from ...dataset.schema import attr_json
 from .. import baseline as _baseline
 from ..results import pair_figure
 from ..verdict import Verdict
-from .judge import GpuFinding, PairFinding
-from .pair_judge import Evidence, attribute
+from .judge import GpuFinding, HostFinding, PairFinding
+from .pair_judge import Attribution, Evidence, attribute
 
 HOST_FIGURE = "host_allreduce_gbps"
 BACKEND = "nccl"
-
-
-@dataclass
-class HostFinding:
-    """The host's NVLink as a whole: its all_reduce over every GPU moved."""
-
-    node: str
-    kind: str = "host"
-    moved: list = field(default_factory=list)
-    reasons: list = field(default_factory=list)
-
-    @property
-    def label(self):
-        return f"{self.node} NVLink"
-
-    def sentence(self):
-        return f"{self.label}: " + "; ".join(self.reasons)
 
 
 def figures(results_path, pair_baseline_path, host):
@@ -88,10 +73,10 @@ def as_datasets(per_gpu):
     return out
 
 
-def judge(per_gpu, base, host, named_gpus=()):
+def judge(per_gpu, base, host, gpu_checks=None):
     """The `Verdict` of the ``--per-gpu`` figures against `base` (a
-    `baseline.Baseline`); `named_gpus`: GPU indices the GPU checks named
-    (a pair of theirs joins them, as in `pair_judge.attribute`)."""
+    `baseline.Baseline`); `gpu_checks`: the GPU checks' `Verdict` of the
+    same run (a pair with a GPU or a pair it named joins that finding)."""
     verdict = Verdict()
     pair_fig = pair_figure(BACKEND)
     if pair_fig not in base.figures and HOST_FIGURE not in base.figures:
@@ -99,6 +84,7 @@ def judge(per_gpu, base, host, named_gpus=()):
                              "--per-gpu --save-baseline): the NCCL pairs and the host "
                              "all_reduce are not judged against it")
         return verdict
+    kinds, named_pairs, host_named = named_by(gpu_checks)
     evidence, gpus = [], set()
     for s in (s for ds in as_datasets(per_gpu) for s in _baseline.score(ds, base)):
         if s.figure == pair_fig:
@@ -108,33 +94,51 @@ def judge(per_gpu, base, host, named_gpus=()):
                 evidence.append(Evidence(a, b, s.figure, (
                     f"NCCL sendrecv gpu{a}<->gpu{b} {s.now / 1e9:,.1f} GB/s is {s.ratio:.2f}x "
                     f"the baseline's {s.base / 1e9:,.1f} GB/s (90% CI {s.ci[0]:.2f}-"
-                    f"{s.ci[1]:.2f})")))
+                    f"{s.ci[1]:.2f})"), s.ratio, "baseline"))
         elif s.figure == HOST_FIGURE:
             why = (f"host all_reduce {s.now:,.1f} GB/s is {s.ratio:.2f}x the baseline's "
                    f"{s.base:,.1f} GB/s (90% CI {s.ci[0]:.2f}-{s.ci[1]:.2f})")
             verdict.notes.append(f"{why}; baseline {base.path}")
             if s.flagged:
-                evidence.append(Evidence(-1, -1, s.figure, why))
+                evidence.append(Evidence(-1, -1, s.figure, why, s.ratio, "baseline"))
     host_moved = [e for e in evidence if e.a < 0]
-    to_gpu, to_pair = attribute([e for e in evidence if e.a >= 0], sorted(gpus), named_gpus)
-    if host_moved and len(gpus) == 2 and not to_gpu:
+    who = attribute([e for e in evidence if e.a >= 0], sorted(gpus), kinds, named_pairs)
+    if host_named:  # the copy matrix named the host's NVLink: every pair joins it
+        who = Attribution({}, {}, [e for e in evidence if e.a >= 0], [])
+    if host_moved and len(gpus) == 2 and not who.to_gpu:
         # two GPUs: the host all_reduce is their one pair's
-        to_pair.setdefault(tuple(sorted(gpus)), []).extend(host_moved)
+        who.to_pair.setdefault(tuple(sorted(gpus)), []).extend(host_moved)
         host_moved = []
-    for (a, b), es in to_pair.items():
+    if host_moved and (who.to_gpu or who.to_pair):
+        host_moved = []  # explained by what is named (its sentence is a note above)
+    for (a, b), es in who.to_pair.items():
         f = PairFinding(host, a, "pair", peer=b)
         for e in es:
             f.add(e.figure, e.reason)
         verdict.findings.append(f)
-    for g, es in to_gpu.items():
-        f = GpuFinding(host, g, "gpu" if g in named_gpus else "nvlink")
+    for g, es in who.to_gpu.items():
+        f = GpuFinding(host, g, kinds.get(g, "nvlink"))
         for e in es:
             f.add(e.figure, e.reason)
         verdict.findings.append(f)
-    if host_moved and not verdict.findings:
-        verdict.findings.append(HostFinding(host, moved=[HOST_FIGURE],
-                                            reasons=[e.reason for e in host_moved]))
+    if who.host or host_moved:
+        f = HostFinding(host, -1, "host")
+        for e in who.host + host_moved:
+            f.add(e.figure, e.reason)
+        verdict.findings.append(f)
+    verdict.notes += who.unclear_notes(host)
+    if who.unclear and not verdict.findings:
+        verdict.undecided = "; ".join(who.unclear_notes(host))
     return verdict
+
+
+def named_by(gpu_checks):
+    """What the GPU checks' `Verdict` named: ({gpu: "gpu" or "nvlink"},
+    [(a, b)] the pairs, whether the host's NVLink); nothing for None."""
+    findings = gpu_checks.findings if gpu_checks is not None else []
+    kinds = {f.gpu: f.kind for f in findings if f.kind in ("gpu", "nvlink")}
+    return (kinds, [(f.gpu, f.peer) for f in findings if f.kind == "pair"],
+            any(f.kind == "host" for f in findings))
 
 
 def _gpu(node_label):
