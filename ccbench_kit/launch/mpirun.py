@@ -241,8 +241,12 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
         # job has nothing left to flush and a stopped rank ignores SIGTERM:
         # no grace for it
         # the job stops where the stall was seen: no size after the one named
+        # a job stopped here cannot unlink its shared memory: its family,
+        # read while its mpirun lives, names the segments to remove after
+        family = leftovers.job_family(proc.pid) if proc.poll() is None else None
         kill_tree(proc, run_id, grace=0.5 if failure or proc.poll() is not None else 3.0,
                   at_once=bool(stalls))
+        leftovers.remove_segments(family)
         output.join()
         del board
     rc = proc.returncode
