@@ -62,6 +62,9 @@ def launcher(nranks, *, hosts=None, hosts_file=None, nnodes=None, ranks_per_node
                 tuple(_hosts.Host(n) for n in names[:nnodes]), nranks // nnodes)
         return srun
     placement = _hosts.place(nranks, hosts, hosts_file, nnodes, ranks_per_node)
+    if placement is not None and placement.nnodes > 1 and \
+            not os.environ.get("OMPI_MCA_plm_rsh_agent"):  # an agent maps names its own way
+        _hosts.check_one_name_each(placement.names, "--hosts-file" if hosts_file else "--hosts")
     if placement is None:
         if log_dir is None:
             return None
