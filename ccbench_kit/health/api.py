@@ -17,14 +17,15 @@ import subprocess
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, ConfigError, RunError
 from ..launch.leftovers import DOCTOR_PREFIX, run_prefix
 from ..output_path import check_distinct, check_output
-from ..units import parse_size
+from ..units import approx_size, parse_size
+from ..resources import RANK_BASE_BYTES, memory_available
 from ..backends import backend_class
 from ..backends.nccl import visible_gpus
 from . import baseline as _baseline
 from . import plan as _plan
 from . import cluster as _cluster, results, verdict as _verdict
 from .bisect import THRESHOLD, leaf_order
-from .probe import STEPS
+from .probe import PAIR_COPIES, STEPS
 from .._files import atomic_write_text
 from ..dataset import save
 from ..launch import hosts as _hosts, slurm as _slurm
@@ -345,6 +346,8 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         check_baseline(reference, names, backend)
     if not per_gpu and (hosts or hosts_file):
         check_names_resolve(names, hosts_file, slurm)   # after the cheap checks of the flags
+        if not (slurm or os.environ.get("OMPI_MCA_plm_rsh_agent")):
+            check_fits_here(plan, len(_hosts.this_host(names)))
     plan["hosts"] = names
     plan["per_gpu"] = per_gpu
     out = os.path.abspath(out or default_out())
@@ -401,6 +404,43 @@ def _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command
     if interrupted:
         diagnosis.exit_code = exit_code   # stopped by the user: 130/143, partial results kept
     return diagnosis
+
+
+def host_bytes(plan):
+    """(bytes, flag): the host memory one node's ranks hold at most in a
+    check of `plan` (None where the buffers are a device's), and the size
+    flag that decides it.  Every rank: its interpreter and the local step's
+    buffers (the all_reduce's two and the copy rate's two of 4x the size,
+    `probe.memcpy_bandwidth`); the node's leader also the pair's
+    (`probe.PAIR_COPIES`)."""
+    backend = plan["backend"]
+    if backend != TCP and not backend_class(backend).host_buffers:
+        return None, None
+    local = plan["ranks_per_node"] * 8 * plan["local_bytes"]
+    pair = PAIR_COPIES * plan["bw_bytes"]
+    need = plan["ranks_per_node"] * RANK_BASE_BYTES + max(local, pair)
+    return need, "--bw-size" if pair >= local else "--local-size"
+
+
+def check_fits_here(plan, nodes_here, available=None):
+    """ConfigError naming --bw-size (or --local-size), before any launch,
+    when the `nodes_here` nodes of the check that are this host cannot hold
+    its buffers in the memory available here (`resources.memory_available`:
+    MemAvailable, cgroup, Slurm): past it a rank is killed, or the host
+    swaps and the check hangs.  Other hosts' memory is not known before
+    the launch."""
+    need, flag = host_bytes(plan)
+    if need is None or nodes_here < 1:
+        return
+    need *= nodes_here
+    have = memory_available() if available is None else available
+    if need > have:
+        size = approx_size(plan["bw_bytes"] if flag == "--bw-size" else plan["local_bytes"])
+        raise ConfigError(
+            f"{size} needs about {approx_size(need)} of memory on this host ({nodes_here} "
+            f"node{'s' if nodes_here != 1 else ''} of the check, {plan['ranks_per_node']} "
+            f"rank{'s' if plan['ranks_per_node'] != 1 else ''} each), but only "
+            f"{approx_size(have)} is available here; give a smaller size", flag)
 
 
 def check_baseline(baseline, names, backend):

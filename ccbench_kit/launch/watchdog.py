@@ -175,6 +175,8 @@ def where(row, call):
         return f"{at}, {phase}"
     if entered > left:
         return f"{at}, call {entered}"
+    if entered == 0:   # in the step, its buffers being made or its peers awaited
+        return f"{at}, before its first call"
     return f"{at}, after call {left} (between calls)"
 
 
