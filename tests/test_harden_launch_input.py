@@ -102,3 +102,32 @@ def test_a_stall_while_a_steps_buffers_are_made_names_that_step():
         "doctor pair bandwidth (wave 0) at size 1073741824 B, before its first call"
     row[ENTERED] = row[LEFT] = 3
     assert where(row, "x").endswith("after call 3 (between calls)")
+
+
+def test_a_suite_env_value_no_process_can_take_is_refused_when_read(tmp_path, capsys):
+    """A 3 MB value: the exec of the launcher failed ("Argument list too
+    long") in a traceback, after the combinations before it had run."""
+    suite = tmp_path / "big.yaml"
+    suite.write_text("name: big\nrun: {minbytes: 8, maxbytes: 8, iters: 2}\nmatrix:\n"
+                     "  collectives: [all_reduce]\n  nranks: [2]\n  env:\n    small: {}\n"
+                     f"    big: {{FOO: \"{'x' * 3_000_000}\"}}\n")
+    rc = main(["suite", str(suite)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err == (
+        f"ccbench: error: {suite}: matrix.env.big: FOO: a value of 3,000,000 bytes cannot be "
+        "passed to a process (Linux takes at most 131,072 bytes for one variable, its name "
+        "included)\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.yaml"]   # nothing ran
+
+
+def test_the_apis_env_is_checked_for_size_too(tmp_path):
+    import ccbench_kit as ccb
+    from ccbench_kit import run_fields
+    edge = "x" * (run_fields.ENV_ENTRY_MAX - len("A=") - 1)   # the largest one entry can be
+    assert run_fields.environment({"A": edge}, "env") == {"A": edge}
+    with pytest.raises(ConfigError, match=r"^env: A: a value of 131,070 bytes cannot be passed"):
+        ccb.run("all_reduce", 2, [8], env={"A": edge + "x"}, out=str(tmp_path / "r.nc"))
+    many = {f"V{i}": edge[:-10] for i in range(run_fields.env_total_max() // len(edge) + 2)}
+    with pytest.raises(ConfigError, match=r"^env: the variables take [\d,]+ bytes, more than"):
+        run_fields.environment(many, "env")
+    assert list(tmp_path.iterdir()) == []

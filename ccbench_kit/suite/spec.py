@@ -222,6 +222,10 @@ def expand(path, matrix, run, ranks_per_node=None):
                 raise _err(path, f"matrix.env.{variant}", f"{k!r} is not an environment "
                                                           "variable name")
         envs[variant] = {str(k): str(v) for k, v in values.items()}
+        try:  # a value no process can be given fails here, before any combination runs
+            run_fields.environment(envs[variant], f"matrix.env.{variant}")
+        except ConfigError as e:
+            raise ConfigError(str(e), os.fspath(path)) from None
     nnodes = _list(path, "matrix.nnodes", matrix["nnodes"], int) if "nnodes" in matrix \
         else [None]
     nranks = _list(path, "matrix.nranks", matrix["nranks"], int) if "nranks" in matrix \
