@@ -131,3 +131,55 @@ def test_the_apis_env_is_checked_for_size_too(tmp_path):
     with pytest.raises(ConfigError, match=r"^env: the variables take [\d,]+ bytes, more than"):
         run_fields.environment(many, "env")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_mpi_doctor_refuses_a_pair_message_its_tcp_transport_cannot_send_whole(monkeypatch):
+    """--bw-size 4G through --backend mpi: the eager limit set past what
+    Open MPI's TCP transport sends whole, and the job's first message never
+    arrived (every rank spun in Comm_dup, past --timeout)."""
+    from ccbench_kit.backends.mpi import EAGER_MAX, MPIBackend
+    keys = ("OMPI_MCA_btl_tcp_eager_limit", "OMPI_MCA_btl_tcp_max_send_size")
+    for k in keys:
+        monkeypatch.delenv(k, raising=False)
+    assert MPIBackend.doctor_env(EAGER_MAX) == dict.fromkeys(keys, str(EAGER_MAX + 65536))
+    with pytest.raises(ConfigError) as e:
+        MPIBackend.doctor_env(4 << 30)
+    assert str(e.value) == (
+        "--bw-size: 4.0 GiB through --backend mpi: the doctor sends a pair's message whole "
+        "(eagerly), and Open MPI's TCP transport takes at most 2 GiB so (past it the job hangs "
+        "at its first message); give at most 2G")
+    for k in keys:   # the user's own settings win, and are theirs to answer for
+        monkeypatch.setenv(k, "65536")
+    assert MPIBackend.doctor_env(4 << 30) == dict.fromkeys(keys, "65536")
+
+
+def _board(tmp_path, rows):
+    import numpy as np
+    from ccbench_kit.progress_board import Board
+    board = Board(str(tmp_path / "board"), len(rows), create=True)
+    board.rows[:] = np.array(rows, dtype=np.int64)
+    return board
+
+
+def test_a_start_up_that_hangs_is_a_stall_once_the_timeout_is_bounded(tmp_path):
+    """Every rank alive and "starting" (no operation entered): local work
+    to a sweep, but for the doctor (its --timeout given) ranks waiting on
+    each other; named as the doctor's start-up."""
+    from ccbench_kit.launch.watchdog import Monitor, describe_stall
+    starting = [[100 + r, 0, 0, 0, 0, 0, 0, PHASES.index("starting")] for r in range(3)]
+    unbounded = Monitor(_board(tmp_path, starting), timeout=5)
+    bounded = Monitor(_board(tmp_path, starting), timeout=5, bounded_start=True)
+    for m in (unbounded, bounded):
+        assert m.poll(now=1000.0) is None and m.poll(now=1004.0) is None
+    assert unbounded.poll(now=1006.0) is None            # a sweep's local work: no limit
+    stall = bounded.poll(now=1006.0)
+    assert stall.kind == "stuck" and stall.culprits == [0, 1, 2] and stall.seconds == 6.0
+    text = describe_stall(stall, api.step_name(stall.row))
+    assert text == ("timeout: every rank (0, 1, 2) is alive but stuck in doctor start-up "
+                    "(MPI's first messages, the pair connections, the backend), starting: no "
+                    "progress for 6 s (a deadlock, a stuck device or a lost message); the job "
+                    "was stopped")
+    # a rank past its start-up, in a step's local work, is still left alone
+    busy = [[100, 4, 8, 0, 1, 0, 0, PHASES.index("preparing")], *starting[1:]]
+    m = Monitor(_board(tmp_path, busy), timeout=5, bounded_start=True)
+    assert m.poll(now=0.0) is None and m.poll(now=60.0) is None

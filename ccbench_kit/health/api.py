@@ -34,7 +34,7 @@ from ..launch.job import RANK_MODULE, Job
 from ..launch.hosts import load_topology
 from ..launch.mpirun import died_message, run_ranks
 from ..launch.watchdog import describe_stall
-from ..progress_board import ALG, PLACEMENT
+from ..progress_board import ALG, OP, PLACEMENT
 from .collective import TCP, transports
 
 # Exit codes, for CI and Slurm prologs (docs/doctor.md)
@@ -381,7 +381,8 @@ def _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command
         with tempfile.TemporaryDirectory(prefix=run_prefix(DOCTOR_PREFIX)) as run_dir:
             failure, exit_code, _, dead = run_ranks(
                 RANK_MODULE, [Job.doctor(plan).word()], nranks, run_dir,
-                describe=describe, call_timeout=timeout, command=cmd, env=env)
+                describe=describe, call_timeout=timeout, command=cmd, env=env,
+                bounded_start=timeout is not None)  # --timeout holds from the start
         interrupted = failure is not None and exit_code in (EXIT_SIGINT, EXIT_SIGTERM)
         # a rank the launcher saw killed by a signal, not by the watchdog
         # (its stop kills ranks too) nor on the user's Ctrl-C or SIGTERM
@@ -509,6 +510,8 @@ def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, j
 
 def step_name(row):
     """The doctor's step in a board row, for the watchdog's message."""
+    if not int(row[OP]):   # no step entered yet
+        return "doctor start-up (MPI's first messages, the pair connections, the backend)"
     k = int(row[PLACEMENT])
     step = STEPS[k] if 0 <= k < len(STEPS) else "?"
     unit = "node" if step.startswith("local") else "wave"

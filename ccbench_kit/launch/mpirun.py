@@ -190,12 +190,15 @@ def _launch(job, on_event, timeout, hosts, command, env, run_id, debug=False):
 
 
 def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_event=None,
-              timeout=None, hosts=None, command=None, env=None, run_id=None, debug=False):
+              timeout=None, hosts=None, command=None, env=None, run_id=None, debug=False,
+              bounded_start=False):
     """Run ``python -m MODULE ARGS --board=PATH`` on `nranks` ranks and watch it.
 
     `run_id` (CCB_RUN_ID of every process) names the run's sidecar files
     and finds its processes; default a new one.  `debug` prints the command
     and the ranks' environment first and relays their stderr (`debug`).
+    `bounded_start`: a start-up past `call_timeout` is a stall too
+    (`watchdog.Monitor`).
 
     The ranks beat (`heartbeat`) and fill the board in `run_dir`; a stall is
     turned into a message by ``describe(stall)``.  Returns ``(failure,
@@ -232,7 +235,8 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
         stalls.append(stall)
         return describe(stall)
     try:
-        failure = _supervise(proc, Monitor(board, call_timeout, beats, placed), described, timeout)
+        monitor = Monitor(board, call_timeout, beats, placed, bounded_start)
+        failure = _supervise(proc, monitor, described, timeout)
     except (KeyboardInterrupt, Interrupted) as e:
         failure = f"interrupted by {getattr(e, 'signal_name', 'SIGINT')}"
         exit_code = getattr(e, "exit_code", EXIT_SIGINT)
