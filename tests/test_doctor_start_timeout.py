@@ -4,27 +4,18 @@ cannot send, as --bw-size 4G once set it) ends, names the start-up as what
 was stuck, and exits 3; before, every rank spun in Comm_dup while the
 watchdog took "starting" for local work, past any --timeout.  Real hosts
 (network namespaces), one check."""
-import os
 import subprocess
 
 import pytest
 
 from conftest import BIN
-from test_multihost_netns import NetHosts, _netns_usable
+from test_multihost_netns import named_hosts
 
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
-    why = _netns_usable()
-    if why:
-        pytest.skip(why)
-    hosts = NetHosts(2, tmp_path_factory.mktemp("start-netns"))
-    hosts.prefix = f"ccbst{os.getpid() % 10000}"
-    hosts.switch, hosts.names = f"{hosts.prefix}sw", [f"{hosts.prefix}h{i}" for i in range(2)]
-    try:
-        yield hosts.up()
-    finally:
-        hosts.down()
+    with named_hosts(2, tmp_path_factory.mktemp("start-netns"), "ccbst") as hosts:
+        yield hosts
 
 
 def test_a_start_up_that_hangs_ends_at_the_timeout_and_is_named(net, tmp_path):
