@@ -26,9 +26,10 @@ from .launch.mpirun import launch
 __all__ = ["load", "run", "run_many", "save", "make_config", "make_configs", "inside_mpi_job", "RunConfig"]
 
 #: `run`'s keywords that say how and where the ranks start, not what they
-#: measure: the place fields (hosts...) and the plain keywords of `run`
-LAUNCH_KEYWORDS = ("progress", "slurm", "env", "client", "mpi_log_dir", "debug",
-                   *(f.name for f in run_fields.in_section(run_fields.PLACE)))
+#: measure: the place fields of `run_fields` (hosts, slurm, env...)
+LAUNCH_KEYWORDS = tuple(f.name for f in run_fields.in_section(run_fields.PLACE))
+# the launch keywords that a cluster's or an MPI job's ranks, already running, take too
+_ANY_RANKS = ("progress", "client")
 
 
 def make_config(collective, nranks=2, sizes=None, **keywords):
@@ -195,7 +196,7 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     xarray.Dataset
         On rank 0 when run in-process inside an MPI job; None on other ranks.
     """
-    env = run_fields.environment(env, "env")
+    env = run_fields.get("env").validate(env)
     launch_kw = dict(progress=progress, hosts=hosts, hosts_file=hosts_file, nnodes=nnodes,
                      ranks_per_node=ranks_per_node, slurm=slurm, env=env, client=client,
                      mpi_log_dir=mpi_log_dir, debug=debug)
@@ -219,10 +220,7 @@ def run(collective, nranks=None, sizes=None, *, progress=None, timeout=None, hos
     else:
         cfg = None
     if client is not None:
-        placed = [f for f, v in (("hosts", hosts), ("hosts_file", hosts_file),
-                                 ("nnodes", nnodes), ("ranks_per_node", ranks_per_node),
-                                 ("slurm", slurm), ("env", env),
-                                 ("mpi_log_dir", mpi_log_dir), ("debug", debug)) if v]
+        placed = [k for k in LAUNCH_KEYWORDS if k not in _ANY_RANKS and launch_kw[k]]
         if placed:
             raise ConfigError(f"{placed[0]} applies when ccbench starts the ranks; a "
                               "cluster's ranks already run (choose them at `ccbench "
@@ -401,7 +399,7 @@ def run_many(collectives_, nranks=None, sizes=None, *, out=None, cycles=1, until
     """
     launch_kw = {k: v for k, v in options.items() if k in LAUNCH_KEYWORDS}
     config_kw = {k: v for k, v in options.items() if k not in LAUNCH_KEYWORDS}
-    run_fields.environment(launch_kw.get("env"), "env")
+    run_fields.get("env").validate(launch_kw.get("env"))
     if out is not None:  # out=False or 0 is a wrong path, not "no file"
         check_output(out, "--out")
     if isinstance(collectives_, str) or not all(isinstance(c, RunConfig) for c in collectives_):

@@ -14,10 +14,11 @@ up (connection set-up, page faults).  Ranks wait for their turn without
 spinning, so that on an oversubscribed node the measuring pair gets the
 cores.
 """
-import time
 from typing import NamedTuple
 
 import numpy as np
+
+from .mpi_env import quiet_barrier, wait_quietly
 
 _TAG = 0x4343 + 1
 WARMUP_ROUNDS = 3
@@ -65,7 +66,7 @@ def estimate_offsets(comm, rounds=30, clock=None):
                 comm.Send(buf, dest=peer, tag=_TAG)
         result = ClockOffset(0.0, 0.0)
     else:
-        _wait_politely(comm.Irecv(go, source=0, tag=_TAG))
+        wait_quietly(comm.Irecv(go, source=0, tag=_TAG))
         best, offset = np.inf, 0.0
         for i in range(WARMUP_ROUNDS + rounds):
             t1 = clock()
@@ -75,12 +76,5 @@ def estimate_offsets(comm, rounds=30, clock=None):
             if i >= WARMUP_ROUNDS and t2 - t1 < best:
                 best, offset = t2 - t1, buf[0] - (t1 + t2) / 2
         result = ClockOffset(float(offset), float(best / 2))
-    comm.Barrier()
+    quiet_barrier(comm)
     return result
-
-
-def _wait_politely(request, nap=2e-4):
-    # A blocking MPI wait spins; with more ranks than cores that spinning
-    # would steal the core the measuring pair needs and inflate its round trip.
-    while not request.Test():
-        time.sleep(nap)

@@ -1,7 +1,8 @@
 """One run's parameters: built and validated once, frozen, shipped to every
 rank as JSON.
 
-`RunConfig` holds five typed sections, each a frozen dataclass:
+`RunConfig` holds five typed sections, each a frozen dataclass (made from
+`run_fields` by `make_section`, but for `BackendConfig`):
 
 - `SweepConfig` (``cfg.sweep``): what is measured: the collective, sizes,
   algorithms, data type, iterations;
@@ -33,59 +34,64 @@ from .backends import backend_class
 from .inputs import parse_inputs, split_layout
 from .inputs.skew import FLAG, parse_pattern
 from . import run_fields
-from .run_fields import DEFAULT_CHECKPOINT_EVERY, default
+from .run_fields import default
 
 
-@dataclass(frozen=True)
-class SweepConfig:
-    collective: str
-    sizes: tuple                     # bytes, each with at least one element per rank
-    algorithms: tuple = ("mpi",)
-    dtype: str = default("dtype")
-    op: str = default("op")          # "none" for collectives that don't reduce
-    root: int = 0                    # -1 for collectives without a root
-    placements: tuple = PLACEMENTS
-    warmup: int = default("warmup")
-    iters: int = default("iters")
-    agg_iters: int = default("agg_iters")
-    blocking: int = default("blocking")          # nccl-tests -z 0|1|2|3 (backends.blocking)
-    report_cputime: bool = default("report_cputime")  # -C: the backend's cputime_timing
-    skipped_sizes: tuple = ()        # asked for, but too small for this rank count
+def make_section(section):
+    """The frozen dataclass of one `RunConfig` section (`SECTION_SHAPES`): the
+    attributes `build` works out from the keywords, then one attribute for
+    every `run_fields` field of `section` stored as given, its default the
+    table's (through the field's check), in table order.  A new field is
+    therefore an attribute of its section with no edit here."""
+    cls_name, doc, computed, made_from = SECTION_SHAPES[section]
+    declared = {c[0] for c in computed}
+    stored = [(f.name, object, field(default=f.validate(f.default)))
+              for f in run_fields.in_section(section)
+              if f.name not in declared and f.name not in made_from]
+    return dataclasses.make_dataclass(cls_name, [*computed, *stored], frozen=True,
+                                      namespace={"__doc__": doc, "__module__": __name__})
 
 
-@dataclass(frozen=True)
-class InputConfig:
-    check: str = ""                  # "", "random" or "all_ones"
-    seed: int = 0
-    unique_buff: bool = default("unique_buff")
-    # Parsed (and validated) from JSON files or specs by ccbench_kit/inputs/;
-    # the harness and collectives only read them.  groups: lists of world
-    # ranks, all the same size (() = one group of all); a collective runs on
-    # its group, where ranks, roots and the vectors below count within it.
-    groups: tuple = ()
-    alltoallv: tuple = ()            # per WORLD rank: {send_counts, send_displs,
-                                     #  recv_counts, recv_displs} in elements
-    pairs: tuple = ()                # permute: [src, dst] pairs of group ranks
-    coalesced_ratio: tuple = ()      # --coalesced-cc-size-ratio
-    alltoallv_pattern: str = ""      # --alltoallv-pattern (inputs/skew.py), drawn with `seed`
+# Each section's shape: (class name, docstring, the attributes `build`
+# works out itself as (name, type[, default]), the keywords it turns into
+# them and does not store).  The fields stored as given come from
+# `run_fields` (`make_section`).
+SECTION_SHAPES = {
+    "sweep": ("SweepConfig", "What is measured: the collective, sizes, algorithms, data type.", [
+        ("collective", str),
+        ("sizes", tuple),                # bytes, each with at least one element per rank
+        ("algorithms", tuple, ("mpi",)),
+        ("dtype", str, default("dtype")),
+        ("op", str, default("op")),      # "none" for collectives that don't reduce
+        ("root", int, 0),                # -1 for collectives without a root
+        ("placements", tuple, PLACEMENTS),
+        ("skipped_sizes", tuple, ()),    # asked for, but too small for this rank count
+    ], ("minbytes", "maxbytes", "stepfactor", "stepbytes", "placement")),
+    "inputs": ("InputConfig", "The data and its checks.", [
+        ("check", str, ""),              # "", "random" or "all_ones"
+        ("seed", int, 0),
+        # Parsed (and validated) from JSON files or specs by ccbench_kit/inputs/;
+        # the harness and collectives only read them.  groups: lists of world
+        # ranks, all the same size (() = one group of all); a collective runs on
+        # its group, where ranks, roots and the vectors below count within it.
+        ("groups", tuple, ()),
+        ("alltoallv", tuple, ()),        # per WORLD rank: {send_counts, send_displs,
+                                         #  recv_counts, recv_displs} in elements
+        ("pairs", tuple, ()),            # permute: [src, dst] pairs of group ranks
+        ("coalesced_ratio", tuple, ()),  # --coalesced-cc-size-ratio
+        ("alltoallv_pattern", str, ""),  # --alltoallv-pattern (inputs/skew.py), drawn with `seed`
+    ], ("split", "data_parallel_dimension", "replica_groups", "alltoallv_metadata",
+        "src_target_pairs")),
+    "output": ("OutputConfig", "The results file, its statistics and the command "
+               "recorded.", [], ()),
+    "launch": ("LaunchConfig", "Ranks, the watchdog's timeout, sizes that don't fit.",
+               [("nranks", int, 2)], ()),
+}
 
-
-@dataclass(frozen=True)
-class OutputConfig:
-    out: str = ""
-    stats: tuple = default("stats")
-    command: str = default("command")
-    checkpoint_every: float = DEFAULT_CHECKPOINT_EVERY
-    per_iter_timing: bool = default("per_iter_timing")  # nccl-tests -I: i_* and *_per_iter JSON
-    per_iter_skip: int = default("per_iter_skip")       # nccl-tests -K: leading ones left out
-    memory_report: bool = default("memory_report")      # nccl-tests -M: the memory usage line
-
-
-@dataclass(frozen=True)
-class LaunchConfig:
-    nranks: int = 2
-    timeout: float = default("timeout")  # seconds per call; None: launch.watchdog's default
-    skip_oversize: bool = default("skip_oversize")
+SweepConfig = make_section("sweep")
+InputConfig = make_section("inputs")
+OutputConfig = make_section("output")
+LaunchConfig = make_section("launch")
 
 
 @dataclass(frozen=True)
@@ -214,7 +220,7 @@ def _stored(section, values, **computed):
     them here.  A new field of the section needs nothing more here."""
     names = {f.name for f in dataclasses.fields(section)}
     homeless = sorted(set(values) - names - set(computed))
-    if homeless:  # a field declared in run_fields without its attribute here
+    if homeless:  # a field added to run_fields after its section was made (make_section)
         raise TypeError(f"{section.__name__} has no attribute {homeless[0]!r}")
     checked = {k: run_fields.get(k).validate(v) for k, v in values.items() if k not in computed}
     return section(**checked, **computed)

@@ -19,6 +19,7 @@ from .dataset.schema import make_dataset
 from .dtypes import OPS, get_dtype
 from .errors import CCBenchError, RunError
 from .joborigin import job_attrs
+from .mpi_env import quiet_barrier
 from .output_path import ResultsRescued
 from .progress_board import RankReporter
 from .units import format_size
@@ -37,6 +38,7 @@ def captured_env():
 
 def _agree_on_config(comm, cfg):
     """Every rank must have parsed the same configuration."""
+    quiet_barrier(comm)  # rank 0 alone imports what writes the results
     digests = comm.allgather(cfg.digest())
     odd = [r for r, d in enumerate(digests) if d != digests[0]]
     if odd:
@@ -133,12 +135,14 @@ class Sweep:
                 [(layouts[0], nan, nan, np.full((A, P), -1, dtype=np.int64))],
                 ranks_info, offsets, complete=False))
         if self.backend.warms_every_size and not cfg.inputs.coalesced_ratio:
+            quiet_barrier(comm)  # rank 0 wrote the file's template
             self._warm_every_size([l for l in layouts if self._fits(l, quiet=True)])
         try:
             for k, layout in enumerate(layouts):
                 # the next size is in flight from here (its memory check is a
                 # collective): a stall now names it, not the size just saved
                 self.reporter.enter(layout.size, 0, 0, "preparing")
+                quiet_barrier(comm)  # rank 0 may still be saving the last size
                 if not self._fits(layout):
                     continue
                 self.reporter.phase("preparing")

@@ -13,6 +13,8 @@ import time
 
 import numpy as np
 
+from .mpi_env import quiet_barrier
+
 MEMCPY_BYTES = 64 << 20
 MEMCPY_REPEATS = 20   # best of many: one copy preempted by other work must not set the peak
 # Sweeps that one process runs within this many seconds share one memcpy
@@ -108,7 +110,7 @@ def run_facts(comm, measure_memcpy):
         # other work on the host when the run started (it slows the run and its memcpy)
         attrs["load_average"] = round(os.getloadavg()[0], 2)
     if measure_memcpy:
-        comm.Barrier()
+        quiet_barrier(comm)
         if comm.Get_rank() == 0:
             attrs["memcpy_gbps"] = memcpy_gbps_of_this_process()
             attrs["memcpy_method"] = (
@@ -116,5 +118,5 @@ def run_facts(comm, measure_memcpy):
                 f"(0.25 s), by rank 0 "
                 f"on {socket.gethostname()} before the first size (other ranks waiting; "
                 f"sweeps of one process within {MEMCPY_REUSE_S} s share it)")
-        comm.Barrier()
+        quiet_barrier(comm)
     return attrs, oversubscription_warning(facts)

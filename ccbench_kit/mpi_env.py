@@ -7,6 +7,7 @@ process for nothing.
 """
 import os
 import sys
+import time
 
 # Variables a launcher (Open MPI's mpirun, Hydra, PMIx, Slurm's PMI) sets in
 # every rank's environment.
@@ -46,3 +47,21 @@ def start_mpi():
         mpi4py.rc.thread_level = RANK_THREAD_LEVEL
     from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     return MPI
+
+
+def wait_quietly(request, nap=2e-4):
+    """Wait for an MPI `request`, sleeping `nap` seconds between tests.
+
+    A blocking MPI wait spins on its core.  Where one rank works alone
+    (rank 0 writing results or measuring memcpy, a pair measuring while
+    the others wait their turn) and ranks share cores, the spinning ones
+    take the cores it needs: a crowded job then runs at a fraction of its
+    speed and its timed figures measure the scheduler.  Used at the
+    untimed meeting points only; a nap adds at most `nap` to them."""
+    while not request.Test():
+        time.sleep(nap)
+
+
+def quiet_barrier(comm, nap=2e-4):
+    """`comm`'s barrier, waited for with `wait_quietly`."""
+    wait_quietly(comm.Ibarrier(), nap)

@@ -12,9 +12,11 @@ here.  What reads this table:
   (`suite.spec`);
 - the notebook's Run panel names the fields it shows (`widgets.run_panel`).
 
-Adding a sweep-level flag is therefore one `Field` here, the attribute it
-fills in its `config` section, and the code that uses it (see "Adding a
-sweep-level flag" in docs/architecture.md).
+- `config`'s section dataclasses have an attribute for each field stored
+  as given (`config.make_section`).
+
+Adding a sweep-level flag is therefore one `Field` here and the code that
+uses it (see "A sweep-level flag" in docs/architecture.md).
 
 A field's `check` takes the value as the Python API receives it (after the
 CLI's `type` parsed the flag's text) and returns the value stored, or raises
@@ -39,8 +41,9 @@ DEFAULT_CHECKPOINT_EVERY = 10.0
 # `ccbench_kit.run` that run the whole configuration several times
 SECTIONS = ("sweep", "inputs", "output", "launch", "backend")
 REPEAT = "repeat"
-# where the ranks run: keywords of `ccbench_kit.run` that choose the hosts
-# (flags shared by ``ccbench run``, ``cluster start`` and ``doctor``)
+# where and how the ranks start: keywords of `ccbench_kit.run` that choose
+# the hosts (flags shared by ``ccbench run``, ``cluster start`` and
+# ``doctor``) and the launcher (`api.LAUNCH_KEYWORDS`)
 PLACE = "place"
 
 # ``ccbench run --help``'s groups, in order
@@ -392,6 +395,19 @@ FIELDS = (
     Field("ranks_per_node", PLACE, ("--ranks-per-node",),
           "ranks on each node (default: ranks / nodes)", type=T.positive, group=HOSTS,
           suite=False),
+    # how the ranks start, beside where (launch keywords of the Python API;
+    # the CLI's flags for them are `cli.cluster.add_launch_arguments`'s own)
+    Field("slurm", PLACE, (), "launch with srun, in an allocation or a new one (-S): True, "
+          "a dict or a launch.slurm.SlurmOptions", suite=False),
+    Field("env", PLACE, (), "environment variables for the ranks ({name: value})",
+          check=environment, suite=False),
+    Field("mpi_log_dir", PLACE, (), "also keep each rank's output in files in this folder "
+          "(--mpi-log-dir)", suite=False),
+    Field("debug", PLACE, (), "print the launch command and the ranks' environment, relay "
+          "their stderr (--debug)", default=False, suite=False),
+    Field("client", PLACE, (), "run on the workers of a Dask-MPI cluster (a "
+          "distributed.Client)", suite=False),
+    Field("progress", PLACE, (), "called with each progress event", suite=False),
     # keywords of the Python API alone: the CLI fills them itself
     Field("command", "output", (), "the command line recorded in the results",
           default="", suite=False),

@@ -81,7 +81,7 @@ cdef extern from "nccl_api.h" nogil:
         unsigned long long send, recv, count
         unsigned long long stage[8]
         unsigned long long signal[8]
-        unsigned long long epochs
+        unsigned long long seq, half
         int rank, nranks
     ctypedef struct ccbn_call:
         int kind
@@ -532,7 +532,7 @@ cdef int _fill_kernel(ccbn_call *c, tuple own) except -1:
     for i in range(len(stage)):
         c.kargs.stage[i] = stage[i]
         c.kargs.signal[i] = signal[i]
-    c.kargs.epochs = a["epochs"]
+    c.kargs.seq, c.kargs.half = a["seq"], a["half"]
     c.kargs.rank, c.kargs.nranks = a["rank"], a["nranks"]
     return 0
 

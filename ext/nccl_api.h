@@ -127,7 +127,8 @@ typedef struct ccbn_kargs {
     uint64_t count;                      /* elements, as the NCCL call counts them */
     uint64_t stage[CCBN_MAX_PEERS];      /* each rank's staging buffer, mapped here */
     uint64_t signal[CCBN_MAX_PEERS];     /* each rank's flags, mapped here */
-    uint64_t epochs;                     /* this rank's per-block barrier epochs */
+    uint64_t seq;                        /* this rank's call number and blocks done (2 x u32) */
+    uint64_t half;                       /* bytes between the two halves of a staging buffer */
     int32_t rank, nranks;
 } ccbn_kargs;
 

@@ -58,7 +58,7 @@ def test_the_kernel_argument_matches_the_c_side():
                 for decl in text.split(";") if decl.strip()
                 for i, f in enumerate(decl.strip().split(",")) if f.strip()]
     assert fields(c) == fields(cu) == ["send", "recv", "count", "stage[]", "signal[]",
-                                       "epochs", "rank", "nranks"]
+                                       "seq", "half", "rank", "nranks"]
 
 
 @needs_nvrtc
@@ -77,6 +77,40 @@ def test_every_kernel_compiles_to_ptx_for_sm_90(tmp_path):
         if coll != "all_gather":  # the sums round back to 16 bits once
             assert "cvt.rn.bf16.f32" in ptx and "cvt.rn.f16.f32" in ptx
         assert os.path.basename(path).startswith(f"{_registry.kernel_base(m)}-")
+
+
+def test_each_staging_half_holds_what_its_kernel_writes_there():
+    """The words a kernel stores into one half (common.cuh's `staged`
+    offsets), for element and 16-byte words, odd counts, 2-8 ranks, never
+    pass the half `staging_elems` asks for."""
+    mods = {(c, n): m for c, n, m in gpu_kernels.all_algorithms()}
+    for p in range(2, 9):
+        for count in (1, 2, 7, 8, 24, 1000, 1001, 4 * 3 * 1001 + 4, (1 << 20) + 12):
+            for lanes in (1, 4, 8):  # an element a word; 16-byte words of fp32, of fp16
+                if count % lanes:
+                    continue  # the host takes 16-byte words only where the count allows
+                n = count // lanes
+                chunk = -(-n // p)
+                written = {("all_reduce", "oneshot"): p * n,       # slot [r] of n words
+                           ("all_reduce", "twoshot"): 2 * p * chunk,  # p slots, p results
+                           ("all_gather", "direct"): p * n,
+                           ("reduce_scatter", "direct"): p * n}
+                for key, words in written.items():
+                    assert words * lanes <= mods[key].staging_elems(count, p), (key, p, count)
+
+
+@needs_nvrtc
+def test_a_one_shot_call_meets_once_and_fences_nothing(tmp_path):
+    """The barrier count per call common.cuh's halves allow: one-shot,
+    all_gather and reduce_scatter one release store each, two-shot two; no
+    system fence beside the release (it only cost time)."""
+    stores = {"oneshot": 1, "twoshot": 2, "allgather_direct": 1, "reduce_scatter_direct": 1}
+    for coll, name, m in gpu_kernels.all_algorithms():
+        data, _ = _nvrtc.image(NVRTC, m, "compute_90", folder=str(tmp_path))
+        ptx = data.rstrip(b"\0").decode()
+        assert "fence.sc.sys" not in ptx and "membar.sys" not in ptx
+        for entry in re.split(r"\.entry\s+", ptx)[1:]:
+            assert entry.count("st.release.sys.global.u32") == stores[_registry.kernel_base(m)]
 
 
 @needs_nvrtc

@@ -99,14 +99,13 @@ def test_run_panel_names_run_keywords():
 
 
 def test_a_new_field_reaches_argparse_the_api_and_the_suite(monkeypatch, tmp_path):
-    # the worked example of docs/architecture.md: one Field, one attribute
+    # the worked example of docs/architecture.md: one Field, and its section's
+    # dataclass made again from the table (as importing config makes it)
     new = Field("spin_us", "sweep", ("--spin-us",), "busy-wait this long between iterations",
                 default=0, type=int, check=run_fields.integer_at_least(0),
                 group=run_fields.ITERATIONS)
     monkeypatch.setattr(run_fields, "FIELDS", FIELDS + (new,))
-    sweep_with = dataclasses.make_dataclass("SweepConfig", [("spin_us", int, 0)],
-                                            bases=(config.SweepConfig,), frozen=True)
-    monkeypatch.setattr(config, "SweepConfig", sweep_with)
+    monkeypatch.setattr(config, "SweepConfig", config.make_section("sweep"))
 
     args = build_parser().parse_args(["run", "all_reduce", "--spin-us", "7", "-b", "8"])
     assert args.spin_us == 7

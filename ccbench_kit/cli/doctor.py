@@ -5,14 +5,13 @@ starts), 2 bad input, 3 the run failed without naming a node.  The last line
 printed is the verdict: ``verdict: node3``, ``verdict: node3 link`` or
 ``verdict: none``.
 """
-import argparse
 import os
 import shlex
 import sys
 import tempfile
 from pathlib import Path
 
-from ..health import api as doctor_api, report as doctor_report
+from ..health import api as doctor_api, fields as doctor_fields, report as doctor_report
 from ..errors import ConfigError
 from ..health import gpu
 from ..health import baseline as _baseline
@@ -20,7 +19,6 @@ from ..health.gpu import check, per_gpu_baseline, report
 from ..launch.cluster import connect
 from .._optional import require
 from ..output_path import check_distinct, check_output
-from .. import argtypes as T
 from .cluster import add_launch_arguments, launch_options
 from .history import add_history_flag, file_results
 
@@ -34,72 +32,20 @@ def add_parser(sub):
                                    "link or uplink that stands out. Exit 0 healthy, 1 outlier "
                                    "(or cannot tell), 2 bad input, 3 run failed.")
     add_launch_arguments(p, rank_output=False)
-    p.add_argument("--scheduler-file", default=None,
-                   help="check the hosts of a Dask-MPI cluster (ccbench cluster start)")
-    g = p.add_argument_group("measurement")
-    m = doctor_api.MEASUREMENT
-    g.add_argument("--repeats", type=int, default=m["repeats"],
-                   help=f"repeats of every test (default {m['repeats']})")
-    g.add_argument("--bw-size", default=m["bw_bytes"],
-                   help=f"pair bandwidth message (default {m['bw_bytes']})")
-    g.add_argument("--local-size", default=m["local_bytes"],
-                   help=f"local all_reduce size (default {m['local_bytes']})")
-    g.add_argument("--lat-iters", type=int, default=m["lat_iters"],
-                   help="8 B ping-pongs (sendrecvs through a backend) per test "
-                        f"(default {m['lat_iters']})")
-    g.add_argument("--bw-iters", type=int, default=m["bw_iters"],
-                   help=f"exchanges per test (default {m['bw_iters']})")
-    g.add_argument("--topology", default=None, metavar="FILE",
-                   help="DescribeInstanceTopology JSON: pairs sharing a leaf uplink don't "
-                        "run at once, and the verdict judges the uplinks between leaves")
-    g.add_argument("--bisect", action=argparse.BooleanOptionalAction, default=None,
-                   help="bisection of a slow all_reduce (O(log N) rounds) instead of the pair "
-                        f"matrix; default: from {doctor_api.BISECT_FROM} nodes on")
-    g.add_argument("--backend", default=None, metavar="{tcp,mpi,nccl}",
-                   help="what the pair tests, the local all_reduce and the bisection run "
-                        "through: nccl (one rank per GPU), mpi (the kit's MPI engine) or tcp "
-                        "(sockets, the management network); default nccl where this host has "
-                        "GPUs, else mpi")
-    g.add_argument("--save-baseline", default=None, metavar="FILE",
-                   help="save this run's figures as the healthy baseline of these nodes (the "
-                        "pairs' rates; with --local, the GPUs' figures)")
-    g.add_argument("--baseline", default=None, metavar="FILE",
-                   help="also score against a saved baseline (sees a fault that hits several "
-                        "nodes or GPUs alike)")
-    g.add_argument("--timeout", type=T.float_in(0, 7 * 24 * 3600, low_open=True), default=None,
-                   help="seconds without progress before the hang is attributed")
-    g.add_argument("--out", default=None, help="results file (default results/doctor-STAMP.nc)")
-    add_history_flag(g)
-    g.add_argument("--report", default=None, metavar="HTML", help="also write the report page")
-    add_gpu_arguments(p)
+    for group in (doctor_fields.MEASURE_GROUP, doctor_fields.GPU_GROUP):
+        g = p.add_argument_group(group)
+        for f in doctor_fields.in_group(group):  # the doctor's options (`health.fields`)
+            g.add_argument(*f.flags, **f.argparse_keywords())
+        if group == doctor_fields.MEASURE_GROUP:
+            add_history_flag(g)
     p.set_defaults(func=main)
-
-
-def add_gpu_arguments(p):
-    g = p.add_argument_group("GPU checks of this node (ccbench doctor --local)")
-    g.add_argument("--local", action="store_true",
-                   help="check this node's GPUs (HBM copy, bf16 matmul, PCIe both ways, NVML "
-                        "state) against each other, the preset and --baseline; no MPI")
-    g.add_argument("--per-gpu", action="store_true",
-                   help="check this host's GPUs as nodes through nccl, one rank each: the "
-                        "pairs of GPUs, each GPU's own all_reduce and the host's all_reduce "
-                        "over all of them (mpirun on this host; no --hosts); with --local, "
-                        "after the GPU checks, one verdict for both")
-    g.add_argument("--gpus", default=None, metavar="LIST",
-                   help="with --local: CUDA indices to check, e.g. 0,2 (default: all)")
-    g.add_argument("--pairs", action=argparse.BooleanOptionalAction, default=None,
-                   help="with --local: the NVLink pair matrix (every pair's peer copy rate "
-                        "each way and both ways, latency, NVLink error counters); default on "
-                        "with 2 GPUs or more")
 
 
 def main_local(args):
     """``ccbench doctor --local``: this node's GPUs (`health.gpu.local`)."""
-    given = [flag for flag, v in (("--hosts", args.hosts), ("--hosts-file", args.hosts_file),
-                                  ("-S/--slurm-mode", args.slurm_mode),
-                                  ("--scheduler-file", args.scheduler_file),
-                                  ("--topology", args.topology),
-                                  ("--backend", args.backend)) if v]
+    given = [doctor_fields.flag(k) if k != "slurm_mode" else "-S/--slurm-mode"
+             for k in ("hosts", "hosts_file", "slurm_mode", "scheduler_file", "topology",
+                       "backend") if getattr(args, k)]
     if given:
         raise ConfigError(f"--local checks this node's GPUs with no launcher; {given[0]} "
                           "does not apply", given[0])
@@ -198,6 +144,9 @@ def run_doctor(args, **override):
     file, its note not printed); prints the notes and the table."""
     opt = {k: override.get(k, getattr(args, k))
            for k in ("out", "baseline", "save_baseline", "report")}
+    given = {**doctor_fields.keywords(args, doctor_fields.PLAN),
+             **doctor_fields.keywords(args, doctor_fields.CHECK), **opt}
+    given.pop("report")
     launch = launch_options(args)
     if launch["hosts"] and len(launch["hosts"]) > 16:
         print(f"ccbench: resolving {len(launch['hosts'])} host names ...", file=sys.stderr,
@@ -209,13 +158,8 @@ def run_doctor(args, **override):
     try:
         diag = doctor_api.doctor(
             launch["hosts"], hosts_file=launch["hosts_file"], nnodes=launch["nnodes"],
-            slurm=launch["slurm"], client=client, out=opt["out"],
-            ranks_per_node=launch["ranks_per_node"], repeats=args.repeats,
-            bw_bytes=args.bw_size, local_bytes=args.local_size, lat_iters=args.lat_iters,
-            bw_iters=args.bw_iters, topology=args.topology, bisect=args.bisect,
-            timeout=args.timeout, backend=args.backend, baseline=opt["baseline"],
-            save_baseline=opt["save_baseline"], per_gpu=args.per_gpu,
-            command=shlex.join(argv) if argv else "")
+            slurm=launch["slurm"], client=client, command=shlex.join(argv) if argv else "",
+            **given)
     finally:
         if client is not None:
             client.close()

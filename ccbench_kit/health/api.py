@@ -7,7 +7,6 @@ others waited for (`launch.heartbeat`): that host is the verdict.
 """
 import datetime
 import os
-import shlex
 import socket
 import tempfile
 import time
@@ -17,12 +16,12 @@ import subprocess
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, ConfigError, RunError
 from ..launch.leftovers import DOCTOR_PREFIX, run_prefix
 from ..output_path import check_distinct, check_output
-from ..units import approx_size, parse_size
+from ..units import approx_size
 from ..resources import RANK_BASE_BYTES, memory_available
 from ..backends import backend_class
 from ..backends.nccl import visible_gpus
 from . import baseline as _baseline
-from . import plan as _plan
+from . import fields as _fields, plan as _plan
 from . import cluster as _cluster, results, verdict as _verdict
 from .bisect import THRESHOLD, leaf_order
 from .probe import PAIR_COPIES, STEPS
@@ -78,41 +77,29 @@ def default_out():
     return os.path.join("results", f"doctor-{stamp}.nc")
 
 
-# from this many nodes on, bisection replaces the pair matrix (docs/doctor.md)
-BISECT_FROM = 16
-
-# The measurement unless told otherwise: `make_plan`'s, `doctor`'s and
-# ``ccbench doctor``'s defaults (--repeats, --bw-size, --local-size,
-# --lat-iters, --bw-iters)
-MEASUREMENT = {"repeats": 5, "bw_bytes": "2M", "local_bytes": "1M", "lat_iters": 50,
-               "bw_iters": 3}
+# the measurement unless told otherwise: `make_plan`'s, `doctor`'s and
+# ``ccbench doctor``'s defaults (`fields`, the doctor's option table)
+BISECT_FROM = _fields.BISECT_FROM
+MEASUREMENT = _fields.measurement()
 
 
-def make_plan(nnodes, *, ranks_per_node=2, repeats=MEASUREMENT["repeats"],
-              bw_bytes=MEASUREMENT["bw_bytes"], local_bytes=MEASUREMENT["local_bytes"],
-              lat_iters=MEASUREMENT["lat_iters"], bw_iters=MEASUREMENT["bw_iters"],
-              leaf_of=None, bisect=None, backend=TCP):
+def make_plan(nnodes, *, leaf_of=None, bisect=None, backend=TCP, per_gpu=False, **measure):
     """The measurement plan the ranks follow (a JSON-able dict).
 
+    `measure`: the measured options of `fields` (ranks_per_node, repeats,
+    bw_bytes, local_bytes, lat_iters, bw_iters), each its default when not
+    given and checked by its field.
     `bisect`: True runs the bisection (`health.bisect`) instead of the pair
     matrix, False the matrix, None the bisection from `BISECT_FROM` nodes.
-    `backend`: "tcp" (sockets), "mpi" or "nccl" (the kit's backends)."""
-    plan = {"ranks_per_node": ranks_per_node, "repeats": repeats,
-            "bw_bytes": parse_size(bw_bytes, "--bw-size"),
-            "local_bytes": parse_size(local_bytes, "--local-size"),
-            "lat_iters": lat_iters, "bw_iters": bw_iters, "backend": backend}
-    for key, flag, lo in (("ranks_per_node", "--ranks-per-node", 1), ("repeats", "--repeats", 1),
-                          ("lat_iters", "--lat-iters", 1), ("bw_iters", "--bw-iters", 1)):
-        if not isinstance(plan[key], int) or plan[key] < lo:
-            raise ConfigError(f"must be an integer >= {lo}, got {plan[key]!r}", flag)
-    for key, flag in (("bw_bytes", "--bw-size"), ("local_bytes", "--local-size")):
-        if plan[key] < 8 or plan[key] % 8:
-            raise ConfigError(f"must be a positive multiple of 8 bytes, got {plan[key]}", flag)
+    `backend`: "tcp" (sockets), "mpi" or "nccl" (the kit's backends).
+    `per_gpu`: the nodes are this host's GPUs (``--per-gpu``)."""
+    plan = {**_fields.checked_measurement(measure), "backend": backend,
+            "per_gpu": bool(per_gpu)}
     if bisect is None:
         bisect = nnodes >= BISECT_FROM
     if bisect and nnodes < 4:
         raise ConfigError(f"bisection splits the nodes in halves of at least 2: it needs at "
-                          f"least 4 nodes, got {nnodes}", "--bisect")
+                          f"least 4 nodes, got {nnodes}", _fields.flag("bisect"))
     plan["waves"] = [] if bisect else _plan.schedule(nnodes, leaf_of)
     # each node's leaf switch: the verdict judges the uplinks between leaves
     plan["leaf"] = [leaf_of(k) for k in range(nnodes)] if leaf_of else None
@@ -160,16 +147,19 @@ def choose_backend(name, remote=False):
 def per_gpu_refuse(**given):
     """ConfigError when a setting that ``--per-gpu`` fixes itself is given:
     it checks this host's GPUs, one rank each, through nccl."""
-    flags = {"hosts": "--hosts", "hosts_file": "--hosts-file", "nnodes": "-N/--nnodes",
-             "slurm": "-S/--slurm-mode", "client": "--scheduler-file",
-             "ranks_per_node": "--ranks-per-node", "topology": "--topology"}
+    flags = {"hosts": _fields.flag("hosts"), "hosts_file": _fields.flag("hosts_file"),
+             "nnodes": _fields.flag("nnodes"), "slurm": "-S/--slurm-mode",
+             "client": _fields.flag("scheduler_file"),
+             "ranks_per_node": _fields.flag("ranks_per_node"),
+             "topology": _fields.flag("topology")}
     for key, flag in flags.items():
         if given.get(key):
             raise ConfigError(f"--per-gpu checks this host's GPUs, one rank each; {flag} "
                               "does not apply", flag)
-    if given.get("backend") not in (None, "nccl"):
-        raise ConfigError(f"--per-gpu measures the GPUs through nccl, not "
-                          f"{given['backend']}", "--backend")
+    fixed = _fields.PER_GPU_FIXES["backend"]
+    if given.get("backend") not in (None, fixed):
+        raise ConfigError(f"--per-gpu measures the GPUs through {fixed}, not "
+                          f"{given['backend']}", _fields.flag("backend"))
 
 
 def per_gpu_nodes(count, why="", host=None):
@@ -202,15 +192,8 @@ def joint_verdict(diagnoses):
 
 def resolve_nodes(hosts=None, hosts_file=None, nnodes=None, slurm=None):
     """The node names to check, in order; raises ConfigError on bad input."""
-    if hosts and hosts_file:
-        raise ConfigError("give --hosts or --hosts-file, not both", "--hosts")
-    names = None
-    if hosts_file:
-        names = [h.name for h in _hosts.read_hostfile(hosts_file)]
-    elif hosts:
-        names = [h.name for h in _hosts.parse_hosts(hosts)]
-    elif slurm:
-        names = allocation_nodes(slurm)
+    given = _hosts.given_hosts(hosts, hosts_file)
+    names = [h.name for h in given] if given else allocation_nodes(slurm) if slurm else None
     if names is None:
         raise ConfigError("name the nodes to check: --hosts, --hosts-file or -S (the "
                           "nodes of a Slurm allocation)", "--hosts")
@@ -258,10 +241,9 @@ def allocation_nodes(slurm):
 
 
 def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None, out=None,
-           ranks_per_node=None, repeats=MEASUREMENT["repeats"],
-           bw_bytes=MEASUREMENT["bw_bytes"], local_bytes=MEASUREMENT["local_bytes"],
-           lat_iters=MEASUREMENT["lat_iters"], bw_iters=MEASUREMENT["bw_iters"], topology=None, bisect=None, timeout=None, env=None, thresholds=None,
-           backend=None, baseline=None, save_baseline=None, per_gpu=False, command=""):
+           ranks_per_node=None, topology=None, bisect=None, timeout=None, env=None,
+           thresholds=None, backend=None, baseline=None, save_baseline=None, per_gpu=False,
+           command="", **measure):
     """Check the nodes; return a `Diagnosis`.
 
     Parameters
@@ -278,11 +260,13 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     ranks_per_node : int, optional
         Ranks on each node: the local check is an all_reduce among them
         (default 2; on a cluster, the fewest workers any node has).
-    repeats : int
-        Times every measurement is repeated (interleaved); the verdict needs
-        most repeats to agree.
-    bw_bytes, local_bytes : int or str
-        Message of the pair bandwidth test; size of the local all_reduce.
+    **measure
+        The measurement (`fields`, each its default unless given):
+        ``repeats``, the times every measurement is repeated (interleaved;
+        the verdict needs most repeats to agree); ``bw_bytes`` and
+        ``local_bytes`` (int or str), the message of the pair bandwidth
+        test and the size of the local all_reduce; ``lat_iters`` and
+        ``bw_iters``, the ping-pongs and exchanges of each pair test.
     topology : str or dict, optional
         DescribeInstanceTopology output: pairs that would share a leaf's
         uplink don't run at the same time (`plan.waves`); bisection splits
@@ -317,9 +301,10 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         per_gpu_refuse(hosts=hosts, hosts_file=hosts_file, nnodes=nnodes, slurm=slurm,
                        client=client, ranks_per_node=ranks_per_node, topology=topology,
                        backend=backend)
-        names, ranks_per_node, backend = per_gpu_nodes(*visible_gpus()), 1, "nccl"
-    if timeout is not None and not timeout > 0:
-        raise ConfigError(f"must be a positive number of seconds, got {timeout}", "--timeout")
+        names = per_gpu_nodes(*visible_gpus())
+        ranks_per_node, backend = (_fields.PER_GPU_FIXES[k] for k in ("ranks_per_node",
+                                                                       "backend"))
+    timeout = _fields.get("timeout").validate(timeout)
     backend, why = choose_backend(backend, remote=bool(slurm) or client is not None)
     check_distinct({"--out": out, "--save-baseline": save_baseline}, {"--baseline": baseline})
     reference = _baseline.load(baseline, "--baseline") if baseline else None
@@ -329,19 +314,16 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
                   backend_note=f"measured through --backend {backend} ({why})")
     if client is not None:
         return _doctor_cluster(client, hosts or hosts_file or slurm, nnodes, out, ranks_per_node,
-                               timeout, judged, command, dict(
-                                   repeats=repeats, bw_bytes=bw_bytes, local_bytes=local_bytes,
-                                   lat_iters=lat_iters, bw_iters=bw_iters, bisect=bisect,
-                                   backend=backend))
+                               timeout, judged, command, dict(measure, bisect=bisect,
+                                                              backend=backend))
     if not per_gpu:
         if ranks_per_node is None:  # a device backend: one rank per device
-            ranks_per_node = 2 if backend == TCP else \
+            ranks_per_node = _fields.get("ranks_per_node").default if backend == TCP else \
                 backend_class(backend).doctor_ranks_per_node(remote=bool(slurm))
         names = resolve_nodes(hosts, hosts_file, nnodes, slurm)
-    plan = make_plan(len(names), ranks_per_node=ranks_per_node, repeats=repeats,
-                     bw_bytes=bw_bytes, local_bytes=local_bytes, lat_iters=lat_iters,
-                     bw_iters=bw_iters, leaf_of=leaves(names, topology), bisect=bisect,
-                     backend=backend)
+    plan = make_plan(len(names), ranks_per_node=ranks_per_node,
+                     leaf_of=leaves(names, topology), bisect=bisect, backend=backend,
+                     per_gpu=per_gpu, **measure)
     if reference is not None:
         check_baseline(reference, names, backend)
     if not per_gpu and (hosts or hosts_file):
@@ -349,7 +331,6 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         if not (slurm or os.environ.get("OMPI_MCA_plm_rsh_agent")):
             check_fits_here(plan, len(_hosts.this_host(names)))
     plan["hosts"] = names
-    plan["per_gpu"] = per_gpu
     out = os.path.abspath(out or default_out())
     plan["out"] = out + ".raw.json"
     nranks = len(names) * ranks_per_node
@@ -584,10 +565,5 @@ def timing(raw, launched):
 
 
 def reproduce(names, plan):
-    """A command line that runs this check again."""
-    if plan.get("per_gpu"):
-        return shlex.join(["ccbench", "doctor", "--per-gpu", "--repeats", str(plan["repeats"])])
-    return shlex.join(["ccbench", "doctor", "--hosts", *names, "--repeats", str(plan["repeats"]),
-                       "--ranks-per-node", str(plan["ranks_per_node"]),
-                       "--backend", plan.get("backend", TCP),
-                       "--bisect" if plan.get("bisect") else "--no-bisect"])
+    """A command line that runs this check again (`fields.reproduce`)."""
+    return _fields.reproduce(names, plan)

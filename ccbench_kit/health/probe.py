@@ -45,6 +45,7 @@ from . import results
 from .collective import TCP, Timer, job_placement, ring_algorithm
 from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
 from ..errors import CCBenchError, ConfigError, RunError
+from ..mpi_env import quiet_barrier
 from ..resources import memory_available
 from ..units import approx_size
 from .bisect import Descent
@@ -63,9 +64,7 @@ ALL_REDUCE = get_collective("all_reduce")
 
 def quiet_wait(comm, nap=0.002):
     """A barrier that sleeps while it waits (see the module docstring)."""
-    req = comm.Ibarrier()
-    while not req.Test():
-        time.sleep(nap)
+    quiet_barrier(comm, nap)
 
 
 class Progress:

@@ -161,7 +161,7 @@ def start(nranks, *, scheduler_file=None, interface=None, dashboard=None, timeou
         env=env)
     cluster_id = uuid.uuid4().hex
     log = os.path.splitext(path)[0] + ".log"
-    proc_env = {**mpirun_env(), **getattr(keepalive, "env", {}), **(env or {}),
+    proc_env = {**mpirun_env(), **(keepalive.env if keepalive else {}), **(env or {}),
                 ENV_MARK: cluster_id}
     with open(log, "w") as logf:
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=proc_env,

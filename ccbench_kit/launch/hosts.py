@@ -46,6 +46,19 @@ def parse_hosts(spec, flag="--hosts"):
     return hosts
 
 
+def given_hosts(hosts=None, hosts_file=None):
+    """The hosts given by ``--hosts`` (names, ``name:N``, or `Host`s already
+    read) or ``--hosts-file``, read once: a list of `Host`, or None when
+    neither is given (ConfigError for both)."""
+    if hosts and hosts_file:
+        raise ConfigError("give --hosts or --hosts-file, not both", "--hosts")
+    if hosts_file:
+        return read_hostfile(hosts_file)
+    if hosts:
+        return list(hosts) if all(isinstance(h, Host) for h in hosts) else parse_hosts(hosts)
+    return None
+
+
 def _host(item, flag, slots=None):
     name = item
     m = re.match(r"^(.*?):(\d+)$", item)
@@ -149,12 +162,7 @@ def place(nranks, hosts=None, hosts_file=None, nnodes=None, ranks_per_node=None)
         Naming the flag: both host sources, more nodes than hosts, ranks that
         don't divide evenly among the nodes...
     """
-    if hosts and hosts_file:
-        raise ConfigError("give --hosts or --hosts-file, not both", "--hosts")
-    if hosts_file:
-        hosts = read_hostfile(hosts_file)
-    elif hosts:
-        hosts = hosts if all(isinstance(h, Host) for h in hosts) else parse_hosts(hosts)
+    hosts = given_hosts(hosts, hosts_file)
     for value, flag in ((nnodes, "-N/--nnodes"), (ranks_per_node, "--ranks-per-node")):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ConfigError(f"must be a positive integer, got {value!r}", flag)

@@ -131,9 +131,10 @@ def launch(job, on_event=None, timeout=None, hosts=None, command=None, env=None,
         results file is complete.
     timeout : float, optional
         Seconds for the whole job; past it the job is killed.
-    command : callable, optional
+    command : launch.command.Launcher, optional
         ``command(argv)`` gives the whole launcher command line (a placement
-        on several hosts, srun); default ``mpirun -np N`` here or on `hosts`.
+        on several hosts, srun), its ``env`` and ``placement`` what the
+        launch adds; default ``mpirun -np N`` here or on `hosts`.
     env : dict, optional
         Variables added to the launcher's environment (NCCL_*, OMPI_*...).
     debug : bool
@@ -213,10 +214,10 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
     # ranks use the board only where its path exists (this host)
     argv = [sys.executable, "-m", module, *args, f"--board={board_path}"]
     cmd = command(argv) if command else mpirun_command(nranks, argv, hosts=hosts)
-    placement = getattr(command, "placement", None)
+    placement = command.placement if command else None
     placed = [placement.host_of_rank(r) for r in range(nranks)] if placement else []
     run_id = run_id or uuid.uuid4().hex
-    job_env = {**mpirun_env(), **getattr(command, "env", {}), **(env or {}),
+    job_env = {**mpirun_env(), **(command.env if command else {}), **(env or {}),
                **lifeline.launcher_env(), "CCB_RUN_ID": run_id}
     if debug:
         for line in launch_lines(cmd, job_env):

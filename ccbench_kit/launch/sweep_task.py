@@ -13,6 +13,7 @@ from . import events
 from .faults import FaultPlan
 from ..formats.nccl_tests.live_table import LiveTable
 from ..harness import Sweep
+from ..mpi_env import quiet_barrier
 from ..session import Session
 from .job import round_path
 
@@ -53,6 +54,7 @@ def run(comm, job, reporter, flags=()):
                 rounds.record(part.name, ds)
         if not job.rounds:
             break
+        quiet_barrier(comm)  # rank 0 reads the round's Datasets
         sizes = comm.bcast(rounds.again() if rank == 0 else None, root=0)
         if not sizes:
             break
@@ -75,7 +77,7 @@ def _run_part(comm, job, index, name, cfg, reporter, session, flags):
                   reporter=faults.reporter(reporter), table=table, session=session)
     sweep.backend = faults.backend(sweep.backend)  # the same backend outside the tests
     ds = sweep.run()
-    comm.Barrier()
+    quiet_barrier(comm)  # rank 0 may still be writing the part's file
     if rank == 0:
         if table is not None and ds is not None:
             table.close(ds)

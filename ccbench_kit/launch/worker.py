@@ -12,7 +12,7 @@ import sys
 import traceback
 
 from ..errors import CCBenchError
-from ..mpi_env import start_mpi
+from ..mpi_env import quiet_barrier, start_mpi
 from . import events
 from .heartbeat import Heartbeat, launcher_rank, shared_row
 from .job import Job
@@ -71,7 +71,7 @@ def main(argv=None):
     reporter = watch.confirm(rank)
     try:
         task(comm, job, reporter, argv[1:])
-        comm.Barrier()
+        quiet_barrier(comm)
         if rank == 0:
             events.emit({"event": "done"})
     except CCBenchError as e:

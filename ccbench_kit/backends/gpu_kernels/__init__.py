@@ -1,12 +1,13 @@
 """The kit's own GPU algorithms: kernels on peer memory, beside NCCL's.
 
 One algorithm is two files in this folder: ``NAME.cu`` (the kernel, a
-``template <class E> __device__ void NAME(const KArgs &)`` and the line
-``CCB_KERNELS(NAME)`` that makes its fp32/fp16/bf16 entries) and ``NAME.py``
-(``COLLECTIVE``, the algorithm's name ``NAME`` in ``--algorithms``,
-``SOURCE``, and two functions: ``staging_elems(count, nranks)``, the elements
-of each rank's staging buffer, and ``parallel_elems(count, nranks)``, the
-elements the blocks stride over).  Nothing else is edited: this package
+``template <class E, class W> __device__ void NAME(const KArgs &)`` and the
+line ``CCB_KERNELS(NAME)`` that makes its fp32/fp16/bf16 entries, an element
+or 16 bytes a word) and ``NAME.py`` (``COLLECTIVE``, the algorithm's name
+``NAME`` in ``--algorithms``, ``SOURCE``, and two functions:
+``staging_elems(count, nranks)``, the elements of each half of a rank's
+staging buffer, and ``parallel_elems(count, nranks)``, the elements the
+blocks stride over).  Nothing else is edited: this package
 finds every module here (``_*`` modules aside) and the nccl backend lists
 their names after NCCL's for their collective.  docs/architecture.md shows
 a worked example.

@@ -1,9 +1,9 @@
 """Peer memory and launches of the own kernels, for one nccl backend.
 
-Each rank owns a staging buffer and a small flag area (cudaMalloc), maps
-every other rank's with CUDA IPC (handles exchanged over the job's MPI
-communicator) and keeps per-block barrier epochs in its own memory
-(common.cuh).  Everything here is collective over the communicator: the
+Each rank owns a staging buffer of two halves and a small flag area
+(cudaMalloc), maps every other rank's with CUDA IPC (handles exchanged over
+the job's MPI communicator) and keeps its call number in its own memory
+(common.cuh says why the halves and the number).  Everything here is collective over the communicator: the
 ranks call it with the same algorithm and size, in the same order, as the
 harness does; every refusal is agreed (the first rank's reason wins), so no
 rank waits on a peer that gave up.
@@ -39,7 +39,7 @@ class PeerKernels:
         self._setup = None          # "" when peer memory is ready, else why not
         self._modules = {}          # source -> loaded module handle, or the reason it isn't
         self._functions = {}
-        self._mine = {}             # "flags", "epochs", "stage" -> (ptr, bytes)
+        self._mine = {}             # "flags", "seq", "stage" -> (ptr, bytes)
         self._peers = {"flags": [], "stage": []}  # every rank's pointer, mapped here
         self.target = ""
         self.images = {}            # source -> the cached image it was loaded from
@@ -113,17 +113,18 @@ class PeerKernels:
     def _map_flags(self):
         try:
             self._alloc("flags", FLAG_BYTES)
-            self._alloc("epochs", MAX_BLOCKS * 4)
+            self._alloc("seq", 8)  # common.cuh's call number and blocks done
             self._peers["flags"] = self._exchange("flags")
         except Exception as e:  # a CUDA error from the runtime: this rank's reason
             return f"peer memory could not be set up: {e}"
         return ""
 
     def _ensure_stage(self, nbytes):
-        """A staging buffer of `nbytes` or more on every rank (collective);
-        why not ("" when there is one), agreed: a rank short of memory must
-        not leave the others waiting for its handle."""
-        need = max(self.comm.allgather(-(-max(nbytes, 1) // ALIGN) * ALIGN))
+        """A staging buffer of two halves of `nbytes` or more on every rank
+        (collective); why not ("" when there is one), agreed: a rank short of
+        memory must not leave the others waiting for its handle.  The halves
+        keep their size while the buffer lives (common.cuh relies on it)."""
+        need = 2 * max(self.comm.allgather(-(-max(nbytes, 1) // ALIGN) * ALIGN))
         if "stage" in self._mine and self._mine["stage"][1] >= need:
             return ""
         self._unmap("stage")
@@ -180,7 +181,7 @@ class PeerKernels:
             d["send"] % WORD_BYTES == 0 and d["recv"] % WORD_BYTES == 0
             and d["count"] * dtype.itemsize % WORD_BYTES == 0 for d in base_calls)))
         lanes = WORD_BYTES // dtype.itemsize if wide else 1
-        per_block = THREADS * lanes
+        per_block = THREADS * lanes  # a word a thread before any takes two (CCB_WORDS)
         blocks = max(1, min(MAX_BLOCKS,
                             -(-module.parallel_elems(count, self.nranks) // per_block)))
         name = kernel_name(module, dtype.name, wide)
@@ -189,7 +190,8 @@ class PeerKernels:
         for d in base_calls:
             kargs = {"send": d["send"], "recv": d["recv"], "count": d["count"],
                      "stage": self._peers["stage"], "signal": self._peers["flags"],
-                     "epochs": self._mine["epochs"][0], "rank": self.rank,
+                     "seq": self._mine["seq"][0], "half": self._mine["stage"][1] // 2,
+                     "rank": self.rank,
                      "nranks": self.nranks}
             out.append(dict(d, kernel=(func, blocks, THREADS, kargs)))
         return out, f"{name} {blocks}x{THREADS}"
@@ -205,6 +207,6 @@ class PeerKernels:
         for name in ("stage", "flags"):
             if self._peers.get(name):
                 self._unmap(name)
-        if "epochs" in self._mine:
-            self.lib.free(self._mine.pop("epochs")[0])
+        if "seq" in self._mine:
+            self.lib.free(self._mine.pop("seq")[0])
 

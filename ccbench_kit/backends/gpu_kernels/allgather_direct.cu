@@ -1,21 +1,29 @@
-// Direct all_gather: each rank copies its part into its staging buffer, the
-// ranks meet, each rank reads every rank's part straight from that rank's
-// staging buffer into its place in the output, the ranks meet again.
+// Direct all_gather: each rank pushes its part into slot [me] of every
+// peer's staging half and copies it to its own place in the output (unless
+// in place), the ranks meet, each rank copies every slot to its place.  One
+// barrier: the halves alternate (common.cuh).
 #include "common.cuh"
 
 template <class E, class W>
 __device__ void allgather_direct(const KArgs &a) {
     const W *in = (const W *)a.send;
-    W *out = (W *)a.recv, *mine = (W *)a.stage[a.rank];
-    const u64 n = words<E, W>(a);
-    u32 epoch = epoch_load(a);
-    CCB_FOR(i, n) mine[i] = in[i];
-    peer_barrier(a, epoch);
-    CCB_FOR(i, n) {
-        for (int r = 0; r < a.nranks; r++) out[(u64)r * n + i] = ((const W *)a.stage[r])[i];
+    W *out = (W *)a.recv;
+    const u64 n = words<E, W>(a), me = a.rank;
+    const u32 num = call_number(a);
+    auto all = [&](int) { return n; };
+    copy_words<W>(a, n, [&](int) { return in; },
+                  [&](int r) { return staged<W>(a, r, num, me * n); }, all);
+    if (out + me * n != in) {
+        CCB_WORDS(n, {
+#pragma unroll
+            for (int u = 0; u < CCB_UNROLL; u++)
+                if (ok[u]) out[me * n + i[u]] = in[i[u]];
+        })
     }
-    peer_barrier(a, epoch);
-    epoch_store(a, epoch);
+    peer_barrier(a, num, 1);
+    copy_words<W>(a, n, [&](int r) { return staged<W>(a, a.rank, num, (u64)r * n); },
+                  [&](int r) { return out + (u64)r * n; }, all);
+    call_end(a, num);
 }
 
 CCB_KERNELS(allgather_direct)

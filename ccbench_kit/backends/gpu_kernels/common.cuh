@@ -1,19 +1,34 @@
 // What every kernel of the kit's own GPU algorithms shares: the argument
 // struct (ext/nccl_api.h's ccbn_kargs, the same layout), the element types
-// (no CUDA header: NVRTC compiles this alone), the sum, and the barrier
-// between the ranks' blocks in peer memory.
+// (no CUDA header: NVRTC compiles this alone), the sum, the call number,
+// the staging slots and the barrier between the ranks' blocks.
 //
-// Barrier: block b of every rank owns one epoch counter in its rank's own
-// memory (`epochs[b]`), read at the kernel's start and written back at its
-// end, so the flags never need a reset, in a CUDA graph as well.  Arriving
-// at a barrier, block b raises its epoch and stores it, with system-scope
-// release, into slot [b][me] of every rank's flags; it waits (acquire) until
-// slot [b][r] of its own flags holds that epoch or more for every rank r.
-// Only blocks of the same index meet, so every phase of a kernel must give
-// element i to the same block: the loops below stride by i alone.
+// Data moves by push: a rank stores what a peer needs straight into that
+// peer's staging buffer (NVLink stores are posted: no round trip before the
+// next one), meets it at a barrier, and then reads only its own memory.
+//
+// Call number: every rank counts its calls of the own kernels (`seq[0]` in
+// its own memory; the last block of a call to finish raises it, `seq[1]`
+// counting the blocks done), so every block of every rank knows the same
+// number without the host (a CUDA graph replays the same arguments).
+//
+// Staging: each rank's buffer has two halves of `half` bytes; a call uses
+// half (number & 1).  So no call needs a closing barrier: rank B stores into
+// rank A's half h at call k+2 only after every block of its call k+1 met
+// A's at their barrier, so A was in call k+1 and had finished call k, the
+// last to use half h; and call k+1 uses the other half.  This holds across
+// sizes, grids and kernels, since `half` is fixed while the buffer lives.
+//
+// Barrier: block b of every rank meets block b of every other: it stores
+// 4 * number + phase, with system-scope release, into slot [b][me] of every
+// rank's flags and waits (acquire) until slot [b][r] of its own flags holds
+// that much or more for every rank r.  Values only grow, so the flags never
+// need a reset.  Only blocks of the same index meet, so every phase of a
+// kernel gives word i to the same block: CCB_WORDS below is the one mapping.
 
 #define CCB_MAX_PEERS 8
 #define CCB_MAX_BLOCKS 128
+#define CCB_UNROLL 4  // words a thread has in flight: loads issued before their stores
 
 typedef unsigned long long u64;
 typedef unsigned int u32;
@@ -23,7 +38,7 @@ struct KArgs {
     u64 send, recv, count;
     u64 stage[CCB_MAX_PEERS];
     u64 signal[CCB_MAX_PEERS];
-    u64 epochs;
+    u64 seq, half;
     int rank, nranks;
 };
 
@@ -57,32 +72,50 @@ static __device__ __forceinline__ u32 ld_acquire_sys(const u32 *p) {
     return v;
 }
 
+// Release is cumulative: the stores of every thread of the block, ordered
+// before it by the __syncthreads, are visible to whoever acquires the flag
+// (a __threadfence_system before it only cost time).
 static __device__ __forceinline__ void st_release_sys(u32 *p, u32 v) {
     asm volatile("st.release.sys.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 
-// Block blockIdx.x of every rank meets here; `epoch` is the block's counter.
-static __device__ __forceinline__ void peer_barrier(const KArgs &a, u32 &epoch) {
+// This call's number, the same on every rank (read before any block ends).
+static __device__ __forceinline__ u32 call_number(const KArgs &a) {
+    return ((volatile u32 *)a.seq)[0];
+}
+
+// The call's end: the last block to finish raises the number for the next
+// call (a kernel later on the stream sees both stores).
+static __device__ __forceinline__ void call_end(const KArgs &a, u32 number) {
     __syncthreads();
-    epoch += 1;
+    if (threadIdx.x == 0) {
+        u32 *seq = (u32 *)a.seq;
+        if (atomicAdd(seq + 1, 1u) == gridDim.x - 1) {
+            seq[1] = 0;
+            seq[0] = number + 1;
+        }
+    }
+}
+
+// Block blockIdx.x of every rank meets here, at phase 1, 2 or 3 of the call.
+static __device__ __forceinline__ void peer_barrier(const KArgs &a, u32 number, u32 phase) {
+    __syncthreads();
+    const u32 value = number * 4u + phase;
     int t = threadIdx.x;
     if (t < a.nranks) {
-        __threadfence_system();  // this block's stores, before the flag says so
         u32 *theirs = (u32 *)a.signal[t] + blockIdx.x * CCB_MAX_PEERS + a.rank;
-        st_release_sys(theirs, epoch);
+        st_release_sys(theirs, value);
         const u32 *mine = (const u32 *)a.signal[a.rank] + blockIdx.x * CCB_MAX_PEERS + t;
-        while ((int)(ld_acquire_sys(mine) - epoch) < 0) {
+        while ((int)(ld_acquire_sys(mine) - value) < 0) {
         }
     }
     __syncthreads();
 }
 
-static __device__ __forceinline__ u32 epoch_load(const KArgs &a) {
-    return ((volatile u32 *)a.epochs)[blockIdx.x];
-}
-
-static __device__ __forceinline__ void epoch_store(const KArgs &a, u32 epoch) {
-    if (threadIdx.x == 0) ((volatile u32 *)a.epochs)[blockIdx.x] = epoch;
+// Rank `owner`'s staging half of this call, as words, `offset` words in.
+template <class W>
+static __device__ __forceinline__ W *staged(const KArgs &a, int owner, u32 number, u64 offset) {
+    return (W *)(a.stage[owner] + (number & 1u) * a.half) + offset;
 }
 
 // Words: a kernel moves elements one at a time (W = E::T) or 16 bytes at a
@@ -119,9 +152,79 @@ static __device__ __forceinline__ u64 words(const KArgs &a) {
     return a.count / Lanes<E, W>::N;
 }
 
-// Element i of a range of n, strided so that every phase gives it to the same block.
-#define CCB_FOR(i, n) for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-                           i += (u64)gridDim.x * blockDim.x)
+// The words i of [0, n) this thread handles, CCB_UNROLL at a time: the
+// body (the macro's last arguments: it may hold commas) runs with `i[u]`
+// (u < CCB_UNROLL) and `ok[u]` (i[u] < n).  The grid's threads take one
+// word each before any takes a second (u strides by the grid), so a call
+// of w words keeps min(w / blockDim, grid) blocks busy, each one short.
+// Every phase of every kernel uses this mapping, so word i always falls to
+// the same block.
+#define CCB_WORDS(n, ...)                                                                    \
+    for (u64 base_ = (u64)blockIdx.x * blockDim.x + threadIdx.x; base_ < (n);                 \
+         base_ += (u64)gridDim.x * blockDim.x * CCB_UNROLL) {                                 \
+        u64 i[CCB_UNROLL];                                                                    \
+        bool ok[CCB_UNROLL];                                                                  \
+        _Pragma("unroll") for (int u = 0; u < CCB_UNROLL; u++) {                              \
+            i[u] = base_ + (u64)u * gridDim.x * blockDim.x;                                   \
+            ok[u] = i[u] < (n);                                                               \
+        }                                                                                     \
+        __VA_ARGS__                                                                           \
+    }
+
+// For every rank r but this one: dst(r)[i] = src(r)[i] for the words
+// i < len(r) (a push to the peers, or a local copy of what they pushed),
+// CCB_UNROLL loads in flight before their stores; `n` bounds every len(r).
+template <class W, class Src, class Dst, class Len>
+static __device__ __forceinline__ void copy_words(const KArgs &a, u64 n, Src src, Dst dst,
+                                                  Len len) {
+    CCB_WORDS(n, {
+#pragma unroll
+        for (int r = 0; r < CCB_MAX_PEERS; r++) {
+            if (r >= a.nranks) break;
+            if (r == a.rank) continue;
+            const W *from = src(r);
+            W *to = dst(r);
+            const u64 m = len(r);
+            W v[CCB_UNROLL];
+#pragma unroll
+            for (int u = 0; u < CCB_UNROLL; u++)
+                if (i[u] < m) v[u] = from[i[u]];
+#pragma unroll
+            for (int u = 0; u < CCB_UNROLL; u++)
+                if (i[u] < m) to[i[u]] = v[u];
+        }
+    })
+}
+
+// out[i] = the sum over ranks r, in rank order (every rank gets the same
+// bits), of src(r)[i]; then each of `also` (up to `nalso` word arrays, or
+// none) gets the sum too.
+template <class E, class W, class Src, class Also>
+static __device__ __forceinline__ void sum_words(const KArgs &a, u64 n, Src src, W *out,
+                                                 int nalso, Also also) {
+    CCB_WORDS(n, {
+        Lanes<E, W> s[CCB_UNROLL];
+#pragma unroll
+        for (int r = 0; r < CCB_MAX_PEERS; r++) {
+            if (r >= a.nranks) break;
+            const W *from = src(r);
+            W v[CCB_UNROLL];
+#pragma unroll
+            for (int u = 0; u < CCB_UNROLL; u++)
+                if (ok[u]) v[u] = from[i[u]];
+#pragma unroll
+            for (int u = 0; u < CCB_UNROLL; u++)
+                if (ok[u]) s[u].add(v[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < CCB_UNROLL; u++) {
+            if (!ok[u]) continue;
+            W w = s[u].get();
+            out[i[u]] = w;
+            for (int k = 0; k < nalso; k++) also(k)[i[u]] = w;
+        }
+    })
+}
 
 // Two extern "C" entries per element type, NAME_fp32 (an element a word)
 // and NAME_fp32_v (16 bytes a word), and so for fp16 and bf16, around the

@@ -1,14 +1,15 @@
-"""One-shot all_reduce (``--algorithms oneshot``): every rank reads every
-rank's whole input from peer memory and sums it; 2 barriers, (p-1)·n
-elements read over the links per rank.  The latency choice: one step."""
+"""One-shot all_reduce (``--algorithms oneshot``): every rank pushes its
+whole input to every peer and sums what it got; 1 barrier, (p-1)·n
+elements over the links per rank.  The latency choice: one step."""
 COLLECTIVE = "all_reduce"
 NAME = "oneshot"
 SOURCE = "oneshot.cu"
 
 
 def staging_elems(count, nranks):
-    """Elements of each rank's staging buffer for a call of `count`."""
-    return count
+    """Elements of each half of a rank's staging buffer: a slot of `count`
+    per rank (its own unused: it reads its input)."""
+    return count * nranks
 
 
 def parallel_elems(count, nranks):

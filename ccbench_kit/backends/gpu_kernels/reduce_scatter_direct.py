@@ -1,12 +1,12 @@
-"""Direct reduce_scatter (``--algorithms direct``): rank r sums part r of
-every rank's input straight from peer memory; 2 barriers."""
+"""Direct reduce_scatter (``--algorithms direct``): every rank pushes part
+r of its input to rank r, which sums them; 1 barrier."""
 COLLECTIVE = "reduce_scatter"
 NAME = "direct"
 SOURCE = "reduce_scatter_direct.cu"
 
 
 def staging_elems(count, nranks):
-    """Elements of each rank's staging buffer: its whole input."""
+    """Elements of each half of a rank's staging buffer: a slot a rank."""
     return count * nranks
 
 
