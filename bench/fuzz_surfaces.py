@@ -10,15 +10,16 @@ printed.
 N (default 850) sets the examples per test, weighted by what one costs
 (``fuzz(weight)`` in the test file: a test whose example writes a netCDF
 file takes 0.25 N, one that only parses up to 3 N; the two tests of
-test_fuzz_cli.py take N): about 13 N in all, 11,000 by default.
+test_fuzz_cli.py take N): about 20.5 N in all, 17,000 by default.
 Everything runs in-process; no rank, check or kernel starts (outputs are
 FIFOs, folders or devices), so it takes minutes, not hours.
 
     .venv/bin/python bench/fuzz_surfaces.py [N] [--new]
 
-``--new`` runs only the four tests of the surfaces issue 37 added (history
+``--new`` runs only the eight tests of the surfaces issue 37 added (history
 check's flags, doctor baselines, compare of a doctor's file, the API's
-types): 6.25 N inputs.
+types; then two names of one host and the doctor's sizes, environment
+sizes, a filed run's bytes, the shared-memory cleanup): 13.75 N inputs.
 """
 import collections
 import sys
@@ -46,9 +47,17 @@ SURFACE = {   # test -> the surface its examples reach
     "test_baseline_files_are_checked_whole": "doctor baselines (health.baseline.load)",
     "test_compare_refuses_files_of_another_kind": "compare (a doctor's results file)",
     "test_api_types_are_config_errors": "ccb.run / run_many (nranks, env, out types)",
+    # issue 37, round three
+    "test_doctor_host_names_and_sizes_refused_before_launch":
+        "doctor (two names of one host, --bw-size/--local-size, --backend)",
+    "test_environment_sizes_are_checked_before_anything_runs":
+        "env sizes (ccb.run env=, a suite's matrix.env)",
+    "test_a_filed_run_is_read_only_as_it_was_filed": "a filed run read (show, ccb.load)",
+    "test_shared_memory_cleanup_takes_only_its_jobs_files": "/dev/shm cleanup (remove_segments)",
 }
-# `--new`: only the surfaces issue 37 added (weights 1 + 2 + 0.25 + 3 = 6.25 N inputs)
-NEW = [f"tests/test_fuzz_surfaces.py::{t}" for t in list(SURFACE)[-4:]]
+# `--new`: only the surfaces issue 37 added, both rounds (weights 1 + 2 + 0.25 + 3 and
+# 1.5 + 2 + 1 + 3 = 13.75 N inputs)
+NEW = [f"tests/test_fuzz_surfaces.py::{t}" for t in list(SURFACE)[-8:]]
 
 
 def main():

@@ -1,10 +1,43 @@
-"""Writing files whole or not at all: beside the target, then renamed."""
+"""Writing files whole or not at all: beside the target, then renamed; and
+files named by their content (a history's filed runs), checked when read."""
 import errno
+import hashlib
 import os
+import re
 import tempfile
 import time
 
+from .errors import ConfigError
 from .output_path import WriteFailed, free_bytes, rescue_folders, write_target
+
+#: a content name: the SHA-256 of the file's bytes, in hex
+DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def sha256_of(path):
+    """The SHA-256 of the file's bytes, in hex (read in 1 MiB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def content_named(path):
+    """Whether `path` is named by its content as a history files a run:
+    ``runs/ab/ab12...ef.nc``, the SHA-256 of its bytes."""
+    stem, parent = os.path.splitext(os.path.basename(path))[0], os.path.dirname(path)
+    return bool(DIGEST.fullmatch(stem)) and os.path.basename(parent) == stem[:2] and \
+        os.path.basename(os.path.dirname(parent)) == "runs"
+
+
+def check_content(path, flag=None):
+    """ConfigError naming `path` when it is named by its content
+    (`content_named`) and its bytes changed since: a filed run is read only
+    as it was filed, on every read, not only when the history is rebuilt."""
+    if content_named(path) and sha256_of(path) != os.path.splitext(os.path.basename(path))[0]:
+        raise ConfigError(f"{path}: its bytes do not match its name (changed after it was "
+                          "filed); move it out, then `ccbench history rebuild`", flag)
 
 
 def atomic_write(path, write):

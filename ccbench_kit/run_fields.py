@@ -190,7 +190,33 @@ def environment(value, flag):
                               f"{k}={_short(str(v))}", flag)
         if "\0" in v:
             raise ConfigError(f"{k}: a NUL character cannot go in the environment", flag)
+        if len(f"{k}={v}".encode(errors="surrogateescape")) + 1 > ENV_ENTRY_MAX:
+            raise ConfigError(f"{k}: a value of {len(v.encode(errors='surrogateescape')):,} "
+                              f"bytes cannot be passed to a process (Linux takes at most "
+                              f"{ENV_ENTRY_MAX:,} bytes for one variable, its name included)",
+                              flag)
+    total = sum(len(f"{k}={v}".encode(errors="surrogateescape")) + 1 for k, v in value.items())
+    if total > env_total_max():
+        raise ConfigError(f"the variables take {total:,} bytes, more than the "
+                          f"{env_total_max():,} a launch can pass besides its own command line "
+                          "and environment (half of ARG_MAX)", flag)
     return value
+
+
+#: Linux's MAX_ARG_STRLEN: 32 pages, the most one argument or environment
+#: entry ("NAME=value" and its NUL) may take in an exec; past it the launch
+#: fails with "Argument list too long"
+ENV_ENTRY_MAX = 32 * 4096
+
+
+def env_total_max():
+    """Bytes the extra variables may take in all: half of ARG_MAX (the
+    exec's arguments and environment together), the rest left to the
+    launcher's command line and the environment it inherits."""
+    try:
+        return os.sysconf("SC_ARG_MAX") // 2
+    except (OSError, ValueError):
+        return 1 << 20
 
 
 def _a(value):

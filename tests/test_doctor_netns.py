@@ -3,7 +3,6 @@ between them): the whole matrix of an odd node count, the report page, and
 bad input (one line, exit 2, nothing launched)."""
 import json
 import re
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,21 +12,13 @@ import pytest
 import xarray as xr
 
 from conftest import BIN
-from test_multihost_netns import NetHosts, _netns_usable
+from test_multihost_netns import named_hosts
 
 
 @pytest.fixture(scope="module")
 def net(tmp_path_factory):
-    why = _netns_usable()
-    if why:
-        pytest.skip(why)
-    hosts = NetHosts(3, tmp_path_factory.mktemp("doctor-netns"))
-    hosts.prefix = f"ccbdoc{os.getpid() % 10000}"
-    hosts.switch, hosts.names = f"{hosts.prefix}sw", [f"{hosts.prefix}h{i}" for i in range(3)]
-    try:
-        yield hosts.up()
-    finally:
-        hosts.down()
+    with named_hosts(3, tmp_path_factory.mktemp("doctor-netns"), "ccbdoc") as hosts:
+        yield hosts
 
 
 def test_matrix_of_three_nodes_with_report(net, tmp_path):

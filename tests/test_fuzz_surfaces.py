@@ -542,3 +542,147 @@ def test_api_types_are_config_errors(place, data):
         tally("refused")
     else:
         raise AssertionError(f"ran: {fn.__name__} {nranks!r} {env!r} {out!r}")
+
+
+# -- issue 37, round three: launch input, environments, filed runs, shm ------
+
+_ONE_HOST = ["localhost", "127.0.0.1", "::1", "127.0.0.2"]
+
+
+@fuzz(1.5)
+@given(st.data())
+def test_doctor_host_names_and_sizes_refused_before_launch(place, capsys, data):
+    """Two names of this host are always among the drawn hosts (so nothing
+    can launch), with drawn other names, sizes and backends: one line,
+    exit 2, naming --hosts or a size flag, and no results file."""
+    import socket
+    two = data.draw(st.lists(st.sampled_from(_ONE_HOST + [socket.gethostname()]), min_size=2,
+                             max_size=2, unique=True))
+    others = data.draw(st.lists(st.sampled_from(["192.0.2.7", "192.0.2.8", "a.invalid", "n1"]),
+                                max_size=2, unique=True))
+    hosts = data.draw(st.permutations(two + others))
+    out = place / "never.nc"
+    argv = ["doctor", "--hosts", ",".join(hosts), "--out", str(out)]
+    for flag, values in (("--bw-size", st.one_of(SIZES, st.sampled_from(["3G", "4G", "2G"]))),
+                         ("--local-size", SIZES), ("--backend", st.sampled_from(["mpi", "tcp"])),
+                         ("--timeout", st.sampled_from(["1", "0.5", "60"]))):
+        if data.draw(st.booleans()):
+            argv += [flag, data.draw(values)]
+    rc, err = call(argv, capsys)
+    assert rc == 2 and not out.exists(), (argv, err)
+    # argparse's own line for a value that looks like a flag ('-inf') is one too
+    assert re.match(r"ccbench: error: (argument )?(--hosts|--bw-size|--local-size|--timeout|"
+                    r"--backend)", err), err
+
+
+@fuzz(2.0)
+@given(st.data())
+def test_environment_sizes_are_checked_before_anything_runs(place, data):
+    """Drawn environments near Linux's limits, through the API (``env=``)
+    and a suite's ``matrix.env``: an entry past 128 KiB, or all past half
+    of ARG_MAX, is one ConfigError naming the field; the rest pass whole."""
+    import yaml
+    from ccbench_kit import run_fields
+    from ccbench_kit.suite import load_suite
+    limit = run_fields.ENV_ENTRY_MAX
+    lengths = data.draw(st.lists(st.one_of(st.integers(0, 64), st.integers(limit - 8, limit + 8),
+                                           st.integers(limit // 2, limit)), max_size=20))
+    env = {f"V{i}": "x" * n for i, n in enumerate(lengths)}
+    sizes = [len(f"{k}={v}".encode()) + 1 for k, v in env.items()]
+    bad = any(s > limit for s in sizes) or sum(sizes) > run_fields.env_total_max()
+    if data.draw(st.booleans()):
+        try:
+            ccb.run("all_reduce", 2, [8], env=env, out=str(place / "fifo"), progress=False)
+        except CCBenchError as e:
+            assert not bad or str(e).startswith("env: "), str(e)[:200]
+            tally("refused")
+        else:
+            raise AssertionError("ran")
+        return
+    path = place / "env.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "matrix": {"collectives": ["all_reduce"],
+                                                             "nranks": [2], "env": {"e": env}}}))
+    try:
+        load_suite(path)
+    except CCBenchError as e:
+        assert bad and str(e).startswith(f"{path}: matrix.env.e: "), str(e)[:200]
+        tally("refused")
+    else:
+        assert not bad
+        tally("read")
+
+
+@pytest.fixture(scope="module")
+def filed(tmp_path_factory):
+    """A results file's bytes, and its content name's place in a history."""
+    from ccbench_kit._files import sha256_of
+    d = tmp_path_factory.mktemp("filed")
+    sizes = [8, 16]
+    ds = make_dataset(algorithms=["ring"], placements=["out_of_place"], sizes=sizes,
+                      counts=[2, 4], in_bytes=sizes, out_bytes=sizes,
+                      latency=np.full((1, 1, 2, 2, 2), 5.0), wrong=np.zeros((1, 1, 2), int),
+                      ranks=[0, 1], hosts=["h", "h"], devices=["cpu", "cpu"],
+                      attrs={"collective": "all_reduce", "nranks": 2, "dtype": "fp32"})
+    io.save(ds, d / "r.nc")
+    digest = sha256_of(d / "r.nc")
+    target = d / "h" / "runs" / digest[:2] / f"{digest}.nc"
+    target.parent.mkdir(parents=True)
+    return (d / "r.nc").read_bytes(), target
+
+
+@fuzz(1.0)
+@given(st.data())
+def test_a_filed_run_is_read_only_as_it_was_filed(filed, capsys, data):
+    """A filed run with a drawn byte changed (or none): ``show`` and
+    ``ccb.load`` refuse it in one line naming the file, or read it whole."""
+    original, target = filed
+    data_ = bytearray(original)
+    changed = data.draw(st.booleans())
+    if changed:
+        at = data.draw(st.integers(0, len(data_) - 1))
+        data_[at] ^= data.draw(st.integers(1, 255))
+    target.write_bytes(bytes(data_))
+    if data.draw(st.booleans()):
+        rc, err = call(["show", str(target)], capsys)
+        assert (rc == 2 and f"{target}: its bytes do not match its name" in err) if changed \
+            else rc == 0, err
+        return
+    try:
+        ccb.load(target)
+    except CCBenchError as e:
+        assert changed and str(e).startswith(f"{target}: its bytes do not match its name")
+        tally("refused")
+    else:
+        assert not changed
+        tally("read")
+
+
+@fuzz(3.0)
+@given(st.data())
+def test_shared_memory_cleanup_takes_only_its_jobs_files(place, data):
+    """Drawn /dev/shm-like folders: `leftovers.remove_segments` removes the
+    segments of this user and this job family, and nothing else."""
+    from ccbench_kit.launch import leftovers
+    import pathlib
+    import tempfile
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="shm", dir=place))
+    family = data.draw(st.integers(0, 0xFFFF))
+    uid = os.geteuid()
+    names = data.draw(st.lists(st.one_of(
+        st.builds(lambda kind, host, u, fam, local, rank: f"{kind}_segment.{host}.{u}."
+                  f"{(fam << 16) | local:x}.{rank}",
+                  st.sampled_from(["vader", "sm", "psm2"]), st.sampled_from(["h", "a.b", "x.1"]),
+                  st.sampled_from([uid, uid + 1]), st.sampled_from([family, family ^ 1]),
+                  st.integers(0, 3), st.integers(0, 9)),
+        st.text(alphabet="abcdef0123456789._", min_size=1, max_size=30)), max_size=8, unique=True))
+    for n in names:
+        if n not in (".", ".."):
+            (folder / n).write_bytes(b"")
+    removed = {os.path.basename(p) for p in leftovers.remove_segments(family, str(folder))}
+    for n in removed:
+        kind, _, rest = n.partition("_segment.")
+        fields = rest.split(".")
+        assert kind in ("vader", "sm") and fields[-3] == str(uid)
+        assert int(fields[-2], 16) >> 16 == family
+    assert set(os.listdir(folder)) == {n for n in names if n not in (".", "..")} - removed
+    tally("checked")

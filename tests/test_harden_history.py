@@ -199,6 +199,33 @@ def test_filed_files_are_checked(short, tmp_path, capsys):
     assert rc == 2 and f"{stored[1].name}: its bytes do not match its name" in one_error(err)
 
 
+def test_a_filed_run_whose_bytes_changed_is_refused_on_read(short, tmp_path, capsys):
+    """Not only a rebuild: every read of a filed run (show, ccb.load, the
+    report of a run the history explorer opens) checks its bytes against
+    its name, and refuses in one line naming the file."""
+    import ccbench_kit as ccb
+    d = tmp_path / "h"
+    shutil.copytree(short[0], d)
+    intact, changed = sorted((d / "runs").glob("*/*.nc"))[:2]
+    assert ccb.load(intact).attrs["collective"] == "all_reduce"
+    os.chmod(changed, 0o644)
+    with open(changed, "r+b") as f:   # one attribute's text, the file still readable
+        data = f.read()
+        at = data.index(b"all_reduce")
+        f.seek(at)
+        f.write(b"all_reducf")
+    message = (f"{changed}: its bytes do not match its name (changed after it was filed); "
+               "move it out, then `ccbench history rebuild`")
+    rc, out, err = in_process(capsys, "show", changed)
+    assert rc == 2 and one_error(err) == f"ccbench: error: {message}" and out == ""
+    with pytest.raises(ConfigError) as e:
+        ccb.load(changed)
+    assert str(e.value) == message
+    outside = tmp_path / "copy.nc"   # the same bytes under a name of its own: no claim to check
+    shutil.copy(changed, outside)
+    ccb.load(outside)
+
+
 def test_run_with_a_corrupt_history_refuses_before_measuring(short, tmp_path, capsys):
     d = tmp_path / "h"
     shutil.copytree(short[0], d)

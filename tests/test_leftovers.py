@@ -6,6 +6,8 @@ import subprocess
 import time
 
 from conftest import BIN, run_cli
+from ccbench_kit.launch import leftovers
+from test_leftovers_shm import _mpirun_child, _segments
 
 
 def _ours(tmp):
@@ -21,9 +23,14 @@ def test_next_run_removes_a_killed_runs_temporary_folders(tmp_path):
                              str(tmp_path / "k.nc")], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 120
+    family = None
     while not list(tmp_path.glob("k.nc.ccb-pending-*.npz")):
         assert proc.poll() is None and time.monotonic() < deadline
+        for child in _mpirun_child(proc.pid):
+            family = family or leftovers.job_family(child, str(tmp))
         time.sleep(0.1)
+    shm = leftovers.shm_directory()
+    assert family is not None and _segments(shm, family)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     left = _ours(tmp)
@@ -37,3 +44,5 @@ def test_next_run_removes_a_killed_runs_temporary_folders(tmp_path):
     assert _ours(tmp) == [live.name]
     sessions = [s for d in tmp.glob("ompi.*") for s in os.listdir(d)]
     assert not [s for s in sessions if s == f"pid.{proc.pid}"]
+    # and the killed job's shared-memory segments, named by its session folder
+    assert _segments(shm, family) == []

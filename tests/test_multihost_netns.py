@@ -3,6 +3,7 @@ bridge, each with its own address and host name, and Open MPI over TCP
 between them, started through a plm_rsh_agent that maps a host name to its
 namespace (docs/testing.md).  Traffic stays inside our own namespaces; the root
 namespace is never touched.  Everything is torn down by the fixture."""
+import contextlib
 import json
 import os
 import shutil
@@ -114,6 +115,22 @@ class NetHosts:
         for ns in reversed(self.made):
             _ip("netns", "del", ns, check=False)
         self.made = []
+
+
+@contextlib.contextmanager
+def named_hosts(n, workdir, prefix):
+    """`n` NetHosts named PREFIX<pid>h0.. (a module of its own beside
+    another's at once), up for the block; skips where netns cannot be made."""
+    why = _netns_usable()
+    if why:
+        pytest.skip(why)
+    hosts = NetHosts(n, workdir)
+    hosts.prefix = f"{prefix}{os.getpid() % 10000}"
+    hosts.switch, hosts.names = f"{hosts.prefix}sw", [f"{hosts.prefix}h{i}" for i in range(n)]
+    try:
+        yield hosts.up()
+    finally:
+        hosts.down()
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import sys
 import numpy as np
 
 from ..errors import ConfigError
+from ..units import approx_size
 from .blocking import BLOCKING_MODES, BLOCKING_ON_RETURN
 from . import hostpages
 from .base import Backend
@@ -93,6 +94,11 @@ def library_algorithm(library):
             "ranks); a release build does not report its choice")
 
 
+
+#: the largest pair message the doctor sends eagerly through Open MPI's TCP
+#: transport (`MPIBackend.doctor_env`): 2 GiB works, 3 GiB hangs
+EAGER_MAX = 2 << 30
+
 class MPIBackend(Backend):
     name = "mpi"
     default_algorithm = "mpi"
@@ -169,10 +175,20 @@ class MPIBackend(Backend):
         their own data: the directions then take turns and a healthy pair
         runs at half its link's rate, in some repeats and not others
         (docs/theory.md).  Sent eagerly, the sendrecv measures the link.
-        Settings the user made win."""
+        Settings the user made win.
+
+        Past `EAGER_MAX` the TCP transport cannot send one message whole:
+        with the limit at 3 GiB the job's first message (its Comm_dup)
+        never arrives and every rank spins there (2 GiB works); such a
+        size is refused, naming --bw-size, before anything is launched."""
+        keys = ("OMPI_MCA_btl_tcp_eager_limit", "OMPI_MCA_btl_tcp_max_send_size")
+        if pair_bytes > EAGER_MAX and not all(k in os.environ for k in keys):
+            raise ConfigError(f"{approx_size(pair_bytes)} through --backend mpi: the doctor sends a "
+                              "pair's message whole (eagerly), and Open MPI's TCP transport "
+                              f"takes at most {EAGER_MAX >> 30} GiB so (past it the job hangs at "
+                              f"its first message); give at most {EAGER_MAX >> 30}G", "--bw-size")
         limit = str(pair_bytes + (64 << 10))
-        return {k: os.environ.get(k, limit) for k in ("OMPI_MCA_btl_tcp_eager_limit",
-                                                      "OMPI_MCA_btl_tcp_max_send_size")}
+        return {k: os.environ.get(k, limit) for k in keys}
 
     def begin_part(self):
         self._largest = (0, None, 0)  # (bytes, huge kB, page offset) of the largest written

@@ -16,7 +16,7 @@ import os
 import xarray as xr
 
 from . import accessor  # noqa: F401  (registers ds.ccb on what it reads)
-from .._files import atomic_write_bytes, atomic_write_bytes as write_bytes, rescue
+from .._files import atomic_write_bytes, atomic_write_bytes as write_bytes, check_content, rescue
 
 from ..errors import CCBenchError
 from .schema import check_required, check_times
@@ -152,6 +152,7 @@ def open_parts(path, chunks=None):
         raise CCBenchError(f"{path}: no such results file")
     if not os.path.isfile(path):  # a FIFO would block the reader for ever
         raise SchemaError(f"{path}: not a results file (not a regular file)")
+    check_content(path)  # a history's filed run: as it was filed, or refused
     try:
         root = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
     except (OSError, ValueError) as e:

@@ -16,13 +16,15 @@ import subprocess
 from ..errors import EXIT_SIGINT, EXIT_SIGTERM, ConfigError, RunError
 from ..launch.leftovers import DOCTOR_PREFIX, run_prefix
 from ..output_path import check_distinct, check_output
+from ..units import approx_size
+from ..resources import RANK_BASE_BYTES, memory_available
 from ..backends import backend_class
 from ..backends.nccl import visible_gpus
 from . import baseline as _baseline
 from . import fields as _fields, plan as _plan
 from . import cluster as _cluster, results, verdict as _verdict
 from .bisect import THRESHOLD, leaf_order
-from .probe import STEPS
+from .probe import PAIR_COPIES, STEPS
 from .._files import atomic_write_text
 from ..dataset import save
 from ..launch import hosts as _hosts, slurm as _slurm
@@ -31,7 +33,7 @@ from ..launch.job import RANK_MODULE, Job
 from ..launch.hosts import load_topology
 from ..launch.mpirun import died_message, run_ranks
 from ..launch.watchdog import describe_stall
-from ..progress_board import ALG, PLACEMENT
+from ..progress_board import ALG, OP, PLACEMENT
 from .collective import TCP, transports
 
 # Exit codes, for CI and Slurm prologs (docs/doctor.md)
@@ -326,6 +328,8 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         check_baseline(reference, names, backend)
     if not per_gpu and (hosts or hosts_file):
         check_names_resolve(names, hosts_file, slurm)   # after the cheap checks of the flags
+        if not (slurm or os.environ.get("OMPI_MCA_plm_rsh_agent")):
+            check_fits_here(plan, len(_hosts.this_host(names)))
     plan["hosts"] = names
     out = os.path.abspath(out or default_out())
     plan["out"] = out + ".raw.json"
@@ -358,7 +362,8 @@ def _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command
         with tempfile.TemporaryDirectory(prefix=run_prefix(DOCTOR_PREFIX)) as run_dir:
             failure, exit_code, _, dead = run_ranks(
                 RANK_MODULE, [Job.doctor(plan).word()], nranks, run_dir,
-                describe=describe, call_timeout=timeout, command=cmd, env=env)
+                describe=describe, call_timeout=timeout, command=cmd, env=env,
+                bounded_start=timeout is not None)  # --timeout holds from the start
         interrupted = failure is not None and exit_code in (EXIT_SIGINT, EXIT_SIGTERM)
         # a rank the launcher saw killed by a signal, not by the watchdog
         # (its stop kills ranks too) nor on the user's Ctrl-C or SIGTERM
@@ -381,6 +386,43 @@ def _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command
     if interrupted:
         diagnosis.exit_code = exit_code   # stopped by the user: 130/143, partial results kept
     return diagnosis
+
+
+def host_bytes(plan):
+    """(bytes, flag): the host memory one node's ranks hold at most in a
+    check of `plan` (None where the buffers are a device's), and the size
+    flag that decides it.  Every rank: its interpreter and the local step's
+    buffers (the all_reduce's two and the copy rate's two of 4x the size,
+    `probe.memcpy_bandwidth`); the node's leader also the pair's
+    (`probe.PAIR_COPIES`)."""
+    backend = plan["backend"]
+    if backend != TCP and not backend_class(backend).host_buffers:
+        return None, None
+    local = plan["ranks_per_node"] * 8 * plan["local_bytes"]
+    pair = PAIR_COPIES * plan["bw_bytes"]
+    need = plan["ranks_per_node"] * RANK_BASE_BYTES + max(local, pair)
+    return need, "--bw-size" if pair >= local else "--local-size"
+
+
+def check_fits_here(plan, nodes_here, available=None):
+    """ConfigError naming --bw-size (or --local-size), before any launch,
+    when the `nodes_here` nodes of the check that are this host cannot hold
+    its buffers in the memory available here (`resources.memory_available`:
+    MemAvailable, cgroup, Slurm): past it a rank is killed, or the host
+    swaps and the check hangs.  Other hosts' memory is not known before
+    the launch."""
+    need, flag = host_bytes(plan)
+    if need is None or nodes_here < 1:
+        return
+    need *= nodes_here
+    have = memory_available() if available is None else available
+    if need > have:
+        size = approx_size(plan["bw_bytes"] if flag == "--bw-size" else plan["local_bytes"])
+        raise ConfigError(
+            f"{size} needs about {approx_size(need)} of memory on this host ({nodes_here} "
+            f"node{'s' if nodes_here != 1 else ''} of the check, {plan['ranks_per_node']} "
+            f"rank{'s' if plan['ranks_per_node'] != 1 else ''} each), but only "
+            f"{approx_size(have)} is available here; give a smaller size", flag)
 
 
 def check_baseline(baseline, names, backend):
@@ -449,6 +491,8 @@ def _doctor_cluster(client, hosts_given, nnodes, out, ranks_per_node, timeout, j
 
 def step_name(row):
     """The doctor's step in a board row, for the watchdog's message."""
+    if not int(row[OP]):   # no step entered yet
+        return "doctor start-up (MPI's first messages, the pair connections, the backend)"
     k = int(row[PLACEMENT])
     step = STEPS[k] if 0 <= k < len(STEPS) else "?"
     unit = "node" if step.startswith("local") else "wave"

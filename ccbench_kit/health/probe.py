@@ -44,13 +44,19 @@ from ..collectives import get as get_collective
 from . import results
 from .collective import TCP, Timer, job_placement, ring_algorithm
 from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
-from ..errors import CCBenchError, RunError
+from ..errors import CCBenchError, ConfigError, RunError
 from ..mpi_env import quiet_barrier
+from ..resources import memory_available
+from ..units import approx_size
 from .bisect import Descent
 
 # what the board's PLACEMENT column holds during a step (doctor.report names them)
 STEPS = ("local latency", "local bandwidth", "pair latency", "pair bandwidth", "local compute",
          "bisect all_reduce", "host all_reduce")
+
+# a pair's buffers on one host: the message sent, the one received, the
+# transport's copy (Open MPI's TCP sends it eagerly: the receiver buffers it)
+PAIR_COPIES = 3
 
 # the ring probe is an all_reduce: its busbw factor is the registry's, 2 (n - 1) / n
 ALL_REDUCE = get_collective("all_reduce")
@@ -477,6 +483,8 @@ def _pair_check(link, plan, progress, wave):
 
     from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     pc, conn, pair = link
+    if not isinstance(conn, Timer) or conn.backend.host_buffers:
+        check_pair_room(plan["bw_bytes"])
     if isinstance(conn, Timer):
         return _pair_check_backend(link, plan, progress, wave)
     first = pc.Get_rank() == 0
@@ -493,7 +501,6 @@ def _pair_check(link, plan, progress, wave):
     progress.enter("pair latency", 8, wave)
     rtt = _timed(pingpong, plan["lat_iters"], 5, progress)
     nb = plan["bw_bytes"]
-    out, into = bytes(nb), memoryview(bytearray(nb))
 
     def exchange():
         sender = threading.Thread(target=conn.sendall, args=(out,))
@@ -502,12 +509,29 @@ def _pair_check(link, plan, progress, wave):
         sender.join()
     quiet_wait(pc)
     progress.enter("pair bandwidth", nb, wave)
+    # made in the step they serve: a stall while making them names it
+    out, into = bytes(nb), memoryview(bytearray(nb))
     t = _timed(exchange, plan["bw_iters"], 1, progress)
     pc.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)  # an exchange ends when both ends are done
     if not first:
         return None
     return {"a": pair[0], "b": pair[1], "lat_s": (rtt / 2).tolist(), "bw_s": t.tolist(),
             "bw_bytes": nb}
+
+
+def check_pair_room(nbytes, available=None):
+    """ConfigError naming --bw-size when this host has no room for a pair's
+    buffers of `nbytes` (the message sent, the one received, the
+    transport's copy): checked on the pair's own host before they are made,
+    as other hosts' memory is not known before the launch (a node that ran
+    out swapped or was killed, and the check hung past --timeout)."""
+    need = PAIR_COPIES * nbytes
+    have = memory_available() if available is None else available
+    if need > have:
+        raise ConfigError(f"{approx_size(nbytes)} needs about {approx_size(need)} for a "
+                          f"pair's buffers on host {socket.gethostname()}, but only "
+                          f"{approx_size(have)} of memory is available there; give a smaller "
+                          "size", "--bw-size")
 
 
 def _pair_check_backend(link, plan, progress, wave):

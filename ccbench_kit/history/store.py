@@ -12,26 +12,17 @@ Layout of a history DIR::
 import contextlib
 import datetime as dt
 import fcntl
-import hashlib
 import json
 import os
 import pathlib
-import re
 import shutil
 import tempfile
 
+from .._files import DIGEST, check_content, sha256_of as _digest
 from ..errors import ConfigError
 
 RUNS = "runs"
 LOCK = ".lock"
-
-
-def _digest(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def check_dir(directory, write):
@@ -82,9 +73,6 @@ def write_lock(directory):
         os.close(fd)
 
 
-_DIGEST = re.compile(r"[0-9a-f]{64}")
-
-
 def stored_files(directory, verify=False):
     """{run_id: path} of every filed results file.
 
@@ -101,14 +89,12 @@ def stored_files(directory, verify=False):
         if p.is_symlink() or p.parent.is_symlink():
             raise ConfigError(f"{p} is a symbolic link: a history keeps its filed runs "
                               "themselves; move it out", "--history")
-        if not _DIGEST.fullmatch(p.stem) or p.parent.name != p.stem[:2] or not p.is_file():
+        if not DIGEST.fullmatch(p.stem) or p.parent.name != p.stem[:2] or not p.is_file():
             raise ConfigError(f"{p}: not a filed run's name (runs/ab/<SHA-256 of its "
                               "bytes>.nc); move it out and file it with `history add`",
                               "--history")
-        if verify and _digest(p) != p.stem:
-            raise ConfigError(f"{p}: its bytes do not match its name (changed after it was "
-                              "filed); move it out, then `ccbench history rebuild`",
-                              "--history")
+        if verify:
+            check_content(p, "--history")
         out[p.stem] = p
     return out
 

@@ -57,6 +57,10 @@ class Launcher:
             self._srun(_slurm.as_options(slurm), nnodes, ranks_per_node)
             return
         self.placement = _hosts.place(nranks, self.hosts, None, nnodes, ranks_per_node)
+        if self.placement is not None and self.placement.nnodes > 1 and \
+                not os.environ.get("OMPI_MCA_plm_rsh_agent"):  # an agent maps names its own way
+            _hosts.check_one_name_each(self.placement.names,
+                                       "--hosts-file" if hosts_file else "--hosts")
         self.kind = HERE if self.placement is None else HOSTS
         self._export = sorted(env or {})
         if self.placement is not None:

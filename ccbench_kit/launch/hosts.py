@@ -347,13 +347,14 @@ RESOLVE_TIMEOUT = 20.0
 _RESOLVERS = 64
 
 
-def unresolvable(names, timeout=RESOLVE_TIMEOUT):
-    """The names of `names` (in order) that do not resolve to an address,
-    and those whose lookup did not end within `timeout` seconds in all.
+def addresses(names, timeout=RESOLVE_TIMEOUT):
+    """{name: set of its addresses, empty where it does not resolve} for
+    `names`; a lookup still running after `timeout` seconds in all counts
+    as empty.
 
     Lookups run concurrently on daemon threads (getaddrinfo blocks, and a
     thousand names one by one took minutes); a lookup still running at the
-    deadline counts as unresolvable and is left behind, never waited for.
+    deadline is left behind, never waited for.
     """
     uniq = list(dict.fromkeys(names))
     todo, result = queue.Queue(), {}
@@ -367,10 +368,11 @@ def unresolvable(names, timeout=RESOLVE_TIMEOUT):
             except queue.Empty:
                 return
             try:
-                ok = bool(_is_ip(name) or socket.getaddrinfo(name, None))
+                found = {name} if _is_ip(name) else \
+                    {info[4][0] for info in socket.getaddrinfo(name, None)}
             except (OSError, UnicodeError):
-                ok = False
-            result[name] = ok
+                found = set()
+            result[name] = found
 
     workers = [threading.Thread(target=work, daemon=True, name="ccbench-resolve")
                for _ in range(min(_RESOLVERS, len(uniq)))]
@@ -379,13 +381,69 @@ def unresolvable(names, timeout=RESOLVE_TIMEOUT):
     deadline = time.monotonic() + timeout
     for w in workers:
         w.join(max(0.0, deadline - time.monotonic()))
-    return [n for n in uniq if not result.get(n, False)]
+    return {n: set(result.get(n, ())) for n in uniq}
+
+
+def unresolvable(names, timeout=RESOLVE_TIMEOUT):
+    """The names of `names` (in order) that do not resolve to an address,
+    and those whose lookup did not end within `timeout` seconds in all."""
+    return [n for n, found in addresses(names, timeout).items() if not found]
 
 
 def check_resolvable(names, flag="--hosts", timeout=RESOLVE_TIMEOUT):
-    """ConfigError naming the first few of `names` that do not resolve."""
+    """ConfigError naming the first few of `names` that do not resolve, or
+    two of them that are one host (`check_one_name_each`)."""
     bad = unresolvable(names, timeout)
     if bad:
         shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise ConfigError(f"{len(bad)} of {len(set(names))} host names do not resolve to an "
                           f"address (or not within {timeout:g} s): {shown}", flag)
+    check_one_name_each(names, flag, timeout)
+
+
+# -- one name per host -------------------------------------------------------
+
+def _is_loopback(address):
+    try:
+        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def this_host(names, found=None, timeout=RESOLVE_TIMEOUT):
+    """The names of `names` that are this host: its host name (short or
+    long), or a name that resolves to a loopback address or to one of the
+    host name's addresses; `found`: `addresses` of `names`, if known."""
+    own = {socket.gethostname(), socket.gethostname().split(".")[0]}
+    found = found if found is not None else addresses(names, timeout)
+    mine = {a for a in addresses(sorted(own), timeout).get(socket.gethostname(), ())
+            if not _is_loopback(a)}
+    return [n for n in dict.fromkeys(names)
+            if n in own or any(_is_loopback(a) or a in mine for a in found.get(n, ()))]
+
+
+def check_one_name_each(names, flag="--hosts", timeout=RESOLVE_TIMEOUT):
+    """ConfigError when two of `names` are one host: two names of this host
+    (``localhost``, ``127.0.0.1``, its host name) or two that share an
+    address.  Open MPI places every name of the host it runs on as that one
+    node, so a placement of K ranks on each name cannot be made (its
+    internal-error banner), and a health check would compare a node with
+    itself; refused, before any launch, rather than quietly run as fewer
+    nodes than asked for.  Names that do not resolve are left to the
+    checks that refuse them."""
+    found = addresses(names, timeout)
+    local = this_host(names, found, timeout)
+    pair = local[:2] if len(local) > 1 else None
+    if pair is None:
+        owner = {}
+        for n in dict.fromkeys(names):
+            hit = next((owner[a] for a in found[n] if a in owner), None)
+            if hit is not None:
+                pair = [hit, n]
+                break
+            owner.update(dict.fromkeys(found[n], n))
+    if pair:
+        where = "this host" if pair[0] in local else \
+            f"address {sorted(found[pair[0]] & found[pair[1]])[0]}"
+        raise ConfigError(f"{pair[0]!r} and {pair[1]!r} are two names of one host ({where}): "
+                          "Open MPI places them as one node; name each host once", flag)

@@ -5,7 +5,18 @@ folder (the progress board, the configuration) and Open MPI's session
 folder of its mpirun (``ompi.HOST.UID/pid.PID``) stay.  Each carries the
 pid of the process that made it; `sweep` removes those whose process is
 gone, and nothing else (another user's or a live run's folders are left).
+
+Open MPI's shared-memory transport (vader in 4.x, sm in 5.x) keeps one
+segment per rank in /dev/shm, ``vader_segment.HOST.UID.JOBID.LOCALRANK``;
+the ranks unlink them at MPI_Finalize and mpirun's PMIx server when the
+job ends.  A job stopped by the launcher (Ctrl-C, SIGTERM, the watchdog)
+or killed with its mpirun does neither.  The job's ids share their upper
+16 bits, the job family, which the mpirun's session folder names
+(``contact.txt``: the mpirun's own jobid first): `job_family` reads it
+while the mpirun lives, `remove_segments` then removes the segments of that
+family and this user, and no other file.
 """
+import glob
 import os
 import re
 import shutil
@@ -15,6 +26,8 @@ RUN_PREFIX = "ccbench-run-"
 DOCTOR_PREFIX = "ccbench-doctor-"
 _OURS = re.compile(rf"^(?:{RUN_PREFIX}|{DOCTOR_PREFIX})(\d+)-")
 _OMPI_SESSION = re.compile(r"^pid\.(\d+)$")
+# HOST.UID.JOBID(hex).LOCALRANK, as Open MPI's vader (4.x) and sm (5.x) name them
+_SEGMENT = re.compile(r"^(?:vader|sm)_segment\..+\.(\d+)\.([0-9a-fA-F]{1,8})\.(\d+)$")
 
 
 def run_prefix(kind=RUN_PREFIX):
@@ -39,9 +52,58 @@ def _owned(path):
         return False
 
 
+def job_family(mpirun_pid, tmpdir=None):
+    """The job family (upper 16 bits of every jobid) of the live Open MPI
+    mpirun `mpirun_pid`, from its session folder's ``contact.txt``
+    (``JOBID.VPID;URI...``), or None (not Open MPI's, not started yet, gone)."""
+    tmpdir = tmpdir or tempfile.gettempdir()
+    pattern = os.path.join(glob.escape(tmpdir), f"ompi.*.{os.geteuid()}", f"pid.{int(mpirun_pid)}",
+                           "contact.txt")
+    for path in glob.glob(pattern):
+        try:
+            with open(path) as f:
+                head = f.read(128)
+            return int(head.split(";")[0].split(".")[0]) >> 16
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def shm_directory():
+    """Where Open MPI's shared-memory segments are (its backing directory)."""
+    return os.environ.get("OMPI_MCA_btl_vader_backing_directory") or \
+        os.environ.get("OMPI_MCA_btl_sm_backing_directory") or "/dev/shm"
+
+
+def remove_segments(family, directory=None):
+    """Remove this user's shared-memory segments of the jobs of `family`
+    (`job_family`); returns the paths removed.  Segments of other job
+    families or other users, and anything else there, are left."""
+    if family is None:
+        return []
+    directory = directory or shm_directory()
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        m = _SEGMENT.match(name)
+        path = os.path.join(directory, name)
+        if m and int(m.group(1)) == os.geteuid() and int(m.group(2), 16) >> 16 == family \
+                and _owned(path):
+            try:
+                os.unlink(path)
+                removed.append(path)
+            except OSError:
+                pass
+    return removed
+
+
 def sweep(tmpdir=None):
     """Remove the run folders and Open MPI session folders of processes that
-    are gone; returns the paths removed."""
+    are gone, and the shared-memory segments of those mpiruns' jobs;
+    returns the paths removed."""
     tmpdir = tmpdir or tempfile.gettempdir()
     removed = []
     try:
@@ -63,6 +125,8 @@ def sweep(tmpdir=None):
                 m = _OMPI_SESSION.match(s)
                 sub = os.path.join(path, s)
                 if m and _owned(sub) and _gone(int(m.group(1))):
+                    # its job's segments first: the folder names their family
+                    removed += remove_segments(job_family(m.group(1), tmpdir))
                     shutil.rmtree(sub, ignore_errors=True)
                     removed.append(sub)
     return removed

@@ -191,12 +191,15 @@ def _launch(job, on_event, timeout, hosts, command, env, run_id, debug=False):
 
 
 def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_event=None,
-              timeout=None, hosts=None, command=None, env=None, run_id=None, debug=False):
+              timeout=None, hosts=None, command=None, env=None, run_id=None, debug=False,
+              bounded_start=False):
     """Run ``python -m MODULE ARGS --board=PATH`` on `nranks` ranks and watch it.
 
     `run_id` (CCB_RUN_ID of every process) names the run's sidecar files
     and finds its processes; default a new one.  `debug` prints the command
     and the ranks' environment first and relays their stderr (`debug`).
+    `bounded_start`: a start-up past `call_timeout` is a stall too
+    (`watchdog.Monitor`).
 
     The ranks beat (`heartbeat`) and fill the board in `run_dir`; a stall is
     turned into a message by ``describe(stall)``.  Returns ``(failure,
@@ -233,7 +236,8 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
         stalls.append(stall)
         return describe(stall)
     try:
-        failure = _supervise(proc, Monitor(board, call_timeout, beats, placed), described, timeout)
+        monitor = Monitor(board, call_timeout, beats, placed, bounded_start)
+        failure = _supervise(proc, monitor, described, timeout)
     except (KeyboardInterrupt, Interrupted) as e:
         failure = f"interrupted by {getattr(e, 'signal_name', 'SIGINT')}"
         exit_code = getattr(e, "exit_code", EXIT_SIGINT)
@@ -242,8 +246,12 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
         # job has nothing left to flush and a stopped rank ignores SIGTERM:
         # no grace for it
         # the job stops where the stall was seen: no size after the one named
+        # a job stopped here cannot unlink its shared memory: its family,
+        # read while its mpirun lives, names the segments to remove after
+        family = leftovers.job_family(proc.pid) if proc.poll() is None else None
         kill_tree(proc, run_id, grace=0.5 if failure or proc.poll() is not None else 3.0,
                   at_once=bool(stalls))
+        leftovers.remove_segments(family)
         output.join()
         del board
     rc = proc.returncode

@@ -65,10 +65,17 @@ class Monitor:
         stopped.  Without it only this host's ranks are watched.
     hosts : list of str, optional
         Where each rank was placed, to name the host of a rank never heard from.
+    bounded_start : bool
+        A rank still "starting" (MPI's first messages, its communicators and
+        backends: no operation entered yet) is not busy with local work but
+        waits on the others: past the timeout that is a stall too (the
+        doctor, whose start-up is only that; a sweep's ranks may make large
+        inputs there).
     """
 
-    def __init__(self, board, timeout=None, beats=None, hosts=None):
+    def __init__(self, board, timeout=None, beats=None, hosts=None, bounded_start=False):
         self.board = board
+        self.bounded_start = bounded_start
         self.timeout = timeout
         self.beats = beats
         self.placed = list(hosts or [])
@@ -111,6 +118,8 @@ class Monitor:
         # the stopped one, perhaps in MPI_Init, "starting"), so that the
         # size it saves is not named as the one in flight
         busy = active & np.isin(snap[:, PHASE], LOCAL_WORK)
+        if self.bounded_start:
+            busy &= (snap[:, PHASE] != PHASES.index("starting")) | (snap[:, OP] > 0)
         if stale.any():
             busy &= (snap[:, PHASE] == PHASES.index("saving")) & ~stale
         if busy.any():
@@ -171,10 +180,14 @@ def where(row, call):
         return f"{at}, checking its result"
     if phase == "preparing":
         return f"{at}, before its first call"
+    if phase == "starting" and not int(row[OP]):   # no operation, no size yet
+        return f"{call}, starting"
     if phase in ("starting", "saving", "done"):
         return f"{at}, {phase}"
     if entered > left:
         return f"{at}, call {entered}"
+    if entered == 0:   # in the step, its buffers being made or its peers awaited
+        return f"{at}, before its first call"
     return f"{at}, after call {left} (between calls)"
 
 

@@ -213,15 +213,7 @@ def expand(path, matrix, run, ranks_per_node=None):
         unknown = [c for c in algs if c not in matrix["collectives"] and c not in colls]
         if unknown:
             raise _err(path, "matrix.algorithms", f"{unknown[0]!r} is not in matrix.collectives")
-    envs = matrix.get("env", {"default": {}})
-    envs = _mapping(path, "matrix.env", envs)
-    for variant, values in envs.items():
-        values = _mapping(path, f"matrix.env.{variant}", values or {})
-        for k in values:
-            if not _ENV_NAME.match(str(k)):
-                raise _err(path, f"matrix.env.{variant}", f"{k!r} is not an environment "
-                                                          "variable name")
-        envs[variant] = {str(k): str(v) for k, v in values.items()}
+    envs = _environments(path, matrix)
     nnodes = _list(path, "matrix.nnodes", matrix["nnodes"], int) if "nnodes" in matrix \
         else [None]
     nranks = _list(path, "matrix.nranks", matrix["nranks"], int) if "nranks" in matrix \
@@ -272,6 +264,25 @@ def expand(path, matrix, run, ranks_per_node=None):
         raise _err(path, "matrix", f"two combinations are both named {dup!r}; name the "
                                    "variants so that they differ")
     return combos
+
+
+def _environments(path, matrix):
+    """{variant: {name: value}} of ``matrix.env``, every name and value
+    checked: a value no process can be given (`run_fields.environment`)
+    fails here, before any combination runs."""
+    envs = _mapping(path, "matrix.env", matrix.get("env", {"default": {}}))
+    for variant, values in envs.items():
+        values = _mapping(path, f"matrix.env.{variant}", values or {})
+        for k in values:
+            if not _ENV_NAME.match(str(k)):
+                raise _err(path, f"matrix.env.{variant}", f"{k!r} is not an environment "
+                                                          "variable name")
+        envs[variant] = {str(k): str(v) for k, v in values.items()}
+        try:
+            run_fields.environment(envs[variant], f"matrix.env.{variant}")
+        except ConfigError as e:
+            raise ConfigError(str(e), os.fspath(path)) from None
+    return envs
 
 
 def _alias(coll, algs):

@@ -1,0 +1,89 @@
+"""Open MPI's shared-memory segments of a stopped job are removed, and only
+its own (issue 37): a real run stopped with SIGINT leaves none of its job
+family in /dev/shm, while a segment of another family, another user's
+name and other files there stay.  The doctor stops its ranks through the
+same `run_ranks`, so it is the same code."""
+import os
+import signal
+import subprocess
+import time
+
+from conftest import BIN
+from ccbench_kit.launch import leftovers, mpi_impl
+
+
+def _segments(directory, family):
+    uid = os.geteuid()
+    return sorted(n for n in os.listdir(directory)
+                  if (n.startswith("vader_segment.") or n.startswith("sm_segment."))
+                  and n.split(".")[-3] == str(uid) and int(n.split(".")[-2], 16) >> 16 == family)
+
+
+def test_remove_segments_takes_only_its_own_family(tmp_path):
+    uid = os.geteuid()
+    mine = [f"vader_segment.node-1.{uid}.4e450001.0", f"vader_segment.node-1.{uid}.4e450001.1",
+            f"vader_segment.h4.{uid}.4e450002.0", f"sm_segment.node-1.{uid}.4e450003.0"]
+    others = [f"vader_segment.node-1.{uid}.4e460001.0",      # another family
+              f"vader_segment.node-1.{uid + 1}.4e450001.0",  # another user's name
+              "vader_segment.node-1.junk", "4e450001", "psm2_shm.4e450001"]
+    for n in mine + others:
+        (tmp_path / n).write_bytes(b"x")
+    removed = leftovers.remove_segments(0x4e45, str(tmp_path))
+    assert sorted(os.path.basename(p) for p in removed) == sorted(mine)
+    assert sorted(os.listdir(tmp_path)) == sorted(others)
+    assert leftovers.remove_segments(None, str(tmp_path)) == []
+
+
+def test_job_family_is_read_from_the_mpiruns_session_folder(tmp_path):
+    session = tmp_path / f"ompi.node-1.{os.geteuid()}" / "pid.4242"
+    session.mkdir(parents=True)
+    # Open MPI 4.1's contact.txt: the mpirun's jobid.vpid, then its URIs
+    (session / "contact.txt").write_text("1313144832.0;tcp://10.0.0.1:52799\n4242\n")
+    assert leftovers.job_family(4242, str(tmp_path)) == 0x4e45
+    assert leftovers.job_family(4243, str(tmp_path)) is None
+    (session / "contact.txt").write_text("garbage")
+    assert leftovers.job_family(4242, str(tmp_path)) is None
+
+
+def _mpirun_child(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
+
+
+def test_a_run_stopped_with_sigint_leaves_no_segment_of_its_job(tmp_path):
+    if mpi_impl.family() != mpi_impl.OPEN_MPI:
+        import pytest
+        pytest.skip("Open MPI's segments")
+    shm = leftovers.shm_directory()
+    proc = subprocess.Popen([str(BIN / "ccbench"), "run", "all_reduce", "-r", "3", "-b", "8",
+                             "-e", "64M", "-f", "2", "-n", "20", "--non-interactive", "--out",
+                             str(tmp_path / "k.nc")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    family, seen, decoy = None, [], None
+    deadline = time.monotonic() + 120
+    try:
+        while not seen:   # the ranks are up and have made their segments
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            for child in _mpirun_child(proc.pid):
+                family = family or leftovers.job_family(child)
+            seen = _segments(shm, family) if family is not None else []
+            time.sleep(0.1)
+        # a neighbouring family's segment (another job's) must stay
+        decoy = os.path.join(shm, f"vader_segment.ccbtest.{os.geteuid()}."
+                                  f"{((family ^ 1) << 16) | 1:x}.0")
+        with open(decoy, "wb") as f:
+            f.write(b"x")
+        proc.send_signal(signal.SIGINT)
+        err = proc.communicate(timeout=60)[1]
+        assert proc.returncode == 130, err
+        assert err.splitlines()[-1].startswith("ccbench: error: interrupted by SIGINT"), err
+        assert _segments(shm, family) == [], seen
+        assert os.path.exists(decoy)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if decoy and os.path.exists(decoy):
+            os.unlink(decoy)
