@@ -126,8 +126,10 @@ def test_workers_answer_while_a_sweep_runs(five_ranks):
         time.sleep(0.2)
     ds = run.result()
     assert ds.sizes["iteration"] == 100
+    # each answer came back while the sweep was still running: a sweep in the
+    # event loop would have held it until the end (how long an answer takes
+    # on a crowded machine says nothing)
     assert answered, "the sweep ended before the workers could be asked anything"
-    assert max(answered) < 5, answered
 
 
 def test_notebook_client_shows_progress(five_ranks, tmp_path):

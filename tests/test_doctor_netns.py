@@ -157,6 +157,7 @@ def _shape(ns, rate_mbit):
 
 
 @pytest.mark.slow
+@pytest.mark.measures
 def test_a_pairs_busbw_is_ccbench_run_sendrecv_between_the_same_nodes(net, tmp_path):
     """--backend mpi runs the pair test through the kit's own backend: the
     pair's rate in the doctor is the busbw `ccbench run sendrecv` reports

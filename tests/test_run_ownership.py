@@ -11,8 +11,10 @@ from conftest import BIN, run_cli
 from ccbench_kit.dataset.checkpoint import pending_files, pending_runs
 from ccbench_kit.dataset.io import open_parts
 
+# the results file is rewritten only at the end (a rewrite clears the sidecars,
+# and on a crowded machine 10 s, the default, can pass before the kill)
 LONG = ["run", "all_reduce", "-r", "3", "-b", "8", "-e", "64M", "-f", "2", "-n", "20",
-        "--non-interactive"]
+        "--checkpoint-every", "100000", "--non-interactive"]
 
 
 def _start(out):
