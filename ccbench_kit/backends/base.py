@@ -110,6 +110,9 @@ class Backend(abc.ABC):
     #: The all_reduce algorithm whose busbw is its slowest link's rate (a
     #: ring): the doctor's bisection groups run it.  None: `default_algorithm`.
     ring_algorithm: ClassVar[str] = None
+    #: (name, value) pairs ``--debug`` puts in the ranks' environment where
+    #: the user set no such variable: the library's own log (NCCL's).
+    debug_env: ClassVar[tuple] = ()
 
     # -- class side -----------------------------------------------------------
     @classmethod

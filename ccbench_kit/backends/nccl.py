@@ -157,6 +157,7 @@ class NCCLBackend(Backend):
     name = "nccl"
     default_algorithm = "nccl"
     ring_algorithm = "nccl:ring"
+    debug_env = (("NCCL_DEBUG", "INFO"),)
     warms_every_size = True  # as nccl-tests: the harness warms every size up before timing
     aggregated_timings = ("batch", "graph")  # one average per iteration slot
     cputime_timing = "host-enqueue"          # nccl-tests -C 1

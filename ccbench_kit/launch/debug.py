@@ -15,14 +15,17 @@ implies ``--non-interactive``.  In the kit it means:
 import os
 import shlex
 
+from ..backends import backend_class
+
 
 def rank_env(backend, env=None, environ=None):
     """The ranks' extra environment `env` with the debug variables of
     `backend` added where the user did not set them."""
     environ = os.environ if environ is None else environ
     env = dict(env or {})
-    if backend == "nccl" and "NCCL_DEBUG" not in environ:
-        env.setdefault("NCCL_DEBUG", "INFO")
+    for name, value in backend_class(backend).debug_env:
+        if name not in environ:
+            env.setdefault(name, value)
     return env
 
 
