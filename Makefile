@@ -125,10 +125,11 @@ cluster-doctor: setup
 cluster-demo: setup
 	$(PY) testbed/demo.py
 
-# Two phases.  First every test but a few, TEST_WORKERS at a time (pytest-xdist),
-# a whole file to a worker so that a file's module fixtures (a Slurm testbed,
-# a rendered report) are made once: a test spends much of its time starting
-# processes and waiting for them, and 2 cores do more than one test at a time.
+# Two phases.  First every test but a few, TEST_WORKERS at a time (pytest-xdist;
+# a whole module to a worker, so that its module fixtures (a Slurm testbed, a
+# rendered report) are made once; modules with slow tests first: conftest.py):
+# a test spends much of its time starting processes and waiting for them, and 2
+# cores do more than one test at a time.
 # Then, alone, the tests marked `measures` (a rate against a shaped link, which
 # a crowded machine would change).  The fifteen slowest tests close each
 # phase's log: where the suite's time goes.

@@ -76,6 +76,17 @@ def _mpi_stays_out_of_the_test_process(request):
                     "a subprocess (tests/conftest.py says why)", pytrace=False)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Modules with a slow test first (a stable sort: each module's own order
+    is kept).  `make test` hands whole modules to its workers (pytest-xdist,
+    ``--dist loadfile``) in this order: a long module handed out last would
+    run on alone after the others ended."""
+    def module(item):
+        return item.nodeid.split("::", 1)[0]
+    slow = {module(item) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: module(item) not in slow)
+
+
 def pytest_collection_finish(session):
     """The same, for a test module that starts MPI when it is imported."""
     if _mpi_started():

@@ -19,7 +19,8 @@ from ccbench_kit.dataset import save
 from ccbench_kit.theory.synthetic import synthetic_dataset
 from test_browser_report import ARTIFACTS, browser_page
 
-pytestmark = pytest.mark.browser
+# slow: more than ~20 s in all, so the module starts first under `make test` (conftest)
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT_MS = 90_000  # 2 shared cores: JupyterLab and a kernel take their time
 

@@ -12,7 +12,8 @@ import pytest
 from ccbench_kit.dataset import save
 from ccbench_kit.theory.synthetic import synthetic_dataset
 
-pytestmark = pytest.mark.browser
+# slow: more than ~20 s in all, so the module starts first under `make test` (conftest)
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = "/usr/bin/chromium"
 # docs/testing.md "Headless browser tests": no GPU, no sandbox (root), and every

@@ -15,6 +15,9 @@ import ccbench_kit as ccb  # noqa: E402
 from ccbench_kit.errors import ConfigError  # noqa: E402
 from ccbench_kit.launch import cluster  # noqa: E402
 
+# more than ~20 s in all: the module starts first under `make test` (conftest)
+pytestmark = pytest.mark.slow
+
 SIZES = [8, 1000, 65536]  # 1000 B = 250 floats: not a multiple of 4 ranks
 RUN = dict(sizes=SIZES, algorithms="ring,mpi", check="random", seed=7, iters=4, warmup=1)
 

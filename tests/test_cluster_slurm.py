@@ -33,7 +33,9 @@ def _unusable():
     return None
 
 
-pytestmark = pytest.mark.skipif(_unusable() is not None, reason=f"testbed: {_unusable()}")
+# slow: more than ~20 s in all, so the module starts first under `make test` (conftest)
+pytestmark = [pytest.mark.skipif(_unusable() is not None, reason=f"testbed: {_unusable()}"),
+              pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

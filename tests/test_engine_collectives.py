@@ -79,6 +79,7 @@ def all_dtypes(nranks):
     return ["fp32", "bf16", "int8"] if nranks in (3, 5) else ["fp32"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nranks", [1, 2, 3, 4, 5])
 def test_every_algorithm_matches_numpy(mpirun, nranks, monkeypatch):
     from ccbench_kit.launch import mpi_impl
@@ -244,6 +245,7 @@ if comm.Get_rank() == 0:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nranks", [3, 5])
 def test_fp8_reductions_match_numpy(mpirun, nranks):
     """fp8 (e4m3, e5m2) through every algorithm of the reducing collectives,

@@ -26,6 +26,9 @@ from ccbench_kit.history import changepoints as C
 from ccbench_kit.history import facts as F
 from ccbench_kit.cli import main
 
+# more than ~20 s in all: the module starts first under `make test` (conftest)
+pytestmark = pytest.mark.slow
+
 BASE = Path(__file__).parent / "data" / "history" / "base-allreduce-3r.nc"
 DROP, NOISIER, OUTLIER = 4096, 2048, 1024
 SCENARIOS = {("all_reduce", DROP): ("drop", 41), ("all_reduce", NOISIER): ("noisier", 31),

@@ -36,7 +36,9 @@ def _netns_usable():
     return None
 
 
-pytestmark = pytest.mark.skipif(_netns_usable() is not None, reason=str(_netns_usable()))
+# slow: more than ~20 s in all, so the module starts first under `make test` (conftest)
+pytestmark = [pytest.mark.skipif(_netns_usable() is not None, reason=str(_netns_usable())),
+              pytest.mark.slow]
 
 
 class NetHosts:

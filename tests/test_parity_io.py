@@ -4,7 +4,12 @@ Real Open MPI runs (3 ranks) through the CLI, as users start them."""
 import json
 import os
 
+import pytest
+
 from conftest import run_cli
+
+# more than ~20 s in all: the module starts first under `make test` (conftest)
+pytestmark = pytest.mark.slow
 
 MARKER = "@@ccbench "
 

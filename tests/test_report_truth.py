@@ -10,6 +10,9 @@ import pytest
 import ccbench_kit as ccb
 from ccbench_kit.report import page
 
+# more than ~20 s in all: the module starts first under `make test` (conftest)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = ROOT / "reports" / "nccl-h200x4" / "timing_batch.nc"
 

@@ -5,11 +5,15 @@ import signal
 import subprocess
 import time
 
+import pytest
 import xarray as xr
 
 from conftest import BIN, run_cli
 from ccbench_kit.dataset.checkpoint import pending_files, pending_runs
 from ccbench_kit.dataset.io import open_parts
+
+# more than ~20 s in all: the module starts first under `make test` (conftest)
+pytestmark = pytest.mark.slow
 
 # the results file is rewritten only at the end (a rewrite clears the sidecars,
 # and on a crowded machine 10 s, the default, can pass before the kill)

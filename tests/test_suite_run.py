@@ -13,6 +13,9 @@ import ccbench_kit as ccb
 from ccbench_kit.launch.mpi_impl import launcher_path
 from ccbench_kit.launch.job import Job
 
+# more than ~20 s in all: the module starts first under `make test` (conftest)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def local_suite(tmp_path_factory):

@@ -24,6 +24,9 @@ from ccbench_kit import backends
 from ccbench_kit.api import make_config
 from ccbench_kit.errors import ConfigError
 
+# more than ~20 s in all: the module starts first under `make test` (conftest)
+pytestmark = pytest.mark.slow
+
 # every test but the last needs torch (make setup installs the CPU build)
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="the torch extra is not installed")
