@@ -392,13 +392,15 @@ def unresolvable(names, timeout=RESOLVE_TIMEOUT):
 
 def check_resolvable(names, flag="--hosts", timeout=RESOLVE_TIMEOUT):
     """ConfigError naming the first few of `names` that do not resolve, or
-    two of them that are one host (`check_one_name_each`)."""
-    bad = unresolvable(names, timeout)
+    two of them that are one host (`check_one_name_each`): each name is
+    looked up once for both."""
+    found = addresses(names, timeout)
+    bad = [n for n, got in found.items() if not got]
     if bad:
         shown = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise ConfigError(f"{len(bad)} of {len(set(names))} host names do not resolve to an "
                           f"address (or not within {timeout:g} s): {shown}", flag)
-    check_one_name_each(names, flag, timeout)
+    check_one_name_each(names, flag, timeout, found)
 
 
 # -- one name per host -------------------------------------------------------
@@ -422,7 +424,7 @@ def this_host(names, found=None, timeout=RESOLVE_TIMEOUT):
             if n in own or any(_is_loopback(a) or a in mine for a in found.get(n, ()))]
 
 
-def check_one_name_each(names, flag="--hosts", timeout=RESOLVE_TIMEOUT):
+def check_one_name_each(names, flag="--hosts", timeout=RESOLVE_TIMEOUT, found=None):
     """ConfigError when two of `names` are one host: two names of this host
     (``localhost``, ``127.0.0.1``, its host name) or two that share an
     address.  Open MPI places every name of the host it runs on as that one
@@ -430,8 +432,8 @@ def check_one_name_each(names, flag="--hosts", timeout=RESOLVE_TIMEOUT):
     internal-error banner), and a health check would compare a node with
     itself; refused, before any launch, rather than quietly run as fewer
     nodes than asked for.  Names that do not resolve are left to the
-    checks that refuse them."""
-    found = addresses(names, timeout)
+    checks that refuse them.  `found`: `addresses` of `names`, if known."""
+    found = found if found is not None else addresses(names, timeout)
     local = this_host(names, found, timeout)
     pair = local[:2] if len(local) > 1 else None
     if pair is None:
