@@ -180,7 +180,9 @@ def test_killed_launcher_leaves_no_process_and_recover_folds_its_sizes(tmp_path,
     proc.wait()
     t0 = time.monotonic()
     while processes_with_env("CCB_TEST_TAG", tag):
-        assert time.monotonic() - t0 < 5, processes_with_env("CCB_TEST_TAG", tag)
+        # the lifeline takes them down in well under a second; 60 s only so
+        # that a crowded machine cannot fail the test
+        assert time.monotonic() - t0 < 60, processes_with_env("CCB_TEST_TAG", tag)
         time.sleep(0.1)
     kept = len(pending_files(out))
     assert cli(["recover", out]) == 0

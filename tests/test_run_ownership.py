@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 
 import pytest
 import xarray as xr
@@ -11,6 +12,7 @@ import xarray as xr
 from conftest import BIN, run_cli
 from ccbench_kit.dataset.checkpoint import pending_files, pending_runs
 from ccbench_kit.dataset.io import open_parts
+from ccbench_kit.launch.watchdog import processes_with_env
 
 # more than ~20 s in all: the module starts first under `make test` (conftest)
 pytestmark = pytest.mark.slow
@@ -21,10 +23,21 @@ LONG = ["run", "all_reduce", "-r", "3", "-b", "8", "-e", "64M", "-f", "2", "-n",
         "--checkpoint-every", "100000", "--non-interactive"]
 
 
-def _start(out):
+def _start(out, tag):
     return subprocess.Popen([str(BIN / "ccbench"), *LONG, "--out", str(out)],
+                            env={**os.environ, "CCB_TEST_TAG": tag},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
+
+
+def _wait_until_gone(tag):
+    """The launcher's death takes mpirun and the ranks down (lifeline), but
+    not at once: a rank can save one more size in between.  The killed run's
+    sidecars are counted once its last process is gone."""
+    deadline = time.monotonic() + 60
+    while processes_with_env("CCB_TEST_TAG", tag):
+        assert time.monotonic() < deadline, processes_with_env("CCB_TEST_TAG", tag)
+        time.sleep(0.1)
 
 
 def _wait_for_sidecars(proc, out, n=2):
@@ -36,7 +49,8 @@ def _wait_for_sidecars(proc, out, n=2):
 
 def test_second_writer_is_refused_and_a_killed_runs_sidecars_stay_its_own(tmp_path):
     out = tmp_path / "r.nc"
-    first = _start(out)
+    tag = uuid.uuid4().hex
+    first = _start(out, tag)
     try:
         _wait_for_sidecars(first, out)
         # a second run to the file in use: refused in one line, the first untouched
@@ -50,6 +64,7 @@ def test_second_writer_is_refused_and_a_killed_runs_sidecars_stay_its_own(tmp_pa
     finally:
         os.killpg(first.pid, signal.SIGKILL)     # the launcher and its whole session
         first.wait()
+    _wait_until_gone(tag)
     killed = pending_runs(out)
     left = pending_files(out)
     assert len(killed) == 1 and len(left) >= 2
