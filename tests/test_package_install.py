@@ -80,6 +80,25 @@ def _run(cmd, cwd, env=None, timeout=600):
     return proc
 
 
+# the wheel's requirements (and those of the extras named) not met where it
+# is installed, one a line
+_UNMET = """
+import sys
+from importlib.metadata import PackageNotFoundError, requires, version
+from packaging.requirements import Requirement
+for line in requires("ccbench_kit"):
+    req = Requirement(line)
+    if req.marker and not any(req.marker.evaluate({"extra": e}) for e in ["", *sys.argv[1:]]):
+        continue
+    try:
+        got = version(req.name)
+    except PackageNotFoundError:
+        got = None
+    if got is None or not req.specifier.contains(got, prereleases=True):
+        print(line, "->", got)
+"""
+
+
 @pytest.mark.slow
 def test_wheel_installed_in_a_fresh_venv_renders_a_report(tmp_path):
     # the files a clone has (tracked, or new and not ignored: no built
@@ -93,16 +112,32 @@ def test_wheel_installed_in_a_fresh_venv_renders_a_report(tmp_path):
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, src / name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    # the build tools already here (no download); then a venv without this
-    # environment's packages: pip fetches the dependencies (from its cache or
-    # the wheel folders pip is configured with when there is no network)
+    # the build tools already here (no download)
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
           "-w", tmp_path / "dist", src], cwd=tmp_path, env=env)
     wheel, = (tmp_path / "dist").glob("ccbench_kit-*.whl")
+    # a venv of its own, the wheel installed from the file alone; its
+    # dependencies are this environment's (set-up installed them from the
+    # registry with the same metadata): its site-packages as a plain path
+    # entry, so that the checkout's editable finder there is never run and
+    # ccbench_kit can only come from the wheel.  No network: the suite asks
+    # no server anything (tests/without-dns).
     venv.EnvBuilder(with_pip=True).create(tmp_path / "venv")
     bin_ = tmp_path / "venv" / "bin"
-    _run([bin_ / "python", "-m", "pip", "install", "-q", f"{wheel}[report]"], cwd=tmp_path,
-         env=env)
+    site = _run([bin_ / "python", "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                cwd=tmp_path, env=env).stdout.strip()
+    here = [p for p in sys.path if p.endswith("site-packages")]
+    Path(site, "deps-from-the-test-environment.pth").write_text("\n".join(here) + "\n")
+    # and nbconvert's templates, data files of a dependency (not the
+    # environment's kernels: the report's kernel must be this venv's Python)
+    (tmp_path / "venv" / "share" / "jupyter").mkdir(parents=True)
+    (tmp_path / "venv" / "share" / "jupyter" / "nbconvert").symlink_to(
+        Path(sys.prefix) / "share" / "jupyter" / "nbconvert")
+    _run([bin_ / "python", "-m", "pip", "install", "-q", "--no-index", "--no-deps", wheel],
+         cwd=tmp_path, env=env)
+    # what the wheel asks for (with [report]) is what is there
+    unmet = _run([bin_ / "python", "-c", _UNMET, "report"], cwd=tmp_path, env=env).stdout
+    assert unmet == "", unmet
     work = tmp_path / "work"  # outside the checkout: nothing found by a relative path
     work.mkdir()
     env["PATH"] = f"{bin_}{os.pathsep}{env['PATH']}"
