@@ -101,3 +101,27 @@ def test_a_job_that_fails_in_its_second_part_keeps_the_first_and_the_sizes_done(
     assert "timeout: rank 1" in cut.attrs["incomplete_reason"]
     with xr.open_dataset(out) as root:  # the first part is the file's root group
         assert root.attrs["collective"] == "all_reduce"
+
+
+def test_the_ranks_run_without_dask(tmp_path):
+    """xarray probes for dask wherever it is installed (building a Dataset
+    imports dask.array, writing netCDF imports distributed: ~1.6 s of CPU on
+    rank 0 while the others wait); the rank entry makes it absent.  Seen in
+    each rank's own import log (``-X importtime`` through --mpi-log-dir),
+    for a run whose rank 0 writes its template, sidecars and file."""
+    pytest.importorskip("dask")
+    logs = tmp_path / "logs"
+    out = tmp_path / "r.nc"
+    r = run_cli("run", "all_reduce", "-r", 2, "-b", 8, "-e", 64, "-f", 2, "-n", 2, "-w", 0,
+                "--non-interactive", "--mpi-log-dir", logs, "--out", out,
+                env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
+    assert r.returncode == 0, r.stderr
+    assert list(open_parts(out)["all_reduce"]["size"].values) == [8, 16, 32, 64]
+    rank_logs = sorted(logs.glob("*/rank.*/stderr"))
+    assert len(rank_logs) == 2
+    for log in rank_logs:
+        imported = [line.rsplit("|", 1)[1].strip() for line in log.read_text().splitlines()
+                    if line.startswith("import time:") and "|" in line]
+        assert "xarray" in imported or log.parent.name != "rank.0", imported[:5]
+        # (a refused import of dask itself is logged too, as plain "dask")
+        assert not [m for m in imported if m.startswith(("dask.", "distributed."))], log
