@@ -24,6 +24,21 @@ def run_cli(*args, timeout=180, cwd=None, env=None, check=False):
     return proc
 
 
+def wait_until_gone(tag, within=60):
+    """Wait until no process carries ``CCB_TEST_TAG=tag`` in its environment.
+
+    A launcher killed with SIGKILL takes mpirun and the ranks down through
+    their lifeline, but not at once: until the last of them is gone, a rank
+    can still save a size and mpirun still holds its session.  `within`
+    seconds only bound a hang; the wait ends on the event."""
+    import time
+    from ccbench_kit.launch.watchdog import processes_with_env
+    deadline = time.monotonic() + within
+    while processes_with_env("CCB_TEST_TAG", tag):
+        assert time.monotonic() < deadline, processes_with_env("CCB_TEST_TAG", tag)
+        time.sleep(0.1)
+
+
 def mpirun_python(nranks, code, timeout=180, cwd=None, args=()):
     """Run `code` under `mpirun -np nranks python -c` (`args` in its
     sys.argv[1:]); returns CompletedProcess."""

@@ -32,6 +32,9 @@ def _run(probe, tmp_path, nranks, args, delay=None):
     return ds["start"].sel(sel).values, ds["latency"].sel(sel).values, ds, log
 
 
+# the bounds are a 100 ms sleep seen on the common clock: a crowded machine's
+# scheduler stretches it (202 ms once beside the rest of the suite), so alone
+@pytest.mark.measures
 def test_a_delayed_rank_arrives_late_on_the_common_clock(probe, tmp_path):
     # rank 1 sleeps after the allreduce of measured iteration 1 (call 2 + 1 = 3):
     # iteration 1 is slow on rank 1, and rank 1 starts iteration 2 late, so the

@@ -4,8 +4,9 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 
-from conftest import BIN, run_cli
+from conftest import BIN, run_cli, wait_until_gone
 from ccbench_kit.launch import leftovers
 from test_leftovers_shm import _mpirun_child, _segments
 
@@ -17,7 +18,8 @@ def _ours(tmp):
 def test_next_run_removes_a_killed_runs_temporary_folders(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    env = {**os.environ, "TMPDIR": str(tmp)}
+    tag = uuid.uuid4().hex
+    env = {**os.environ, "TMPDIR": str(tmp), "CCB_TEST_TAG": tag}
     proc = subprocess.Popen([str(BIN / "ccbench"), "run", "all_reduce", "-r", "3", "-b", "8",
                              "-e", "64M", "-f", "2", "-n", "20", "--non-interactive", "--out",
                              str(tmp_path / "k.nc")], env=env, stdout=subprocess.DEVNULL,
@@ -33,6 +35,7 @@ def test_next_run_removes_a_killed_runs_temporary_folders(tmp_path):
     assert family is not None and _segments(shm, family)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    wait_until_gone(tag)  # a run still going down is not yet a killed run's leftovers
     left = _ours(tmp)
     assert left and left[0].startswith(f"ccbench-run-{proc.pid}-")
     # a live run's folder (this process's pid) is never touched

@@ -34,6 +34,38 @@ def test_remove_segments_takes_only_its_own_family(tmp_path):
     assert leftovers.remove_segments(None, str(tmp_path)) == []
 
 
+def test_a_killed_launchers_noted_family_names_the_segments_its_sweep_removes(tmp_path,
+                                                                             monkeypatch):
+    """mpirun, taken down by a SIGKILLed launcher's lifeline, removes its own
+    session folder; the family the launcher noted in its run folder is then
+    what names the segments left.  A live launcher's folder and its
+    family's segments stay."""
+    uid = os.geteuid()
+    shm, tmp = tmp_path / "shm", tmp_path / "tmp"
+    shm.mkdir()
+    tmp.mkdir()
+    monkeypatch.setenv("OMPI_MCA_btl_vader_backing_directory", str(shm))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    session = tmp / f"ompi.node-1.{uid}" / f"pid.{os.getpid()}"  # this process: a live mpirun
+    session.mkdir(parents=True)
+    (session / "contact.txt").write_text(f"{0x4e45 << 16}.0;tcp://127.0.0.1:1\n")
+    gone_run = tmp / f"ccbench-run-{dead.pid}-abc"
+    live_run = tmp / f"ccbench-run-{os.getpid()}-def"
+    gone_run.mkdir()
+    live_run.mkdir()
+    assert leftovers.note_family(str(gone_run), os.getpid()) == 0x4e45
+    assert leftovers.note_family(str(live_run), os.getpid()) == 0x4e45
+    assert leftovers.note_family(str(live_run), dead.pid) is None  # no session folder
+    segments = [f"vader_segment.node-1.{uid}.4e450001.{k}" for k in range(3)]
+    other = f"vader_segment.node-1.{uid}.4e460001.0"
+    for n in segments + [other]:
+        (shm / n).write_bytes(b"x")
+    removed = leftovers.sweep(str(tmp))
+    assert sorted(removed) == sorted([str(shm / n) for n in segments] + [str(gone_run)])
+    assert sorted(os.listdir(shm)) == [other] and live_run.exists() and session.exists()
+
+
 def test_job_family_is_read_from_the_mpiruns_session_folder(tmp_path):
     session = tmp_path / f"ompi.node-1.{os.geteuid()}" / "pid.4242"
     session.mkdir(parents=True)

@@ -9,10 +9,9 @@ import uuid
 import pytest
 import xarray as xr
 
-from conftest import BIN, run_cli
+from conftest import BIN, run_cli, wait_until_gone
 from ccbench_kit.dataset.checkpoint import pending_files, pending_runs
 from ccbench_kit.dataset.io import open_parts
-from ccbench_kit.launch.watchdog import processes_with_env
 
 # more than ~20 s in all: the module starts first under `make test` (conftest)
 pytestmark = pytest.mark.slow
@@ -28,16 +27,6 @@ def _start(out, tag):
                             env={**os.environ, "CCB_TEST_TAG": tag},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
-
-
-def _wait_until_gone(tag):
-    """The launcher's death takes mpirun and the ranks down (lifeline), but
-    not at once: a rank can save one more size in between.  The killed run's
-    sidecars are counted once its last process is gone."""
-    deadline = time.monotonic() + 60
-    while processes_with_env("CCB_TEST_TAG", tag):
-        assert time.monotonic() < deadline, processes_with_env("CCB_TEST_TAG", tag)
-        time.sleep(0.1)
 
 
 def _wait_for_sidecars(proc, out, n=2):
@@ -64,7 +53,7 @@ def test_second_writer_is_refused_and_a_killed_runs_sidecars_stay_its_own(tmp_pa
     finally:
         os.killpg(first.pid, signal.SIGKILL)     # the launcher and its whole session
         first.wait()
-    _wait_until_gone(tag)
+    wait_until_gone(tag)  # the killed run's sidecars are counted once it is gone
     killed = pending_runs(out)
     left = pending_files(out)
     assert len(killed) == 1 and len(left) >= 2

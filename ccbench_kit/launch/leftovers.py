@@ -14,7 +14,11 @@ or killed with its mpirun does neither.  The job's ids share their upper
 16 bits, the job family, which the mpirun's session folder names
 (``contact.txt``: the mpirun's own jobid first): `job_family` reads it
 while the mpirun lives, `remove_segments` then removes the segments of that
-family and this user, and no other file.
+family and this user, and no other file.  A launcher killed with SIGKILL
+takes its mpirun down through the lifeline, and mpirun removes its session
+folder as it goes, while its ranks' segments stay: so the launcher notes
+the family in its own run folder once the ranks are up (`note_family`),
+and the run that sweeps that folder removes the segments too.
 """
 import glob
 import os
@@ -27,6 +31,7 @@ DOCTOR_PREFIX = "ccbench-doctor-"
 _OURS = re.compile(rf"^(?:{RUN_PREFIX}|{DOCTOR_PREFIX})(\d+)-")
 _OMPI_SESSION = re.compile(r"^pid\.(\d+)$")
 # HOST.UID.JOBID(hex).LOCALRANK, as Open MPI's vader (4.x) and sm (5.x) name them
+_FAMILY_NOTE = "ompi-job-family"   # in a run folder: `note_family`
 _SEGMENT = re.compile(r"^(?:vader|sm)_segment\..+\.(\d+)\.([0-9a-fA-F]{1,8})\.(\d+)$")
 
 
@@ -67,6 +72,26 @@ def job_family(mpirun_pid, tmpdir=None):
         except (OSError, ValueError):
             continue
     return None
+
+
+def note_family(run_dir, mpirun_pid):
+    """Keep the job family of the live mpirun `mpirun_pid` in `run_dir`
+    (the launcher's run folder), for the run that sweeps the folder should
+    this launcher be killed; returns the family (None: not known).  The
+    run folder lies in the temporary folder mpirun makes its session in."""
+    family = job_family(mpirun_pid, os.path.dirname(os.path.abspath(run_dir)))
+    if family is not None:
+        with open(os.path.join(run_dir, _FAMILY_NOTE), "w") as f:
+            f.write(str(family))
+    return family
+
+
+def _noted_family(run_dir):
+    try:
+        with open(os.path.join(run_dir, _FAMILY_NOTE)) as f:
+            return int(f.read(32))
+    except (OSError, ValueError):
+        return None
 
 
 def shm_directory():
@@ -114,6 +139,7 @@ def sweep(tmpdir=None):
         path = os.path.join(tmpdir, name)
         m = _OURS.match(name)
         if m and _owned(path) and _gone(int(m.group(1))):
+            removed += remove_segments(_noted_family(path))
             shutil.rmtree(path, ignore_errors=True)
             removed.append(path)
         elif name.startswith("ompi.") and name.endswith(f".{os.geteuid()}") and _owned(path):

@@ -227,7 +227,14 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=job_env, start_new_session=True,
                             preexec_fn=lifeline.terminate_with_parent)
-    output = _Output(proc, on_event, beats, relay_stderr=debug)
+    noted = []
+
+    def on_rank_event(ev):
+        if not noted:  # the ranks are up: mpirun's session folder names the job
+            noted.append(leftovers.note_family(run_dir, proc.pid))
+        if on_event:
+            on_event(ev)
+    output = _Output(proc, on_rank_event, beats, relay_stderr=debug)
     exit_code = RunError.exit_code
     failure = None
     stalls = []
