@@ -46,6 +46,7 @@ def test_split_runs_groups_concurrently_with_busbw_per_group(tmp_path):
                for p in ("out_of_place", "in_place"))
 
 
+@pytest.mark.measures  # a 300 ms sleep against 90 ms bounds: alone, not beside the suite
 def test_groups_run_concurrently_and_independently(tmp_path_factory, tmp_path):
     """Rank 3 (group 1) sleeps 300 ms inside its first measured iteration: group 0
     never waits for it and is done long before group 1, on the common clock."""
