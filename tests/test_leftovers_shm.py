@@ -38,8 +38,8 @@ def test_a_killed_launchers_noted_family_names_the_segments_its_sweep_removes(tm
                                                                              monkeypatch):
     """mpirun, taken down by a SIGKILLed launcher's lifeline, removes its own
     session folder; the family the launcher noted in its run folder is then
-    what names the segments left.  A live launcher's folder and its
-    family's segments stay."""
+    what names the segments left.  Its host file goes too.  A live
+    launcher's folder and host file, and other families' segments, stay."""
     uid = os.geteuid()
     shm, tmp = tmp_path / "shm", tmp_path / "tmp"
     shm.mkdir()
@@ -61,9 +61,16 @@ def test_a_killed_launchers_noted_family_names_the_segments_its_sweep_removes(tm
     other = f"vader_segment.node-1.{uid}.4e460001.0"
     for n in segments + [other]:
         (shm / n).write_bytes(b"x")
+    # host files (`command.Launcher`) are named as run folders are
+    gone_hosts = tmp / f"ccbench-run-{dead.pid}-hosts-x1.txt"
+    live_hosts = tmp / f"ccbench-run-{os.getpid()}-hosts-x2.txt"
+    gone_hosts.write_text("n1\nn2\n")
+    live_hosts.write_text("n1\nn2\n")
     removed = leftovers.sweep(str(tmp))
-    assert sorted(removed) == sorted([str(shm / n) for n in segments] + [str(gone_run)])
+    assert sorted(removed) == sorted([str(shm / n) for n in segments]
+                                     + [str(gone_run), str(gone_hosts)])
     assert sorted(os.listdir(shm)) == [other] and live_run.exists() and session.exists()
+    assert live_hosts.exists()
 
 
 def test_job_family_is_read_from_the_mpiruns_session_folder(tmp_path):
@@ -119,3 +126,13 @@ def test_a_run_stopped_with_sigint_leaves_no_segment_of_its_job(tmp_path):
             proc.kill()
         if decoy and os.path.exists(decoy):
             os.unlink(decoy)
+
+
+def test_a_launchers_host_file_is_named_as_its_run_folder_and_goes_with_it(tmp_path):
+    from ccbench_kit.launch.command import Launcher
+    launcher = Launcher(4, hosts=["localhost"], ranks_per_node=4)
+    path = launcher._hostfile
+    assert os.path.basename(path).startswith(leftovers.run_prefix() + "hosts-")
+    assert open(path).read() == "localhost\n"
+    del launcher
+    assert not os.path.exists(path)

@@ -4,7 +4,7 @@ import tempfile
 import weakref
 
 from ..errors import ConfigError
-from . import hosts as _hosts, ranklogs, slurm as _slurm
+from . import hosts as _hosts, leftovers, ranklogs, slurm as _slurm
 from .mpirun import mpirun_command
 
 # how a `Launcher` starts the ranks
@@ -64,7 +64,10 @@ class Launcher:
         self.kind = HERE if self.placement is None else HOSTS
         self._export = sorted(env or {})
         if self.placement is not None:
-            fd, self._hostfile = tempfile.mkstemp(prefix="ccbench-hosts-", suffix=".txt")
+            # named as a run folder is: a launcher killed with SIGKILL leaves
+            # it, and the next run removes it (`leftovers.sweep`)
+            fd, self._hostfile = tempfile.mkstemp(prefix=leftovers.run_prefix() + "hosts-",
+                                                  suffix=".txt")
             os.close(fd)
             _hosts.write_hostfile(self.placement.hosts, self._hostfile)
             # the host file lives as long as the launcher that names it

@@ -1,7 +1,8 @@
 """What a killed run leaves in the temporary folder, removed by the next run.
 
 A launcher killed with SIGKILL cannot clean up: its ``ccbench-run-PID-*``
-folder (the progress board, the configuration) and Open MPI's session
+folder (the progress board, the configuration), its host file
+(``ccbench-run-PID-hosts-*.txt``, when it was given hosts) and Open MPI's session
 folder of its mpirun (``ompi.HOST.UID/pid.PID``) stay.  Each carries the
 pid of the process that made it; `sweep` removes those whose process is
 gone, and nothing else (another user's or a live run's folders are left).
@@ -125,9 +126,17 @@ def remove_segments(family, directory=None):
     return removed
 
 
+def _unlinked(path):
+    try:
+        os.unlink(path)
+        return [path]
+    except OSError:
+        return []
+
+
 def sweep(tmpdir=None):
-    """Remove the run folders and Open MPI session folders of processes that
-    are gone, and the shared-memory segments of those mpiruns' jobs;
+    """Remove the run folders (and host files) and Open MPI session folders
+    of processes that are gone, and the shared-memory segments of those mpiruns' jobs;
     returns the paths removed."""
     tmpdir = tmpdir or tempfile.gettempdir()
     removed = []
@@ -139,9 +148,12 @@ def sweep(tmpdir=None):
         path = os.path.join(tmpdir, name)
         m = _OURS.match(name)
         if m and _owned(path) and _gone(int(m.group(1))):
-            removed += remove_segments(_noted_family(path))
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
+            if os.path.isdir(path):
+                removed += remove_segments(_noted_family(path))
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+            else:  # a host file (`command.Launcher`)
+                removed += _unlinked(path)
         elif name.startswith("ompi.") and name.endswith(f".{os.geteuid()}") and _owned(path):
             try:
                 sessions = os.listdir(path)
