@@ -36,9 +36,22 @@ def checkout(commit, where):
     return where
 
 
+def tree_env(tree):
+    """The environment that runs `tree`'s kit (launcher and ranks) as root."""
+    return dict(os.environ, PYTHONPATH=tree, OMPI_ALLOW_RUN_AS_ROOT="1",
+                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+
+def alternating(names, rounds):
+    """(round, name) for `rounds` rounds of every name, the order turned each
+    round, so that neither side always runs first."""
+    for k in range(rounds):
+        for name in (names if k % 2 == 0 else names[::-1]):
+            yield k, name
+
+
 def one_run(tree, ranks, out):
-    env = dict(os.environ, PYTHONPATH=tree, OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = tree_env(tree)
     cmd = [sys.executable, "-m", "ccbench_kit", "run", COLLECTIVES, "-r", str(ranks),
            "--sizes", "1K", "-n", "5", "-w", "2", "--non-interactive", "--out", out]
     load = os.getloadavg()[0]
@@ -51,8 +64,7 @@ def one_run(tree, ranks, out):
 
 
 def launches_of_dtype_op_all(tree):
-    env = dict(os.environ, PYTHONPATH=tree, OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = tree_env(tree)
     with tempfile.TemporaryDirectory() as d:
         r = subprocess.run([sys.executable, "-m", "ccbench_kit", "run", "all_reduce", "-r", "2",
                             "-d", "all", "-o", "all", "--sizes", "64", "-n", "2", "-w", "1",
@@ -76,12 +88,10 @@ def main():
           f"1 KiB; before = {args.before}")
     print(f"{'round':>5} {'tree':>7} {'wall s':>8} {'load':>6}")
     with tempfile.TemporaryDirectory() as d:
-        for k in range(args.rounds):
-            order = list(trees) if k % 2 == 0 else list(trees)[::-1]  # turn the order each round
-            for name in order:
-                wall, load = one_run(trees[name], args.ranks, os.path.join(d, f"{name}{k}.nc"))
-                walls[name].append(wall)
-                print(f"{k:>5} {name:>7} {wall:>8.1f} {load:>6.2f}", flush=True)
+        for k, name in alternating(list(trees), args.rounds):
+            wall, load = one_run(trees[name], args.ranks, os.path.join(d, f"{name}{k}.nc"))
+            walls[name].append(wall)
+            print(f"{k:>5} {name:>7} {wall:>8.1f} {load:>6.2f}", flush=True)
     med = {k: statistics.median(v) for k, v in walls.items()}
     print(f"median wall: before {med['before']:.1f} s, now {med['now']:.1f} s, "
           f"before/now {med['before'] / med['now']:.2f}x")

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from one_launch import ROOT, checkout
+from one_launch import ROOT, alternating, checkout, tree_env
 
 COMMAND = ["run", "all_reduce", "-r", "2", "-b", "8", "-e", "64", "-f", "2", "-n", "2", "-w", "0",
            "--non-interactive"]
@@ -36,8 +36,7 @@ def children_cpu():
 
 
 def one_run(tree, out):
-    env = dict(os.environ, PYTHONPATH=tree, OMPI_ALLOW_RUN_AS_ROOT="1",
-               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    env = tree_env(tree)
     load, cpu0, t0 = os.getloadavg()[0], children_cpu(), time.monotonic()
     r = subprocess.run([sys.executable, "-m", "ccbench_kit", *COMMAND, "--out", out], env=env,
                        capture_output=True, text=True, timeout=600, cwd=tree)
@@ -62,13 +61,11 @@ def main():
           f"before = {args.before}")
     print(f"{'round':>5} {'tree':>7} {'wall s':>7} {'cpu s':>6} {'load':>5}")
     with tempfile.TemporaryDirectory() as d:
-        for k in range(args.rounds):
-            order = list(trees) if k % 2 == 0 else list(trees)[::-1]  # turn the order each round
-            for name in order:
-                wall, cpu, load = one_run(trees[name], os.path.join(d, f"{name}{k}.nc"))
-                got[name]["wall"].append(wall)
-                got[name]["cpu"].append(cpu)
-                print(f"{k:>5} {name:>7} {wall:>7.2f} {cpu:>6.2f} {load:>5.2f}", flush=True)
+        for k, name in alternating(list(trees), args.rounds):
+            wall, cpu, load = one_run(trees[name], os.path.join(d, f"{name}{k}.nc"))
+            got[name]["wall"].append(wall)
+            got[name]["cpu"].append(cpu)
+            print(f"{k:>5} {name:>7} {wall:>7.2f} {cpu:>6.2f} {load:>5.2f}", flush=True)
     for what in ("wall", "cpu"):
         b, n = (statistics.median(got[t][what]) for t in trees)
         print(f"median {what}: before {b:.2f} s, now {n:.2f} s, before/now {b / n:.2f}x")
