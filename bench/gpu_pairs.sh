@@ -8,7 +8,8 @@
 # should be named), a matmul loop on one GPU (that GPU).  On one GPU it
 # shows the one-line refusals of --per-gpu and --pairs and runs the plain
 # --local check.  Writes OUTDIR/env.txt, log.txt, summary.txt (command, exit
-# code, seconds, verdict line per run), pytest_gpu.txt and results.tgz.
+# code, seconds, verdict line per run), pytest_gpu.txt, pair_torch.txt (the
+# copy-engine matrix beside PyTorch's copy_, bench/gpu_pair_torch.py) and results.tgz.
 # RUNS=N repeats the clean / peer-copy / matmul runs N times, interleaved
 # (each round draws its GPUs anew), against the one saved baseline, until
 # DEADLINE seconds (of this script) would be passed; GPU_TESTS=0 skips the
@@ -57,9 +58,9 @@ if [ "$NGPU" -lt 2 ]; then
     doctor local-1gpu --local --repeats 3 --out "$WORK/local.nc"
 else
     doctor clean-save --local --per-gpu --save-baseline "$WORK/base.json" --out "$WORK/clean.nc"
-    # a round (clean, peer copy, matmul) took about 60 s on 2 H200
+    # a round (clean, peer copy, matmul) took about 60 s on 2 H200, 75 s on 4
     for run in $(seq "${RUNS:-1}"); do
-    [ -n "${DEADLINE:-}" ] && [ "$run" -gt 1 ] && [ $((SECONDS + 70)) -gt "$DEADLINE" ] && \
+    [ -n "${DEADLINE:-}" ] && [ "$run" -gt 1 ] && [ $((SECONDS + 85)) -gt "$DEADLINE" ] && \
         { say "round $run: not started (DEADLINE)"; break; }
     doctor "clean-r$run" --local --per-gpu --baseline "$WORK/base.json" --out "$WORK/clean$run.nc"
     A=$((RANDOM % NGPU)); B=$(( (A + 1 + RANDOM % (NGPU - 1)) % NGPU ))
@@ -80,6 +81,10 @@ else
     kill "$LOAD"; wait "$LOAD" 2>/dev/null
     done
     doctor no-pairs --local --no-pairs --repeats 3 --out "$WORK/nopairs.nc"
+    # nothing else running: the copy-engine matrix beside PyTorch's copy_
+    say "pair matrix beside torch copy_"
+    timeout 120 $PY "$ROOT/bench/gpu_pair_torch.py" "$WORK/clean1.nc" >"$OUTDIR/pair_torch.txt" 2>&1
+    say "pair_torch rc=$?"; tail -3 "$OUTDIR/pair_torch.txt" | tee -a "$LOG"
 fi
 cd "$ROOT" || exit 1
 cat /proc/loadavg >>"$LOG"

@@ -15,15 +15,17 @@ from ccbench_kit.health.gpu import judge, pairs, per_gpu_baseline, report
 from test_doctor_gpu_judge import H100, gpu_run
 
 ONE_WAY, BOTH, LAT = 380.0, 740.0, 2.4  # GB/s, GB/s, us: a healthy NVSwitch pair (hand-made)
+SM_WAY, SM_LAT = 360.0, 1.2  # the SM copy and the SM load latency of that pair (hand-made)
 
 
 def pair_run(ngpu=4, slow=None, reps=5, seed=2, no_access=(), during=None, gpu_scale=None,
-             names=None, lat_scale=None):
+             names=None, lat_scale=None, sm=False, sm_lat_scale=None):
     """The GPU figures (`gpu_run`) and the pair matrix of `ngpu` GPUs: every
     link at ONE_WAY x (1 +- 1 %), times `slow` {(a, b): factor} of the link
     a -> b; both ways at BOTH x the slower direction's factor; latency LAT x
     `lat_scale` {(a, b): factor}; `during` {gpu: {counter: n}} NVLink
-    errors during the matrix."""
+    errors during the matrix.  `sm`: the SM figures too, the SM copy at
+    SM_WAY x `slow`, the SM latency at SM_LAT x `sm_lat_scale`."""
     rng = np.random.default_rng(seed)
     idx = list(range(ngpu))
     links = [(a, b) for a in idx for b in idx if a != b]
@@ -36,10 +38,17 @@ def pair_run(ngpu=4, slow=None, reps=5, seed=2, no_access=(), during=None, gpu_s
         "peer_bidir_gbps": BOTH * noise(len(prs)) * [[min(slow.get((a, b), 1.0),
                                                           slow.get((b, a), 1.0))]
                                                      for a, b in prs]}
+    if sm:
+        samples["peer_sm_gbps"] = SM_WAY * noise(len(links)) * [[slow.get(k, 1.0)]
+                                                                for k in links]
+        samples["peer_sm_latency_us"] = SM_LAT * noise(len(links)) * [
+            [(sm_lat_scale or {}).get(k, 1.0)] for k in links]
     access = {k: not ({k, k[::-1]} & set(no_access)) for k in links}
     for i, k in enumerate(links):
         if not access[k]:
-            samples["peer_gbps"][i] = samples["peer_latency_us"][i] = np.nan
+            for name in ("peer_gbps", "peer_latency_us", "peer_sm_gbps", "peer_sm_latency_us"):
+                if name in samples:
+                    samples[name][i] = np.nan
     for i, k in enumerate(prs):
         if not access[k]:
             samples["peer_bidir_gbps"][i] = np.nan
@@ -235,6 +244,39 @@ def test_a_pair_without_peer_access_is_not_measured_and_says_so():
     text = report.text(ds, v)
     assert "n1/gpu0<->gpu2        both ways      not measured        -        -         -" \
         in text.splitlines()
+
+
+def test_sm_figures_join_the_pair_their_copy_loop_slowed_and_latency_alone_names_nothing():
+    # a copy loop gpu1 <-> gpu3 slows the SM copies of every pair of either
+    # end as it slows the copy engines': one finding, the pair, with both
+    v = judge.judge(pair_run(slow=busy(1, 3), sm=True))
+    assert v.line() == "verdict: n1 gpu1<->gpu3 NVLink"
+    (f,) = v.findings
+    assert {"peer_gbps", "peer_sm_gbps"} <= set(f.moved)
+    assert len(v.scores["peer_sm_gbps"]) == 12 and len(v.scores["peer_sm_latency_us"]) == 12
+    # the SM load latency of one link, alone: a note naming nothing
+    v = judge.judge(pair_run(sm=True, sm_lat_scale={(0, 2): 2.0}))
+    assert v.line() == "verdict: none"
+    (note,) = [n for n in v.notes if "SM load latency" in n]
+    assert note.startswith("n1: the SM load latency of 1 of 12 links moved against the peers (")
+    assert note.endswith("a latency alone does not separate a link from the host: gpu0->gpu2)")
+    # within 0.05 us of its peers (a tenth of the 8 B copy's resolution): not judged
+    v = judge.judge(pair_run(sm=True, sm_lat_scale={(0, 2): 1.03}))
+    assert not [n for n in v.notes if "SM load latency" in n]
+    text = report.text(pair_run(3, sm=True), judge.judge(pair_run(3, sm=True))).splitlines()
+    assert sum(ln.startswith("n1/gpu") and "SM copy" in ln for ln in text) == 6
+    assert sum(ln.startswith("n1/gpu") and "SM latency" in ln for ln in text) == 6
+
+
+def test_sm_figures_not_measured_say_why_and_leave_no_rows():
+    ds = pair_run(3)
+    ds.attrs["peer_sm_missing"] = "NVRTC (libnvrtc.so) not found; looked in: CUDA_HOME"
+    v = judge.judge(ds)
+    assert v.line() == "verdict: none"
+    assert ("SM copy and SM latency not measured: NVRTC (libnvrtc.so) not found; looked in: "
+            "CUDA_HOME (the copy-engine figures are)") in v.notes
+    text = report.text(ds, v)
+    assert "SM copy" not in text.replace("SM copy and SM latency not measured", "")
 
 
 def test_report_lists_every_link_and_the_nvlink_counters():

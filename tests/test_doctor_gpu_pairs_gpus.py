@@ -23,8 +23,21 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(
     reason=f"needs 2+ GPUs ({_N if not isinstance(_N, int) else f'{_N} GPU(s)'})")]
 
 
+def copied(rt, copies, want, copy):
+    """`want` put in gpu0's source buffer, `copy()` run (gpu0 -> gpu1):
+    (what gpu1's destination buffer then holds, copy's return)."""
+    from ccbench_kit.health.gpu.cuda import D2H, H2D
+    got = np.zeros_like(want)
+    rt.check(rt.rt.cudaMemcpy(copies.src[0], want.ctypes.data_as(ctypes.c_void_p),
+                              ctypes.c_size_t(want.nbytes), H2D), "cudaMemcpy")
+    out = copy()
+    rt.check(rt.rt.cudaMemcpy(got.ctypes.data_as(ctypes.c_void_p), copies.dst[1],
+                              ctypes.c_size_t(got.nbytes), D2H), "cudaMemcpy")
+    return got, out
+
+
 def test_peer_copy_moves_the_bytes_and_its_figures_are_physical():
-    from ccbench_kit.health.gpu.cuda import D2H, H2D, Runtime
+    from ccbench_kit.health.gpu.cuda import Runtime
     from ccbench_kit.health.gpu.peer import PeerCopies
     rt = Runtime()
     copies = PeerCopies(rt, [0, 1], nbytes=64 << 20)
@@ -32,12 +45,7 @@ def test_peer_copy_moves_the_bytes_and_its_figures_are_physical():
         if not (copies.access[(0, 1)] and copies.access[(1, 0)]):
             pytest.skip("GPUs 0 and 1 have no peer access")
         want = np.arange((64 << 20) // 4, dtype=np.uint32)
-        got = np.zeros_like(want)
-        rt.check(rt.rt.cudaMemcpy(copies.src[0], want.ctypes.data_as(ctypes.c_void_p),
-                                  ctypes.c_size_t(want.nbytes), H2D), "cudaMemcpy")
-        gbps = copies.one_way_gbps(0, 1, reps=1)
-        rt.check(rt.rt.cudaMemcpy(got.ctypes.data_as(ctypes.c_void_p), copies.dst[1],
-                                  ctypes.c_size_t(got.nbytes), D2H), "cudaMemcpy")
+        got, gbps = copied(rt, copies, want, lambda: copies.one_way_gbps(0, 1, reps=1))
         assert np.array_equal(got, want)  # gpu0's bytes are in gpu1's buffer
         assert 5 < gbps < 1000  # PCIe Gen4 x16 at the least, below NVLink5 per direction
         both = copies.both_ways_gbps(0, 1)
@@ -45,6 +53,34 @@ def test_peer_copy_moves_the_bytes_and_its_figures_are_physical():
         lat = copies.latency_us(0, 1)
         assert 0.3 < lat < 200
     finally:
+        copies.close()
+
+
+def test_sm_copy_moves_the_bytes_and_its_figures_are_physical():
+    """The SM kernels (NVRTC, loaded with cudaLibraryLoadData): gpu0's SMs
+    write gpu0's bytes into gpu1's buffer; the rate and the pointer chase's
+    load latency lie in their physical range."""
+    from ccbench_kit.health.gpu.cuda import Runtime
+    from ccbench_kit.health.gpu.peer import PeerCopies
+    from ccbench_kit.health.gpu.sm_copy import SmCopies
+    rt = Runtime()
+    copies = PeerCopies(rt, [0, 1], nbytes=(64 << 20) + 48)  # not a whole number of blocks
+    sm = None
+    try:
+        if not (copies.access[(0, 1)] and copies.access[(1, 0)]):
+            pytest.skip("GPUs 0 and 1 have no peer access")
+        sm = SmCopies(copies)
+        want = np.random.default_rng(3).integers(0, 2**32, copies.nbytes // 4, dtype=np.uint32)
+        got, gbps = copied(rt, copies, want, lambda: sm.one_way_gbps(0, 1, reps=1))
+        assert np.array_equal(got, want)
+        assert 5 < gbps < 1000
+        lat = sm.latency_us(0, 1)
+        assert 0.2 < lat < 50, lat
+        local = sm.latency_us(1, 1)  # the same ring from its own GPU: no link in the way
+        assert local < lat, (local, lat)
+    finally:
+        if sm is not None:
+            sm.close()
         copies.close()
 
 
@@ -61,8 +97,15 @@ def test_doctor_local_measures_every_ordered_pair(tmp_path):
     no_access = json.loads(ds.attrs["peer_no_access"])
     measured = [str(x) for x in ds["pair"].values if str(x) not in no_access]
     assert np.isfinite(ds["peer_bidir_gbps"].sel(pair=measured).values).all()
+    # NVRTC is on the device machines (nvidia-cuda-nvrtc): the SM figures are measured
+    assert ds.attrs["peer_sm_missing"] == ""
+    links = [f"{a}->{b}" for a in range(_N) for b in range(_N) if a != b
+             and f"{min(a, b)}<->{max(a, b)}" not in no_access]
+    for figure in ("peer_sm_gbps", "peer_sm_latency_us"):
+        assert np.isfinite(ds[figure].sel(link=links).values).all(), figure
     assert float(ds.attrs["pair_matrix_s"]) > 0
     lines = p.stdout.splitlines()
     assert sum("peer copy" in ln for ln in lines) == _N * (_N - 1)
+    assert sum("SM copy" in ln for ln in lines) == _N * (_N - 1)
     assert sum("NVLink errors during the matrix" in ln for ln in lines) == _N
     assert lines[-1].startswith("verdict: ")

@@ -16,6 +16,7 @@ The kernels are compiled at run time by NVRTC (`_nvrtc`) and cached per GPU
 architecture, so the package imports, installs and lists its algorithms on
 machines without CUDA; peer memory and the launches are `_peers`'.
 """
+from ._nvrtc import NvrtcError, image, load as load_nvrtc  # noqa: F401  (the doctor's SM kernels)
 from ._peers import PeerKernels  # noqa: F401
 from ._registry import (  # noqa: F401
     ELEMENT_TYPES, OPS, all_algorithms, find, kernel_name, names_for)

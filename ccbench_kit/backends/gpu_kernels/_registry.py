@@ -46,8 +46,9 @@ def read(filename):
 
 
 def kernel_base(module):
-    """The kernel's template name: its source file's stem."""
-    return os.path.splitext(module.SOURCE)[0]
+    """The kernel's template name: its source file's stem (`SOURCE` may be a
+    path: the doctor's SM kernels live beside the doctor)."""
+    return os.path.splitext(os.path.basename(module.SOURCE))[0]
 
 
 def kernel_name(module, dtype, wide=False):

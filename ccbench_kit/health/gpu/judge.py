@@ -208,6 +208,9 @@ def _pairs(ds, node, gpus, verdict, found, finding, baseline, preset, rng):
                              "through NCCL")
     for g, why in json.loads(ds.attrs.get("nvlink_counters_missing", "{}")).items():
         verdict.notes.append(f"{g}: NVLink error counters not judged ({why})")
+    if ds.attrs.get("peer_sm_missing"):
+        verdict.notes.append(f"SM copy and SM latency not measured: {ds.attrs['peer_sm_missing']}"
+                             " (the copy-engine figures are)")
 
 
 def _state(ds, place, finding):

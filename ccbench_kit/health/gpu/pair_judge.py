@@ -40,10 +40,12 @@ power cap or driver).  A pair that moved alone is named as the pair; one
 that moved beside other pairs of its GPUs, none of which explains it, does
 not stand apart from them: a note, and ``cannot tell`` if nothing is named.
 
-The 8 B latency never names on its own (`SUPPORTING`): it joins a finding
-of its pair or of one of its GPUs, else it is a note.  Its few us are the
-copy engine's start and the host's launch, the NVLink's own part far
-below the events' resolution: on 4 H200 (2026-11-28) a clean run's 12
+The latencies never name on their own (`SUPPORTING`): each joins a
+finding of its pair or of one of its GPUs, else it is a note.  The SM load
+latency is a round trip over the link, evidence beside the bandwidths (a
+longer path or a queue on the link), not a finding without them.  The 8 B
+copy's few us are the copy engine's start and the host's launch, the
+NVLink's own part far below the events' resolution: on 4 H200 (2026-11-28) a clean run's 12
 links all read 7.0-7.3 us against the baseline's 5.1-5.2 (a host-wide
 shift, bandwidth unchanged), while a copy loop that took 40 % of a pair's
 bandwidth left its latency at 5.0-5.3 us.  The NVLink recovery errors that
@@ -64,8 +66,9 @@ PEER_THRESHOLD = 0.75
 PRESET_THRESHOLD = 0.75
 PRESET_SCALE = {"peer_gbps": 1.0, "peer_bidir_gbps": 2.0}  # x the preset's per-direction rate
 # a latency this much above its peers' at most is not judged: CUDA events
-# resolve about 0.5 us, and a copy engine's latency is a few us
-LATENCY_RESOLUTION_US = 1.0
+# resolve about 0.5 us, and a copy engine's latency is a few us; the SM
+# latency is one event pair over 10,000 loads
+LATENCY_RESOLUTION_US = {"peer_latency_us": 1.0, "peer_sm_latency_us": 0.05}
 # a pair moved against the preset or the baseline names it only this far
 # below the best other pair over the same reference (`_mark_common`)
 APART = _baseline.THRESHOLD
@@ -135,7 +138,7 @@ def score(ds, node, preset, baseline, rng):
                         against = "the other links' median (peers)"
                     # a latency within the events' resolution of its peers': shown, not judged
                     judged = better == "higher" or \
-                        np.nanmedian(raw[i] - 1.0 / ref) > LATENCY_RESOLUTION_US
+                        np.nanmedian(raw[i] - 1.0 / ref) > LATENCY_RESOLUTION_US[figure]
                 vote("peers", good[i] / ref, PEER_THRESHOLD, against, judged)
             rate = preset.extra.get("peer_gbps") if preset else None
             if rate and figure in PRESET_SCALE:
@@ -180,8 +183,9 @@ def _mark_common(evidence, labels, good, base_good):
         e.common = not (total and m <= APART and ci[1] < 1)
 
 
+LATENCY_WHAT = {"peer_latency_us": "8 B peer-copy latency", "peer_sm_latency_us": "SM load latency"}
 #: figures that never name a pair or a GPU on their own (module docstring)
-SUPPORTING = ("peer_latency_us",)
+SUPPORTING = ("peer_latency_us", "peer_sm_latency_us")
 
 
 @dataclass
@@ -288,10 +292,12 @@ def shown_notes(node, shown, links):
     and moves common to the node's pairs (`Evidence.common`); `links`: how
     many links were measured."""
     out = []
-    lat = [e for e in shown if e.figure in SUPPORTING]
-    if lat:
+    for figure in SUPPORTING:
+        lat = [e for e in shown if e.figure == figure]
+        if not lat:
+            continue
         moved = {(e.a, e.b) for e in lat}
-        head = (f"{node}: the 8 B peer-copy latency of {len(moved)} of {links} links moved "
+        head = (f"{node}: the {LATENCY_WHAT[figure]} of {len(moved)} of {links} links moved "
                 f"against the {_refs(lat)}{_spread(lat, 'longer')} while their bandwidth did not")
         out.append(f"{head}: a host-wide shift (the host's launch latency, clocks), not a link; "
                    "shown, names nothing" if len(moved) >= links - 1 and links > 2 else

@@ -49,7 +49,7 @@ class PeerCopies:
         self.src, self.dst, self.stream, self.ev = {}, {}, {}, {}
         try:
             for k in self.indices:
-                self._set(k)
+                self.use(k)
                 self.src[k], self.dst[k] = self._malloc(nbytes), self._malloc(nbytes)
                 self.stream[k] = self._stream()
                 self.ev[k] = tuple(self._event() for _ in range(3))  # start, stop, mark
@@ -60,7 +60,8 @@ class PeerCopies:
             raise
 
     # -- set-up ---------------------------------------------------------------
-    def _set(self, k):
+    def use(self, k):
+        """Make GPU `k` the current one (cudaSetDevice)."""
         self.cu.check(self.cu.rt.cudaSetDevice(k), f"cudaSetDevice({k})")
 
     def _malloc(self, nbytes):
@@ -83,7 +84,7 @@ class PeerCopies:
                       f"cudaDeviceCanAccessPeer({a}, {b})")
         if not ok.value:
             return False
-        self._set(a)
+        self.use(a)
         code = self.cu.rt.cudaDeviceEnablePeerAccess(b, 0)
         if code:
             self.cu.rt.cudaGetLastError()  # not sticky: clear it for the calls that follow
@@ -97,7 +98,8 @@ class PeerCopies:
             self.dst[b], b, self.src[a], a, ctypes.c_size_t(nbytes), self.stream[a]),
             f"cudaMemcpyPeerAsync(gpu{a} -> gpu{b})")
 
-    def _elapsed(self, k, start, stop):
+    def elapsed_s(self, start, stop):
+        """Seconds between two recorded events, once `stop` has happened."""
         rt = self.cu.rt
         self.cu.check(rt.cudaEventSynchronize(stop), "cudaEventSynchronize")
         ms = ctypes.c_float()
@@ -108,40 +110,40 @@ class PeerCopies:
     def one_way_gbps(self, a, b, reps=5):
         """a -> b, GB/s (1e9 B/s): `reps` copies of `nbytes` back to back."""
         rt, (start, stop, _) = self.cu.rt, self.ev[a]
-        self._set(a)
+        self.use(a)
         self.cu.check(rt.cudaEventRecord(start, self.stream[a]), "cudaEventRecord")
         for _ in range(reps):
             self._copy(a, b, self.nbytes)
         self.cu.check(rt.cudaEventRecord(stop, self.stream[a]), "cudaEventRecord")
-        return self.nbytes * reps / self._elapsed(a, start, stop) / 1e9
+        return self.nbytes * reps / self.elapsed_s(start, stop) / 1e9
 
     def both_ways_gbps(self, a, b, reps=5):
         """a -> b and b -> a at once, GB/s of both directions together."""
         rt, (start, stop, _), (_, _, b_done) = self.cu.rt, self.ev[a], self.ev[b]
-        self._set(a)
+        self.use(a)
         self.cu.check(rt.cudaEventRecord(start, self.stream[a]), "cudaEventRecord")
         self.cu.check(rt.cudaStreamWaitEvent(self.stream[b], start, 0), "cudaStreamWaitEvent")
         for _ in range(reps):
             self._copy(a, b, self.nbytes)
-        self._set(b)
+        self.use(b)
         for _ in range(reps):
             self._copy(b, a, self.nbytes)
         self.cu.check(rt.cudaEventRecord(b_done, self.stream[b]), "cudaEventRecord")
-        self._set(a)
+        self.use(a)
         self.cu.check(rt.cudaStreamWaitEvent(self.stream[a], b_done, 0), "cudaStreamWaitEvent")
         self.cu.check(rt.cudaEventRecord(stop, self.stream[a]), "cudaEventRecord")
-        return 2 * self.nbytes * reps / self._elapsed(a, start, stop) / 1e9
+        return 2 * self.nbytes * reps / self.elapsed_s(start, stop) / 1e9
 
     def latency_us(self, a, b, copies=50, warmup=5):
         """Median µs of one `small`-byte copy a -> b, each copy event-timed alone."""
         rt, (start, stop, _) = self.cu.rt, self.ev[a]
-        self._set(a)
+        self.use(a)
         out = []
         for i in range(warmup + copies):
             self.cu.check(rt.cudaEventRecord(start, self.stream[a]), "cudaEventRecord")
             self._copy(a, b, self.small)
             self.cu.check(rt.cudaEventRecord(stop, self.stream[a]), "cudaEventRecord")
-            t = self._elapsed(a, start, stop)
+            t = self.elapsed_s(start, stop)
             if i >= warmup:
                 out.append(t)
         return float(np.median(out)) * 1e6
