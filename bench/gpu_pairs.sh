@@ -12,7 +12,9 @@
 # copy-engine matrix beside PyTorch's copy_, bench/gpu_pair_torch.py) and results.tgz.
 # RUNS=N repeats the clean / peer-copy / matmul runs N times, interleaved
 # (each round draws its GPUs anew), against the one saved baseline, until
-# DEADLINE seconds (of this script) would be passed; GPU_TESTS=0 skips the
+# DEADLINE seconds (of this script) would be passed; EXTRA_RUNS=N rounds of
+# the other faults follow (a half-time matmul, a PCIe copy loop, two GPUs
+# loaded judged with and without the baseline); GPU_TESTS=0 skips the
 # gpu-marked tests.
 set -u -o pipefail
 NAME=gpu-pairs
@@ -41,6 +43,17 @@ doctor() {
     printf '%-22s rc=%s %4ss  %s\n' "$label" "$rc" "$((SECONDS - t0))" "$last" | tee -a "$SUMMARY" "$LOG"
     cat "$WORK/$label.out" "$WORK/$label.err" >>"$LOG"
 }
+
+# a competing load (testbed/gpu_load.py KIND on GPU, [--peer P]) started in
+# the background; waits for its "ready"; its PID appended to LOADS
+LOADS=""
+load() {
+    local out="$WORK/load-$1-$2.out"
+    $PY -m testbed.gpu_load --gpu "$1" --kind "$2" ${3:+--peer "$3"} >"$out" 2>&1 &
+    LOADS="$LOADS $!"
+    for _ in $(seq 60); do grep -q ready "$out" && break; sleep 1; done
+}
+unload() { for p in $LOADS; do kill "$p"; wait "$p" 2>/dev/null; done; LOADS=""; }
 
 if [ "${GPU_TESTS:-1}" != 0 ]; then
 say "gpu-marked tests"
@@ -79,6 +92,22 @@ else
     doctor "compute-gpu$C-r$run" --local --per-gpu --baseline "$WORK/base.json" \
         --out "$WORK/compute$run.nc"
     kill "$LOAD"; wait "$LOAD" 2>/dev/null
+    done
+    # EXTRA_RUNS=N: the other faults, each round drawing its GPUs anew: the
+    # matmul loop half the time on one GPU, host <-> GPU copies on one GPU
+    # (its PCIe), the matmul loop on two GPUs at once judged with and
+    # without the baseline
+    for run in $(seq "${EXTRA_RUNS:-0}"); do
+    [ -n "${DEADLINE:-}" ] && [ $((SECONDS + 120)) -gt "$DEADLINE" ] && \
+        { say "extra round $run: not started (DEADLINE)"; break; }
+    X=$((RANDOM % NGPU)); say "half-time matmul on gpu$X"; load "$X" partial
+    doctor "partial-gpu$X-r$run" --local --per-gpu --baseline "$WORK/base.json"; unload
+    Y=$((RANDOM % NGPU)); say "PCIe copy loop on gpu$Y"; load "$Y" pcie-copy
+    doctor "pcie-gpu$Y-r$run" --local --per-gpu --baseline "$WORK/base.json"; unload
+    A=$((RANDOM % NGPU)); B=$(( (A + 1 + RANDOM % (NGPU - 1)) % NGPU ))
+    say "matmul on gpu$A and gpu$B"; load "$A" compute; load "$B" compute
+    doctor "two-gpu$A-gpu$B-r$run" --local --per-gpu --baseline "$WORK/base.json"
+    doctor "two-gpu$A-gpu$B-nobase-r$run" --local --per-gpu; unload
     done
     doctor no-pairs --local --no-pairs --repeats 3 --out "$WORK/nopairs.nc"
     # nothing else running: the copy-engine matrix beside PyTorch's copy_

@@ -3,6 +3,8 @@
     python -m testbed.gpu_load --gpu 0 --kind compute   # loops a bf16 8192^3 matmul
     python -m testbed.gpu_load --gpu 0 --kind memory    # loops a 2 GiB device copy
     python -m testbed.gpu_load --gpu 1 --kind peer-copy --peer 3   # 1 <-> 3 copies (NVLink)
+    python -m testbed.gpu_load --gpu 2 --kind partial   # the matmul loop half the time
+    python -m testbed.gpu_load --gpu 3 --kind pcie-copy # pinned host <-> GPU copies (PCIe)
 
 It prints ``ready`` once the loop runs and loops until it is killed.
 `competing_load` starts it, waits for ``ready`` and stops it by its PID.
@@ -18,7 +20,7 @@ import sys
 import time
 
 
-KINDS = ("compute", "memory", "peer-copy")
+KINDS = ("compute", "memory", "peer-copy", "partial", "pcie-copy")
 
 
 def loop(gpu, kind, peer=None):
@@ -38,12 +40,28 @@ def loop(gpu, kind, peer=None):
         def step():
             b2.copy_(a)
             a2.copy_(b)
-    elif kind == "compute":
+    elif kind in ("compute", "partial"):
         a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
         b = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16)
 
-        def step():
+        def busy():
             torch.matmul(a, b)
+
+        def idle_as_long():
+            # the matmul's own time idle after it: the GPU busy about half the time
+            t0 = time.perf_counter()
+            busy()
+            torch.cuda.synchronize(dev)
+            time.sleep(time.perf_counter() - t0)
+
+        step = busy if kind == "compute" else idle_as_long
+    elif kind == "pcie-copy":
+        host = torch.empty(1 << 29, dtype=torch.int16).pin_memory()
+        devbuf = torch.empty(1 << 29, device=dev, dtype=torch.int16)
+
+        def step():
+            devbuf.copy_(host, non_blocking=True)
+            host.copy_(devbuf, non_blocking=True)
     else:
         src = torch.empty(1 << 30, device=dev, dtype=torch.int16)
         dst = torch.empty_like(src)

@@ -386,6 +386,15 @@ def test_per_gpu_baseline_on_four_gpus_names_the_pair_or_the_host(tmp_path):
     assert v.line() == "verdict: vm gpu2"
     v = per_gpu_baseline.judge(per_gpu_figures(4, host=150.0, seed=9), base, "vm")
     assert v.line() == "verdict: vm NVLink"
+    # ... unless the GPU checks named a GPU: the all_reduce runs over it too
+    # (a PCIe copy loop on gpu2 of 4 H200: its H2D/D2H 0.64x, the host
+    # all_reduce 0.74x, no NCCL pair moved; it had named "vm NVLink" beside gpu2)
+    v = per_gpu_baseline.judge(per_gpu_figures(4, host=220.0, seed=9), base, "vm", checks)
+    assert v.line() == "verdict: none"
+    assert v.notes[0].startswith("host all_reduce 22") and "x the baseline's 29" in v.notes[0]
+    pair_named = judge.Verdict(findings=[judge.PairFinding("vm", 0, "pair", peer=3)])
+    v = per_gpu_baseline.judge(per_gpu_figures(4, host=150.0, seed=9), base, "vm", pair_named)
+    assert v.line() == "verdict: none"
 
 
 def test_nccl_pairs_of_a_pair_the_copy_matrix_named_join_it(tmp_path):

@@ -13,8 +13,8 @@ pair matrix's are (`pair_judge.attribute`); a pair with a GPU the GPU
 checks named, or a GPU of a pair they named, joins that finding (a copy
 loop between gpu0 and gpu1 slows the NCCL sendrecv of every pair with
 either: 0.52-0.60x on 4 H200, where the copy matrix named the pair
-alone); the host all_reduce alone (3 GPUs or more, no pair that moved)
-names the host's NVLink.
+alone); the host all_reduce alone (3 GPUs or more, no pair that moved,
+nothing the GPU checks named) names the host's NVLink.
 """
 import json
 import numpy as np
@@ -105,12 +105,16 @@ def judge(per_gpu, base, host, gpu_checks=None):
     who = attribute([e for e in evidence if e.a >= 0], sorted(gpus), kinds, named_pairs)
     if host_named:  # the copy matrix named the host's NVLink: every pair joins it
         who = Attribution({}, {}, [e for e in evidence if e.a >= 0], [])
-    if host_moved and len(gpus) == 2 and not who.to_gpu:
+    if host_moved and len(gpus) == 2 and not (who.to_gpu or kinds or host_named):
         # two GPUs: the host all_reduce is their one pair's
         who.to_pair.setdefault(tuple(sorted(gpus)), []).extend(host_moved)
         host_moved = []
-    if host_moved and (who.to_gpu or who.to_pair):
-        host_moved = []  # explained by what is named (its sentence is a note above)
+    if host_moved and (who.to_gpu or who.to_pair or kinds or named_pairs or host_named):
+        # the all_reduce runs over every GPU of the host: a GPU or a pair
+        # named, here or by the GPU checks, explains it, and it cannot tell
+        # the host's NVLink from that GPU (a PCIe copy loop on one H200 took
+        # it to 0.74x its baseline, 2026-11-28); its sentence is a note above
+        host_moved = []
     for (a, b), es in who.to_pair.items():
         f = PairFinding(host, a, "pair", peer=b)
         for e in es:
