@@ -44,6 +44,26 @@ def test_median_busbw_and_its_interval_by_hand():
     assert float(ds.ccb.busbw("avg").values.ravel()[0]) == pytest.approx(2000 / 175 / 1e3)
 
 
+def test_latency_floor_is_the_least_median_of_any_algorithm_and_size():
+    # b's median at 64 B (6 µs) is the least anywhere: lower than either at 8 B
+    ds = hand_dataset({"a": [[9, 9, 9, 9, 9, 9, 50], [8] * 7, [30] * 7],
+                       "b": [[7] * 7, [6, 6, 6.5, 6, 6, 6, 90], [20] * 7]},
+                      [8, 64, 1 << 20])
+    f = analysis.latency_floor(ds)
+    assert (f["us"], f["algorithm"], f["size"]) == (6.0, "b", 64)
+    # a resample's median is one of 6, 6.5, 90: 6.5 in about 7 % of them
+    # (4 draws of 7 from the two larger), 90 in under 1 %
+    assert (f["lo"], f["hi"]) == (6.0, 6.5)
+    assert analysis.floor_text(f) == "6 µs (6–6.5; b, 64 B)"
+    # batch timing has no interval: the figure alone
+    f = analysis.latency_floor(hand_dataset({"a": [[5] * 7, [7] * 7]}, [8, 64], timing="batch"))
+    assert analysis.floor_text(f) == "5 µs (a, 8 B)"
+    # robust_busbw is robust_time's bus bytes over time, its interval's ends swapped
+    t, r = analysis.robust_time(ds), analysis.robust_busbw(ds)
+    gb = np.array([8, 64, 1 << 20]) * (2 / 3) / 1e3
+    assert np.allclose(r["busbw"], gb / t["time"]) and np.allclose(r["lo"], gb / t["hi"])
+
+
 def test_clear_winner_tie_and_crossover_only_where_intervals_separate():
     fast, slow = [10, 10.1, 9.9, 10, 10.2, 9.8], [20, 20.1, 19.9, 20, 20.2, 19.8]
     near_a, near_b = [10, 11, 12, 10, 11, 12], [10, 10.5, 11, 10, 10.5, 11.5]  # medians 11, 10.5

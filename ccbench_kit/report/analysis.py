@@ -60,28 +60,26 @@ def timing_note(ds):
     return ""
 
 
-def robust_busbw(ds, stat="median", rank_stat="max", placement="out_of_place",
-                 confidence=CONFIDENCE, n_boot=N_BOOT, seed=SEED):
-    """busbw per (algorithm, size) with a bootstrap confidence interval.
+def robust_time(ds, stat="median", rank_stat="max", placement="out_of_place",
+                confidence=CONFIDENCE, n_boot=N_BOOT, seed=SEED):
+    """Time per (algorithm, size) with a bootstrap confidence interval.
 
-    Each iteration's time is the `rank_stat` (max) over ranks; busbw is
-    taken from `stat` (the median: one slow iteration does not move it)
-    over iterations.  The interval resamples the iterations `n_boot` times
+    Each iteration's time is the `rank_stat` (max) over ranks; the time is
+    `stat` (the median: one slow iteration does not move it) over
+    iterations.  The interval resamples the iterations `n_boot` times
     (percentile method, seeded: reproducible).  Without per-iteration data
     (`per_iteration_data`) lo and hi are NaN.
 
     Returns
     -------
     dict
-        ``algorithms`` (list), ``sizes`` (bytes), ``busbw``, ``lo``, ``hi``
-        (GB/s, arrays (algorithm, size)), ``n`` (iterations used),
+        ``algorithms`` (list), ``sizes`` (bytes), ``time``, ``lo``, ``hi``
+        (µs, arrays (algorithm, size)), ``n`` (iterations used),
         ``interval`` (bool: whether lo/hi exist).
     """
     ds = sized(ds)
     it = ds.ccb.iteration_time(rank_stat).sel(placement=placement)
     v = np.asarray(it.transpose("algorithm", "size", "iteration").values, dtype=float)
-    sizes = ds["size"].values.astype(float)
-    gb = sizes * ds.ccb.bus_factor / 1e3          # bytes·F / µs -> GB/s
     A, S = v.shape[:2]
     t = np.full((A, S), np.nan)
     lo, hi = np.full((A, S), np.nan), np.full((A, S), np.nan)
@@ -96,12 +94,57 @@ def robust_busbw(ds, stat="median", rank_stat="max", placement="out_of_place",
                 continue
             t[a, j] = of_values(x, stat)
             if interval and x.size >= MIN_ITERATIONS:
-                t_lo, t_hi = interval_of(bootstrap(x, stat, rng, n_boot), confidence)
-                lo[a, j], hi[a, j] = gb[j] / t_hi, gb[j] / t_lo
+                lo[a, j], hi[a, j] = interval_of(bootstrap(x, stat, rng, n_boot), confidence)
+    return {"algorithms": [str(x) for x in it["algorithm"].values],
+            "sizes": ds["size"].values.astype(float), "time": t, "lo": lo, "hi": hi, "n": n,
+            "interval": interval}
+
+
+def robust_busbw(ds, stat="median", rank_stat="max", placement="out_of_place",
+                 confidence=CONFIDENCE, n_boot=N_BOOT, seed=SEED):
+    """busbw per (algorithm, size) with a bootstrap confidence interval: the
+    size's bus bytes over `robust_time`'s time and its interval's ends.
+
+    Returns
+    -------
+    dict
+        ``algorithms`` (list), ``sizes`` (bytes), ``busbw``, ``lo``, ``hi``
+        (GB/s, arrays (algorithm, size)), ``n`` (iterations used),
+        ``interval`` (bool: whether lo/hi exist).
+    """
+    r = robust_time(ds, stat, rank_stat, placement, confidence, n_boot, seed)
+    gb = r["sizes"] * sized(ds).ccb.bus_factor / 1e3          # bytes·F / µs -> GB/s
     with np.errstate(divide="ignore", invalid="ignore"):
-        bw = gb / t
-    return {"algorithms": [str(x) for x in it["algorithm"].values], "sizes": sizes,
-            "busbw": bw, "lo": lo, "hi": hi, "n": n, "interval": interval}
+        bw, lo, hi = gb / r["time"], gb / r["hi"], gb / r["lo"]
+    return {"algorithms": r["algorithms"], "sizes": r["sizes"], "busbw": bw, "lo": lo,
+            "hi": hi, "n": r["n"], "interval": r["interval"]}
+
+
+def latency_floor(ds, stat="median", rank_stat="max", placement="out_of_place"):
+    """The measured latency floor: the least time (`stat` over iterations of
+    the `rank_stat` over ranks) of any algorithm at any size, with its
+    bootstrap interval: what a call costs however little it moves, the
+    horizontal the latency curves flatten to at small sizes.
+
+    Returns
+    -------
+    dict or None
+        ``us``, ``lo``, ``hi`` (µs; lo/hi NaN without per-iteration data),
+        ``algorithm``, ``size`` (bytes); None when nothing was measured.
+    """
+    r = robust_time(ds, stat, rank_stat, placement)
+    t = np.where(np.isfinite(r["time"]), r["time"], np.inf)
+    if not np.isfinite(t).any():
+        return None
+    a, j = np.unravel_index(int(np.argmin(t)), t.shape)
+    return {"us": float(t[a, j]), "lo": float(r["lo"][a, j]), "hi": float(r["hi"][a, j]),
+            "algorithm": r["algorithms"][a], "size": int(r["sizes"][j])}
+
+
+def floor_text(floor):
+    """'5.9 µs (5.8–6.0; oneshot, 64 B)' of a `latency_floor`."""
+    ci = f"{floor['lo']:.3g}–{floor['hi']:.3g}; " if np.isfinite(floor["lo"]) else ""
+    return f"{floor['us']:.3g} µs ({ci}{floor['algorithm']}, {format_size(floor['size'])})"
 
 
 def winners(ds, stat="median", rank_stat="max", placement="out_of_place", tolerance=0.05,

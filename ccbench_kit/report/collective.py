@@ -103,7 +103,13 @@ def show_collective(ctx, name):
             _md(" ".join(lines))
         if "latency" in keys:
             section("latency")
-            show_figure(plots.latency_percentiles(ds, placement=first), plt)
+            floor = analysis.latency_floor(ds, "median", "max", first)
+            if floor:
+                _md(f"Measured latency floor (the least median time of any algorithm at any "
+                    f"size, 95 % bootstrap interval): {analysis.floor_text(floor)}: what a call "
+                    "costs however little it moves; the grey line.")
+            show_figure(plots.latency_percentiles(ds, placement=first,
+                                                  floor=floor["us"] if floor else None), plt)
         section("ranks")
         alg, table = _straggler_summary(ds)
         show_figure(plots.rank_heatmap(ds, algorithm=alg, placement=first), plt)

@@ -115,25 +115,24 @@ def summary_rows(ctx):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             r = analysis.robust_busbw(ds, "median", "max", place)
-            t0 = ds.ccb.time("median").sel(placement=place).isel(size=0)
+            floor = analysis.latency_floor(ds, "median", "max", place)
         bw = np.where(np.isfinite(r["busbw"]), r["busbw"], -np.inf)
         a, j = np.unravel_index(int(np.argmax(bw)), bw.shape)
         best = float(bw[a, j])
         ci = (f"{r['lo'][a, j]:.3g}–{r['hi'][a, j]:.3g}" if np.isfinite(r["lo"][a, j]) else "n/a")
-        fastest = str(t0["algorithm"].values[int(t0.argmin("algorithm"))])
         p = ctx.presets.get(name)
         rows.append([name, ds.ccb.nranks, str(ds.attrs.get("timing", "")),
                      f"{best:.3g}", ci,
                      f"{r['algorithms'][a]}, {format_size(int(r['sizes'][j]))}",
                      (f"{100 * best / p.peak_gbps:.0f} % of {p.name}" if p is not None and p.has_peak
                       else "peak not recorded" if p is not None else "—"),
-                     f"{float(t0.min()):.3g} µs ({fastest}, {format_size(int(ds['size'].values[0]))})"])
+                     analysis.floor_text(floor) if floor else "—"])
     return rows
 
 
 def show_summary(ctx):
     """One line per collective: the best busbw (median), its interval, where."""
     head = ["collective", "ranks", "timing", "best busbw (GB/s)", "95 % CI", "where",
-            "efficiency", "smallest size: latency (median)"]
+            "efficiency", "latency floor (median, 95 % CI; where)"]
     _html(heading(2, "Summary", "summary"))
     _html(_table(head, summary_rows(ctx)))

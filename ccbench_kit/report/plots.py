@@ -246,9 +246,10 @@ def _runs(labels):
 
 @styled
 def latency_percentiles(ds, percentiles=("p50", "p90", "p99"), rank_stat="max",
-                        placement=None, algorithms=None, ax=None):
+                        placement=None, algorithms=None, floor=None, ax=None):
     """Latency percentiles (µs, log y) vs size, per algorithm: solid p50,
-    dashed p90, dotted p99; the p50–p99 spread shaded."""
+    dashed p90, dotted p99; the p50–p99 spread shaded; `floor` (µs, the
+    measured latency floor, `analysis.latency_floor`) a grey line."""
     ds = analysis.sized(ds)
     placement = _placement(ds, placement)
     fig, ax = figure(ax)
@@ -267,6 +268,10 @@ def latency_percentiles(ds, percentiles=("p50", "p90", "p99"), rank_stat="max",
         for j, q in enumerate(percentiles):
             ax.plot(sizes, vals[j, i], color=c, ls=styles[j % 4], lw=1.4,
                     marker="o" if j == 0 else None, ms=3)
+    if floor:
+        ax.axhline(floor, color="0.35", lw=1.0, ls="-.")
+        ax.annotate(f"floor {floor:.3g} µs", (0.01, floor), xycoords=("axes fraction", "data"),
+                    xytext=(0, 3), textcoords="offset points", fontsize=8, color="0.35")
     log2_sizes(ax)
     ax.set_yscale("log")
     time_axis(ax)
