@@ -288,37 +288,62 @@ def died_message(dead):
 class _Output:
     """Relays the job's output; keeps progress events, errors and a tail."""
 
+    #: seconds `join` waits on a pipe that neither ends nor brings a line
+    #: once the job is gone (a process outside the job holding it open)
+    QUIET_S = 5.0
+
     def __init__(self, proc, on_event, beats=None, relay_stderr=False):
         self.errors, self.tail, self.on_event, self.beats = [], [], on_event, beats
         self.relay_stderr = relay_stderr
-        self.threads = [threading.Thread(target=self._pump, args=(proc.stdout, True), daemon=True),
-                        threading.Thread(target=self._pump, args=(proc.stderr, False), daemon=True)]
+        # per pump (stdout, stderr), each written by its own thread only:
+        # lines taken so far (`join`'s sign of progress), and whether it is
+        # inside a line's handling (an event's callback)
+        self.lines, self.handling = [0, 0], [False, False]
+        self.threads = [threading.Thread(target=self._pump, args=(proc.stdout, 0), daemon=True),
+                        threading.Thread(target=self._pump, args=(proc.stderr, 1), daemon=True)]
         for t in self.threads:
             t.start()
 
-    def _pump(self, stream, is_stdout):
+    def _pump(self, stream, k):
         for line in stream:
-            ev = events.parse(line)
-            if ev is None:
-                self.tail.append(line)
-                del self.tail[:-40]
-                if is_stdout:
-                    sys.stdout.write(line)
-                elif self.relay_stderr:
-                    sys.stderr.write(line)
-                    sys.stderr.flush()
-            elif ev.get("event") == "error":
-                self.errors.append(ev)
-            elif ev.get("event") == "warning":  # shown even without a progress callback
-                print_warning(ev.get("message"))
-            elif self.beats is not None and self.beats.take(ev):
-                pass
-            elif self.on_event:
-                self.on_event(ev)
+            self.lines[k] += 1
+            self.handling[k] = True
+            try:
+                self._take(line, is_stdout=k == 0)
+            finally:
+                self.handling[k] = False
+
+    def _take(self, line, is_stdout):
+        ev = events.parse(line)
+        if ev is None:
+            self.tail.append(line)
+            del self.tail[:-40]
+            if is_stdout:
+                sys.stdout.write(line)
+            elif self.relay_stderr:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+        elif ev.get("event") == "error":
+            self.errors.append(ev)
+        elif ev.get("event") == "warning":  # shown even without a progress callback
+            print_warning(ev.get("message"))
+        elif self.beats is not None and self.beats.take(ev):
+            pass
+        elif self.on_event:
+            self.on_event(ev)
 
     def join(self):
-        for t in self.threads:
-            t.join(timeout=5)
+        """Wait until both pipes are read to their end and every line handled
+        (a part's last event loads its results: on a loaded machine that
+        took longer than any fixed wait, and the job's last cycle was lost);
+        give up only on a pipe that brought nothing for `QUIET_S` while no
+        line was being handled."""
+        while any(t.is_alive() for t in self.threads):
+            seen = list(self.lines)
+            for t in self.threads:
+                t.join(timeout=self.QUIET_S)
+            if self.lines == seen and not any(self.handling):
+                return
 
 
 def _supervise(proc, monitor, describe, timeout):
