@@ -10,8 +10,9 @@ Pairs are measured one at a time, repeats interleaved (every pair, then
 again), as the GPU figures are: on an NVSwitch node two pairs at once would
 share the GPUs' links and measure each other.  The matrix costs n (n - 1)
 one-way copies, n (n - 1) / 2 two-way copies and n (n - 1) latency runs a
-repeat, as many SM copies and 10 ms pointer chases: about a second a repeat
-on 4 GPUs, four on 8 (docs/doctor.md).
+repeat, as many SM copies and 10 ms pointer chases: 0.3 s a repeat on
+4 H200 (1.5-2.1 s for 5 repeats, 12 links), so about 1.4 s on 8 GPUs (56
+links; docs/doctor.md).
 """
 import json
 import time
