@@ -77,21 +77,13 @@ else
         { say "round $run: not started (DEADLINE)"; break; }
     doctor "clean-r$run" --local --per-gpu --baseline "$WORK/base.json" --out "$WORK/clean$run.nc"
     A=$((RANDOM % NGPU)); B=$(( (A + 1 + RANDOM % (NGPU - 1)) % NGPU ))
-    say "peer copy loop gpu$A <-> gpu$B"
-    $PY -m testbed.gpu_load --gpu "$A" --kind peer-copy --peer "$B" >"$WORK/load.out" 2>&1 &
-    LOAD=$!
-    for _ in $(seq 60); do grep -q ready "$WORK/load.out" && break; sleep 1; done
+    say "peer copy loop gpu$A <-> gpu$B"; load "$A" peer-copy "$B"
     doctor "peer-copy-gpu$A-gpu$B-r$run" --local --per-gpu --baseline "$WORK/base.json" \
-        --out "$WORK/peer$run.nc"
-    kill "$LOAD"; wait "$LOAD" 2>/dev/null
+        --out "$WORK/peer$run.nc"; unload
     C=$((RANDOM % NGPU))
-    say "matmul loop on gpu$C"
-    $PY -m testbed.gpu_load --gpu "$C" --kind compute >"$WORK/load2.out" 2>&1 &
-    LOAD=$!
-    for _ in $(seq 60); do grep -q ready "$WORK/load2.out" && break; sleep 1; done
+    say "matmul loop on gpu$C"; load "$C" compute
     doctor "compute-gpu$C-r$run" --local --per-gpu --baseline "$WORK/base.json" \
-        --out "$WORK/compute$run.nc"
-    kill "$LOAD"; wait "$LOAD" 2>/dev/null
+        --out "$WORK/compute$run.nc"; unload
     done
     # EXTRA_RUNS=N: the other faults, each round drawing its GPUs anew: the
     # matmul loop half the time on one GPU, host <-> GPU copies on one GPU

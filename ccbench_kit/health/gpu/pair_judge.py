@@ -22,7 +22,8 @@ also stands apart from the best other pair over the same reference
 
 Latency is judged against the median of the other links (a few us, where
 the best of them would be one lucky reading of the events' 0.5 us
-resolution), and only when it is more than `LATENCY_RESOLUTION_US` above
+resolution), and only when it is more than its resolution
+(`LATENCIES`: 1 us for the 8 B copy, 0.05 us for the SM latency) above
 it; it has no preset (the copy engine's start-up time is not a link figure
 a datasheet gives); a higher latency is the worse one.
 
@@ -45,8 +46,9 @@ finding of its pair or of one of its GPUs, else it is a note.  The SM load
 latency is a round trip over the link, evidence beside the bandwidths (a
 longer path or a queue on the link), not a finding without them.  The 8 B
 copy's few us are the copy engine's start and the host's launch, the
-NVLink's own part far below the events' resolution: on 4 H200 (2026-11-28) a clean run's 12
-links all read 7.0-7.3 us against the baseline's 5.1-5.2 (a host-wide
+NVLink's own part far below the events' resolution: on 4 H200
+(2026-11-28) a clean run's 12 links all read 7.0-7.3 us against the
+baseline's 5.1-5.2 (a host-wide
 shift, bandwidth unchanged), while a copy loop that took 40 % of a pair's
 bandwidth left its latency at 5.0-5.3 us.  The NVLink recovery errors that
 grew during the matrix name the GPU's NVLink on their own; CRC and replay
@@ -65,10 +67,11 @@ from .pairs import PAIR_FIGURES, SHORT, ends, named
 PEER_THRESHOLD = 0.75
 PRESET_THRESHOLD = 0.75
 PRESET_SCALE = {"peer_gbps": 1.0, "peer_bidir_gbps": 2.0}  # x the preset's per-direction rate
-# a latency this much above its peers' at most is not judged: CUDA events
-# resolve about 0.5 us, and a copy engine's latency is a few us; the SM
-# latency is one event pair over 10,000 loads
-LATENCY_RESOLUTION_US = {"peer_latency_us": 1.0, "peer_sm_latency_us": 0.05}
+# the latencies: (how far above its peers' one is still not judged, µs; its
+# name in a note).  CUDA events resolve about 0.5 us, and a copy engine's
+# latency is a few us; the SM latency is one event pair over 10,000 loads
+LATENCIES = {"peer_latency_us": (1.0, "8 B peer-copy latency"),
+             "peer_sm_latency_us": (0.05, "SM load latency")}
 # a pair moved against the preset or the baseline names it only this far
 # below the best other pair over the same reference (`_mark_common`)
 APART = _baseline.THRESHOLD
@@ -138,7 +141,7 @@ def score(ds, node, preset, baseline, rng):
                         against = "the other links' median (peers)"
                     # a latency within the events' resolution of its peers': shown, not judged
                     judged = better == "higher" or \
-                        np.nanmedian(raw[i] - 1.0 / ref) > LATENCY_RESOLUTION_US[figure]
+                        np.nanmedian(raw[i] - 1.0 / ref) > LATENCIES[figure][0]
                 vote("peers", good[i] / ref, PEER_THRESHOLD, against, judged)
             rate = preset.extra.get("peer_gbps") if preset else None
             if rate and figure in PRESET_SCALE:
@@ -183,9 +186,8 @@ def _mark_common(evidence, labels, good, base_good):
         e.common = not (total and m <= APART and ci[1] < 1)
 
 
-LATENCY_WHAT = {"peer_latency_us": "8 B peer-copy latency", "peer_sm_latency_us": "SM load latency"}
 #: figures that never name a pair or a GPU on their own (module docstring)
-SUPPORTING = ("peer_latency_us", "peer_sm_latency_us")
+SUPPORTING = tuple(LATENCIES)
 
 
 @dataclass
@@ -297,7 +299,7 @@ def shown_notes(node, shown, links):
         if not lat:
             continue
         moved = {(e.a, e.b) for e in lat}
-        head = (f"{node}: the {LATENCY_WHAT[figure]} of {len(moved)} of {links} links moved "
+        head = (f"{node}: the {LATENCIES[figure][1]} of {len(moved)} of {links} links moved "
                 f"against the {_refs(lat)}{_spread(lat, 'longer')} while their bandwidth did not")
         out.append(f"{head}: a host-wide shift (the host's launch latency, clocks), not a link; "
                    "shown, names nothing" if len(moved) >= links - 1 and links > 2 else

@@ -22,6 +22,7 @@ import xarray as xr
 
 from ...errors import ConfigError
 from . import nvml as _nvml
+from .cuda import CudaError
 from .peer import PeerCopies
 from .sm_copy import SmCopies, SmUnavailable
 
@@ -130,7 +131,7 @@ def _sm_kernels(copies, links):
         for a, b in links:
             sm.one_way_gbps(a, b, reps=1)
             sm.latency_us(a, b, loads=100)
-    except Exception as e:  # a kernel the GPU refuses at launch (CudaError): same reason
+    except CudaError as e:  # a kernel the GPU refuses at launch
         sm.close()
         return None, f"the SM kernels do not run here: {e}"
     return sm, ""

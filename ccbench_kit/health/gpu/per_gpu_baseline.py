@@ -105,11 +105,12 @@ def judge(per_gpu, base, host, gpu_checks=None):
     who = attribute([e for e in evidence if e.a >= 0], sorted(gpus), kinds, named_pairs)
     if host_named:  # the copy matrix named the host's NVLink: every pair joins it
         who = Attribution({}, {}, [e for e in evidence if e.a >= 0], [])
+    checks_named = bool(kinds or named_pairs or host_named)
     if host_moved and len(gpus) == 2 and not (who.to_gpu or kinds or host_named):
         # two GPUs: the host all_reduce is their one pair's
         who.to_pair.setdefault(tuple(sorted(gpus)), []).extend(host_moved)
         host_moved = []
-    if host_moved and (who.to_gpu or who.to_pair or kinds or named_pairs or host_named):
+    if host_moved and (who.to_gpu or who.to_pair or checks_named):
         # the all_reduce runs over every GPU of the host: a GPU or a pair
         # named, here or by the GPU checks, explains it, and it cannot tell
         # the host's NVLink from that GPU (a PCIe copy loop on one H200 took

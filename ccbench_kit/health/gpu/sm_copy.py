@@ -27,6 +27,7 @@ from types import SimpleNamespace
 
 from ...backends.gpu_kernels import NvrtcError, image, load_nvrtc
 from ...errors import CCBenchError
+from .cuda import CudaError
 
 # the kernels' source, as `gpu_kernels.image` takes it (the own collectives pass
 # their module, which names its source the same way)
@@ -66,31 +67,27 @@ class SmCopies:
         if not hasattr(rt, "cudaLibraryLoadData"):
             raise SmUnavailable("the CUDA runtime found has no cudaLibraryLoadData "
                                 "(CUDA 12 or later loads run-time compiled kernels)")
-        self._library = None
+        self._library, self.kernel = None, {}
         target = self._target(copies.indices[0])
         try:
             compiled, _ = image(load_nvrtc(), SOURCE, target)
         except NvrtcError as e:
             raise SmUnavailable(str(e)) from None
-        lib = ctypes.c_void_p()
-        self._check(rt.cudaLibraryLoadData(ctypes.byref(lib), ctypes.c_char_p(compiled), None,
-                                           None, 0, None, None, 0), "cudaLibraryLoadData")
-        self._library = lib
-        self.kernel = {}
-        for name in ("ccb_sm_copy", "ccb_chase_init", "ccb_chase"):
-            k = ctypes.c_void_p()
-            self._check(rt.cudaLibraryGetKernel(ctypes.byref(k), lib, name.encode()),
-                        f"cudaLibraryGetKernel({name})")
-            self.kernel[name] = k
+        try:
+            lib = self.cu.new_handle("cudaLibraryLoadData", ctypes.c_char_p(compiled), None,
+                                     None, 0, None, None, 0)
+            self._library = lib
+            for name in ("ccb_sm_copy", "ccb_chase_init", "ccb_chase"):
+                self.kernel[name] = self.cu.new_handle("cudaLibraryGetKernel", lib,
+                                                       name.encode(),
+                                                       what=f"cudaLibraryGetKernel({name})")
+        except CudaError as e:  # an image this driver does not load: no SM figures
+            rt.cudaGetLastError()  # not sticky: clear it for the calls that follow
+            self.close()
+            raise SmUnavailable(str(e)) from None
         self.blocks = {g: self._attr(MULTIPROCESSOR_COUNT, g) * BLOCKS_PER_SM
                        for g in copies.indices}
         self._rings = set()
-
-    def _check(self, code, what):
-        if code:
-            msg = self.cu.rt.cudaGetErrorString(code).decode(errors="replace")
-            self.cu.rt.cudaGetLastError()
-            raise SmUnavailable(f"{what} failed: CUDA error {code} ({msg})")
 
     def _attr(self, attr, device):
         v = ctypes.c_int(0)
@@ -103,8 +100,8 @@ class SmCopies:
         return f"sm_{major}{minor}"
 
     def _launch(self, device, name, grid, block, *args):
-        """`name` on `device`'s stream; `args` ctypes values, in the kernel's order."""
-        self.copies.use(device)
+        """`name` on `device`'s stream (the current GPU: the caller's
+        `PeerCopies.use`); `args` ctypes values, in the kernel's order."""
         ptrs = (ctypes.c_void_p * len(args))(*(ctypes.cast(ctypes.pointer(a), ctypes.c_void_p)
                                                for a in args))
         self.cu.check(self.cu.rt.cudaLaunchKernel(
@@ -126,14 +123,15 @@ class SmCopies:
 
     def _ring(self, b):
         """b's latency ring (in its `src` buffer, which no copy writes), made once."""
+        c = self.copies
+        ring = ctypes.c_void_p(c.src[b].value)
         if b not in self._rings:
-            c = self.copies
-            ring = ctypes.c_void_p(c.src[b].value)
+            c.use(b)
             self._launch(b, "ccb_chase_init", -(-RING_SLOTS // THREADS), THREADS, ring,
                          ctypes.c_ulonglong(RING_SLOTS), ctypes.c_ulonglong(RING_STEP))
             self.cu.check(self.cu.rt.cudaStreamSynchronize(c.stream[b]), "cudaStreamSynchronize")
             self._rings.add(b)
-        return ctypes.c_void_p(self.copies.src[b].value)
+        return ring
 
     def latency_us(self, a, b, loads=10_000):
         """µs of one dependent 8 B load by a thread of a from b's memory: one
