@@ -112,7 +112,12 @@ def robust_busbw(ds, stat="median", rank_stat="max", placement="out_of_place",
         (GB/s, arrays (algorithm, size)), ``n`` (iterations used),
         ``interval`` (bool: whether lo/hi exist).
     """
-    r = robust_time(ds, stat, rank_stat, placement, confidence, n_boot, seed)
+    return busbw_of(ds, robust_time(ds, stat, rank_stat, placement, confidence, n_boot, seed))
+
+
+def busbw_of(ds, r):
+    """`robust_busbw`'s dict from `robust_time`'s `r` of `ds`, for a caller
+    that needs the times too (one bootstrap, not two)."""
     gb = r["sizes"] * sized(ds).ccb.bus_factor / 1e3          # bytes·F / µs -> GB/s
     with np.errstate(divide="ignore", invalid="ignore"):
         bw, lo, hi = gb / r["time"], gb / r["hi"], gb / r["lo"]
@@ -120,11 +125,11 @@ def robust_busbw(ds, stat="median", rank_stat="max", placement="out_of_place",
             "hi": hi, "n": r["n"], "interval": r["interval"]}
 
 
-def latency_floor(ds, stat="median", rank_stat="max", placement="out_of_place"):
-    """The measured latency floor: the least time (`stat` over iterations of
-    the `rank_stat` over ranks) of any algorithm at any size, with its
-    bootstrap interval: what a call costs however little it moves, the
-    horizontal the latency curves flatten to at small sizes.
+def latency_floor(r):
+    """The measured latency floor of `robust_time`'s `r`: the least time of
+    any algorithm at any size, with its bootstrap interval: what a call
+    costs however little it moves, the horizontal the latency curves
+    flatten to at small sizes.
 
     Returns
     -------
@@ -132,7 +137,6 @@ def latency_floor(ds, stat="median", rank_stat="max", placement="out_of_place"):
         ``us``, ``lo``, ``hi`` (µs; lo/hi NaN without per-iteration data),
         ``algorithm``, ``size`` (bytes); None when nothing was measured.
     """
-    r = robust_time(ds, stat, rank_stat, placement)
     t = np.where(np.isfinite(r["time"]), r["time"], np.inf)
     if not np.isfinite(t).any():
         return None

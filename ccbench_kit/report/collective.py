@@ -103,7 +103,7 @@ def show_collective(ctx, name):
             _md(" ".join(lines))
         if "latency" in keys:
             section("latency")
-            floor = analysis.latency_floor(ds, "median", "max", first)
+            floor = analysis.latency_floor(analysis.robust_time(ds, "median", "max", first))
             if floor:
                 _md(f"Measured latency floor (the least median time of any algorithm at any "
                     f"size, 95 % bootstrap interval): {analysis.floor_text(floor)}: what a call "

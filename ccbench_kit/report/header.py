@@ -114,8 +114,8 @@ def summary_rows(ctx):
             else str(ds["placement"].values[0])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            r = analysis.robust_busbw(ds, "median", "max", place)
-            floor = analysis.latency_floor(ds, "median", "max", place)
+            times = analysis.robust_time(ds, "median", "max", place)
+            r, floor = analysis.busbw_of(ds, times), analysis.latency_floor(times)
         bw = np.where(np.isfinite(r["busbw"]), r["busbw"], -np.inf)
         a, j = np.unravel_index(int(np.argmax(bw)), bw.shape)
         best = float(bw[a, j])
