@@ -1,7 +1,9 @@
 """``ccbench report``: execute the shipped report.ipynb with papermill, then
 write HTML with nbconvert (code hidden, plots inline as PNG, nothing fetched
 from the network: the file opens offline)."""
+import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from .._optional import require
@@ -12,6 +14,14 @@ from .compare_page import prepare_compare_parameters
 from .parameters import check_parameters
 
 KERNEL = "ccbench"
+# Starts of a kernel that dies before its first reply, before giving up: its
+# five TCP ports are picked free by jupyter_client and bound by the kernel a
+# moment later, so a process started in between can take one (the kernel dies
+# with "Address already in use"); a fresh start picks fresh ports.
+KERNEL_STARTS = 3
+# jupyter_client's words for a kernel process that exited before any reply
+# (nbclient raises them as a RuntimeError while starting, before any cell)
+_DIED_AT_START = "Kernel died before replying to kernel_info"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 # package data, written by notebooks/build.py (the same files as the
 # checkout's notebooks/), so an installed kit needs no checkout
@@ -80,22 +90,66 @@ def _check_outputs(output):
 
 
 def execute(notebook, output, params, timeout=600):
-    """papermill `notebook` with `params` into OUTPUT.ipynb; a failing cell
-    becomes one CCBenchError line naming the cell and the error."""
+    """papermill `notebook` with `params` into OUTPUT.ipynb.
+
+    `notebook` is a shipped notebook's name (or a path).  A failing cell
+    becomes one CCBenchError line naming the cell and the error (never run
+    again: the failure is the notebook's own).  A kernel that dies before its
+    first reply, when no cell has run, is started again, `KERNEL_STARTS`
+    times in all, then one CCBenchError line names it.
+    """
     pm = require("papermill", "report")
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     executed = output.with_suffix(".ipynb")
+    kernel = kernel_name()
+    for _ in range(KERNEL_STARTS):
+        try:
+            with _start_failures_unlogged():
+                pm.execute_notebook(str(notebook_path(notebook)), str(executed), parameters=params,
+                                    kernel_name=kernel, cwd=str(output.parent.resolve()),
+                                    progress_bar=False, execution_timeout=timeout,
+                                    # the kernel's start-up warnings are not the report's business
+                                    extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
+            return executed
+        except pm.PapermillExecutionError as e:
+            raise CCBenchError(f"report failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
+                               f"(executed notebook: {executed})") from None
+        except RuntimeError as e:
+            # only the death at start, when nothing of the notebook ran, is safe
+            # to run again; DeadKernelError (a kernel dying in a cell) is not it
+            if str(e) != _DIED_AT_START:
+                raise
+    raise CCBenchError(f"the Jupyter kernel '{kernel}' died before its first reply, "
+                       f"{KERNEL_STARTS} starts in a row (no cell ran); "
+                       f"its kernelspec: {_kernelspec_dir(kernel)}")
+
+
+@contextmanager
+def _start_failures_unlogged():
+    """Drop nbclient's ERROR record of a kernel that died at start (logged
+    on papermill's logger just before it raises): `execute` reports that
+    itself, by a fresh start or one error line, and a stray line on stderr
+    would say "Error" for a report that then succeeds."""
+    log = logging.getLogger("papermill")
+    drop = _DropDiedAtStart()
+    log.addFilter(drop)
     try:
-        pm.execute_notebook(str(notebook_path(notebook)), str(executed), parameters=params,
-                            kernel_name=kernel_name(), cwd=str(output.parent.resolve()),
-                            progress_bar=False, execution_timeout=timeout,
-                            # the kernel's start-up warnings are not the report's business
-                            extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
-    except pm.PapermillExecutionError as e:
-        raise CCBenchError(f"report failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
-                           f"(executed notebook: {executed})") from None
-    return executed
+        yield
+    finally:
+        log.removeFilter(drop)
+
+
+class _DropDiedAtStart(logging.Filter):
+    def filter(self, record):
+        return not record.getMessage().endswith(_DIED_AT_START)
+
+
+def _kernelspec_dir(name):
+    """Where kernel `name`'s kernel.json lives (for an error message)."""
+    # lazy: optional dependency (report extra)
+    from jupyter_client.kernelspec import KernelSpecManager
+    return KernelSpecManager().find_kernel_specs().get(name, "not found")
 
 
 def write_html(executed, output, title=""):
