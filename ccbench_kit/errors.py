@@ -43,9 +43,14 @@ class ConfigError(CCBenchError, ValueError):
 
 
 class RunError(CCBenchError, RuntimeError):
-    """A benchmark run failed (a rank died, hung, or MPI reported an error)."""
+    """A benchmark run failed (a rank died, hung, or MPI reported an error).
+
+    `lost`: on a rank, the ranks (of the job) whose connection it lost, the
+    cause of its failure; its error event carries them to the launcher,
+    which names their death as the cause (`launch.watchdog.cause_first`)."""
 
     exit_code = EXIT_RUN_FAILED
+    lost = ()
 
 
 class Interrupted(Exception):

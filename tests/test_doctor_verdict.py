@@ -255,6 +255,70 @@ def test_ranks_killed_by_a_signal_are_read_from_srun_and_mpirun_in_order():
     assert dead_ranks("srun: error: node1: task 0: Exited with exit code 3\n") == []
 
 
+# A testbed run of the doctor (-S, --backend tcp, one rank a node), node3's
+# ranks SIGKILLed mid-check while node3's node was busy (cpu-contended, 16
+# loops), as the launcher read it: rank 0 lost its pair's connection to rank
+# 2 and aborted; Slurm cancelled the step; srun reported the ranks the
+# cancel killed before node3's, in words alike.  The old launcher named the
+# first reported (rank 0 on node1: "verdict: node1 (died during the check)").
+# Its stderr from the kill on, as it came (trailing blanks trimmed).
+CANCELLED_ERROR = ('@@ccbench {"event": "error", "rank": 0, "message": "rank 0: '
+                   'ConnectionResetError: [Errno 104] Connection reset by peer", '
+                   '"kind": "RunError", "lost": [2]}\n')
+CANCELLED_TAIL = """--------------------------------------------------------------------------
+An MPI communication peer process has unexpectedly disconnected.  This
+usually indicates a failure in the peer process (e.g., a crash or
+otherwise exiting without calling MPI_FINALIZE first).
+
+Although this local MPI process will likely now behave unpredictably
+(it may even hang or crash), the root cause of this problem is the
+failure of the peer -- that is what you need to investigate.  For
+example, there may be a core file that you can examine.  More
+generally: such peer hangups are frequently caused by application bugs
+or other external events.
+
+  Local host: node2
+  Local PID:  968
+  Peer host:  node3
+--------------------------------------------------------------------------
+--------------------------------------------------------------------------
+MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD
+with errorcode 3.
+
+NOTE: invoking MPI_ABORT causes Open MPI to kill all MPI processes.
+You may or may not see output from other processes, depending on
+exactly when Open MPI kills them.
+--------------------------------------------------------------------------
+srun: Job step aborted: Waiting up to 4 seconds for job step to finish.
+slurmstepd-node1: error: *** STEP 3.0 ON node1 CANCELLED AT 2026-11-28T21:48:08 ***
+srun: error: node1: task 0: Killed
+srun: launch/slurm: _step_signal: Terminating StepId=3.0
+srun: error: node4: task 3: Killed
+srun: error: node2: task 1: Killed
+srun: error: node3: task 2: Killed
+salloc: Relinquishing job allocation 3
+salloc: Job allocation 3 has been revoked.
+"""
+
+
+def test_the_rank_a_survivor_lost_is_the_cause_not_the_first_srun_reported():
+    from ccbench_kit.launch import events
+    from ccbench_kit.launch.watchdog import cause_first, dead_ranks
+    reported = dead_ranks(CANCELLED_TAIL)
+    assert reported[0] == (0, "node1", 9)    # what the old launcher named
+    errors = [events.parse(CANCELLED_ERROR)]
+    # rank 2, which rank 0 lost, first; rank 0 last: it wrote its error after
+    # a death, so it died after it; the others in srun's order
+    assert cause_first(reported, errors) == [(2, "node3", 9), (3, "node4", 9),
+                                             (1, "node2", 9), (0, "node1", 9)]
+    # with no error from the ranks (srun stopped the others after the death it
+    # saw: nothing else killed them) srun's order stands
+    assert cause_first(reported, []) == reported
+    # a `lost` that names no rank is not read as one
+    assert cause_first(dead_ranks(SRUN_TAIL), [{"event": "error", "rank": 1, "lost": ["x"]}]) \
+        == dead_ranks(SRUN_TAIL)
+
+
 def test_a_death_names_the_node_during_the_check_and_not_in_start_up():
     died = [(5, "node3", 11), (4, "node3", 15)]
     mid = verdict.death_verdict(died, "rank 5 on host node3 died (signal 11)", measured=True)

@@ -68,3 +68,26 @@ def test_a_pipe_held_open_outside_the_job_does_not_hang_the_launch(monkeypatch):
     assert out.threads[0].is_alive() and not out.threads[1].is_alive()
     os.close(job.w_out)
     out.threads[0].join(timeout=30)
+
+
+def test_the_launchers_reports_of_deaths_are_kept_from_the_whole_output(monkeypatch):
+    """srun's report of the dead node may come after the ranks' tracebacks
+    and Open MPI's banners; it is kept when it left the 40-line tail, and
+    the cause is named from it and the ranks' error (`cause_first`)."""
+    from test_doctor_verdict import CANCELLED_ERROR, CANCELLED_TAIL
+
+    from ccbench_kit.launch.watchdog import cause_first, dead_ranks
+    monkeypatch.setattr(_Output, "QUIET_S", 0.2)
+    job = Pipes()
+    out = _Output(job, None)
+    job.say(job.w_out, CANCELLED_ERROR)
+    # the run's stderr, then more than a tail of it again without srun's lines
+    job.say(job.w_err, CANCELLED_TAIL)
+    after = "".join(ln + "\n" for ln in CANCELLED_TAIL.splitlines() if "srun" not in ln)
+    job.say(job.w_err, after * 2)
+    os.close(job.w_out)
+    os.close(job.w_err)
+    out.join()
+    assert not dead_ranks("".join(out.tail))   # what the launcher read before
+    assert len(out.deaths) == 4
+    assert cause_first(dead_ranks("".join(out.deaths)), out.errors)[0] == (2, "node3", 9)

@@ -369,7 +369,8 @@ def _launch_checked(plan, nranks, cmd, env, timeout, names, out, judged, command
         # (its stop kills ranks too) nor on the user's Ctrl-C or SIGTERM
         died = dead if failure is not None and not stalls and not interrupted else []
         if died:
-            # the first death is the cause: the ranks that lost their peer
+            # the first is the cause (`watchdog.cause_first`: the rank a
+            # survivor lost its connection to); the ranks that lost their peer
             # then fail (ConnectionResetError) and srun stops the others
             then = "" if failure == died_message(dead) else f"; then {failure}"
             failure = f"{died_message(died[:1])} " + (

@@ -30,6 +30,7 @@ measured ones need.
 Rank 0 writes what it has after every step (`results.write_raw`), so a
 run that hangs or dies keeps the partial matrix.
 """
+import contextlib
 import functools
 import itertools
 import socket
@@ -196,9 +197,10 @@ def run(comm, plan, progress, out):
 def pair_links(comm, waves, leaders, backend=TCP, placement=None):
     """One connection per pair of each wave (pairs of a wave are disjoint),
     made once: [None or (pair communicator, socket or `collective.Timer`,
-    pair)] a wave.  `backend` "tcp": a socket (`connect_pair`); else the
-    kit backend of that name on the pair's communicator, on the device of
-    the rank's `placement` (`collective.job_placement`)."""
+    pair, the other end's rank in `comm`)] a wave.  `backend` "tcp": a
+    socket (`connect_pair`); else the kit backend of that name on the
+    pair's communicator, on the device of the rank's `placement`
+    (`collective.job_placement`)."""
     from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     me, links = comm.Get_rank(), []
     for pairs in waves:
@@ -211,7 +213,8 @@ def pair_links(comm, waves, leaders, backend=TCP, placement=None):
         # ranks make it); the device is the job's placement, not the rank's
         # index in the pair
         end = connect_pair(pc) if backend == TCP else Timer(backend, pc, pc, placement)
-        links.append((pc, end, tuple(pairs[mine])))
+        a, b = (leaders[n] for n in pairs[mine])
+        links.append((pc, end, tuple(pairs[mine]), b if me == a else a))
     return links
 
 
@@ -276,6 +279,8 @@ def _ring_step(comm, step, plan, progress, leaders, index, placement=None):
     if gc != MPI.COMM_NULL:
         if backend == TCP:
             ring = ring_links(gc)
+            at = groups[mine].index(node)   # the rank it receives from: `ring_allreduce`
+            left = leaders[groups[mine][(at - 1) % len(groups[mine])]]
         else:
             timer = Timer(backend, gc, gc, placement)
     per_rep = []
@@ -289,7 +294,8 @@ def _ring_step(comm, step, plan, progress, leaders, index, placement=None):
                 t = timer.times("all_reduce", nb, plan["bw_iters"], 1, progress.counters,
                                 algorithm=ring_algorithm(backend), check=True)
             else:
-                t = _tcp_ring_times(ring, gc, nb, plan, progress)
+                with _connection_to(left):
+                    t = _tcp_ring_times(ring, gc, nb, plan, progress)
             if gc.Get_rank() == 0:
                 rec = (mine, ALL_REDUCE.bus_factor(n) * nb / float(np.median(t)))
         recs = comm.gather(rec, root=0)
@@ -409,6 +415,19 @@ def _connect_any(addrs, port):
     raise OSError(f"cannot reach the other end on port {port}: {'; '.join(errors)}")
 
 
+@contextlib.contextmanager
+def _connection_to(peer):
+    """An OSError on the connection to `peer` (a rank of the job) names it
+    (``lost``): the rank at the other end died or lost its host, and the
+    launcher names that death as the cause (`RunError.lost`), not the first
+    death it heard of (the ranks Slurm then killed may be reported first)."""
+    try:
+        yield
+    except OSError as e:
+        e.lost = (peer,)
+        raise
+
+
 def _recv_exact(conn, view):
     got = 0
     while got < len(view):
@@ -482,7 +501,7 @@ def _pair_check(link, plan, progress, wave):
     backend: its sendrecv of 8 B and of `bw_bytes`, as ``ccbench run``)."""
 
     from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
-    pc, conn, pair = link
+    pc, conn, pair, peer = link
     if not isinstance(conn, Timer) or conn.backend.host_buffers:
         check_pair_room(plan["bw_bytes"])
     if isinstance(conn, Timer):
@@ -499,7 +518,8 @@ def _pair_check(link, plan, progress, wave):
             conn.sendall(msg)
     quiet_wait(pc)
     progress.enter("pair latency", 8, wave)
-    rtt = _timed(pingpong, plan["lat_iters"], 5, progress)
+    with _connection_to(peer):
+        rtt = _timed(pingpong, plan["lat_iters"], 5, progress)
     nb = plan["bw_bytes"]
 
     def exchange():
@@ -511,7 +531,8 @@ def _pair_check(link, plan, progress, wave):
     progress.enter("pair bandwidth", nb, wave)
     # made in the step they serve: a stall while making them names it
     out, into = bytes(nb), memoryview(bytearray(nb))
-    t = _timed(exchange, plan["bw_iters"], 1, progress)
+    with _connection_to(peer):
+        t = _timed(exchange, plan["bw_iters"], 1, progress)
     pc.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)  # an exchange ends when both ends are done
     if not first:
         return None
@@ -538,7 +559,7 @@ def _pair_check_backend(link, plan, progress, wave):
     """The pair's sendrecv through its backend: 8 B (latency: both ends send
     at once, so a call is one one-way trip) and `bw_bytes` (each
     direction's rate, the busbw of ``ccbench run sendrecv``)."""
-    pc, timer, pair = link
+    pc, timer, pair, _ = link
     quiet_wait(pc)
     progress.enter("pair latency", 8, wave)
     lat = timer.times("sendrecv", 8, plan["lat_iters"], 5, progress.counters)
@@ -563,4 +584,6 @@ def rank_task(comm, job, reporter, flags=()):
     except CCBenchError:
         raise
     except Exception as e:  # a node lost, a socket reset: the doctor's finding, not a bug
-        raise RunError(f"rank {comm.Get_rank()}: {type(e).__name__}: {e}") from None
+        err = RunError(f"rank {comm.Get_rank()}: {type(e).__name__}: {e}")
+        err.lost = getattr(e, "lost", ())   # `_connection_to`
+        raise err from None

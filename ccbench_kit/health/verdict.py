@@ -545,9 +545,10 @@ def hang_verdict(stall, message):
 def death_verdict(dead, message, measured, again=False):
     """A `Verdict` for a run in which a rank was killed by a signal.
 
-    `dead`: (rank, host, signal) as the launcher reported them, the first
-    first.  Mid-check (`measured`: some records were written) the host of
-    the first is named: ``node3 (died during the check)``.  Before any
+    `dead`: (rank, host, signal) as the launcher reported them, the one
+    whose death caused the others first (`launch.watchdog.cause_first`).
+    Mid-check (`measured`: some records were written) the host of the
+    first is named: ``node3 (died during the check)``.  Before any
     measurement a crash in MPI start-up says nothing of the node's health:
     the verdict is unknown, naming where it happened (`again`: in the second
     start too)."""

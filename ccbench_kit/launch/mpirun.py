@@ -17,8 +17,8 @@ from . import events, leftovers, lifeline, mpi_impl, ranklogs
 from .job import RANK_MODULE, Job
 from .debug import launch_lines
 from .heartbeat import Beats
-from .watchdog import (Monitor, dead_ranks, kill_tree, unanswered_hosts, unanswered_message,
-                       describe_stall)
+from .watchdog import (Monitor, cause_first, dead_ranks, is_death_notice, kill_tree,
+                       unanswered_hosts, unanswered_message, describe_stall)
 from ..dataset import io
 from ..dataset.checkpoint import clear_pending, merge_pending, new_run_id, output_lock
 
@@ -206,8 +206,8 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
     exit_code, errors)``: why the job failed (None if it did not), the exit
     code that failure calls for, the error events the ranks sent, and the
     ranks the launcher reports killed by a signal ((rank, host, signal), the
-    first reported first; `watchdog.dead_ranks`).  Every process of the job
-    is gone on return.
+    one whose death caused the others first; `watchdog.cause_first`).
+    Every process of the job is gone on return.
     """
     board_path = os.path.join(run_dir, "board")
     board = Board(board_path, nranks, create=True)
@@ -262,7 +262,7 @@ def run_ranks(module, args, nranks, run_dir, *, describe, call_timeout=None, on_
         output.join()
         del board
     rc = proc.returncode
-    dead = dead_ranks("".join(output.tail)) if rc != 0 else []
+    dead = cause_first(dead_ranks("".join(output.deaths)), output.errors) if rc != 0 else []
     if failure is None and output.errors:
         failure = output.errors[0]["message"]
         if "traceback" in output.errors[0]:
@@ -286,14 +286,25 @@ def died_message(dead):
 
 
 class _Output:
-    """Relays the job's output; keeps progress events, errors and a tail."""
+    """Relays the job's output; keeps progress events, errors, a tail and
+    the launcher's reports of ranks' ends (`deaths`)."""
 
     #: seconds `join` waits on a pipe that neither ends nor brings a line
     #: once the job is gone (a process outside the job holding it open)
     QUIET_S = 5.0
+    #: lines of the tail kept (the failure's detail)
+    TAIL = 40
+    #: reports of ranks' ends kept, the first ones, from the whole output and
+    #: not from the tail: after a death the survivors' tracebacks and Open
+    #: MPI's banners (17 lines each) can come before srun's report of the
+    #: dead node, as its report may come last (`watchdog.cause_first`), and
+    #: push it out of the tail; srun writes about one a task, so the bound
+    #: is only against a flood
+    DEATHS = 4096
 
     def __init__(self, proc, on_event, beats=None, relay_stderr=False):
         self.errors, self.tail, self.on_event, self.beats = [], [], on_event, beats
+        self.deaths = []
         self.relay_stderr = relay_stderr
         # per pump (stdout, stderr), each written by its own thread only:
         # lines taken so far (`join`'s sign of progress), and whether it is
@@ -317,7 +328,9 @@ class _Output:
         ev = events.parse(line)
         if ev is None:
             self.tail.append(line)
-            del self.tail[:-40]
+            del self.tail[:-self.TAIL]
+            if len(self.deaths) < self.DEATHS and is_death_notice(line):
+                self.deaths.append(line)
             if is_stdout:
                 sys.stdout.write(line)
             elif self.relay_stderr:

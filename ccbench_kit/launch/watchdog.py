@@ -241,9 +241,18 @@ _SIGNAL_OF = {signal.strsignal(s): int(s) for s in signal.Signals
               if signal.strsignal(s)}
 
 
+def is_death_notice(line):
+    """Whether `line` is mpirun's or srun's report of a rank's end (what
+    `dead_ranks` reads): the launcher keeps these from the whole output, as
+    ranks' tracebacks and Open MPI's banners after a death push them out of
+    its tail."""
+    return bool(_NOTICED.search(line) or _SRUN_DIED.search(line))
+
+
 def dead_ranks(text):
     """(rank, host, signal) for each rank mpirun or srun reports as killed
-    by a signal, in the order they are reported."""
+    by a signal, in the order they are reported (not the order they died:
+    `cause_first`)."""
     found = [(m.start(), int(m.group(1)), m.group(3), int(m.group(4)))
              for m in _NOTICED.finditer(text)]
     for m in _SRUN_DIED.finditer(text):
@@ -251,6 +260,32 @@ def dead_ranks(text):
         if sig is not None:
             found += [(m.start(), r, m.group(1), sig) for r in _task_ids(m.group(2))]
     return [(r, host, sig) for _, r, host, sig in sorted(found, key=lambda f: f[0])]
+
+
+def cause_first(dead, errors):
+    """`dead` (`dead_ranks`) with the rank whose death caused the others
+    first, from what the ranks said (`errors`: their error events).
+
+    The launcher's order is the order its reports arrived, not the order of
+    the deaths.  node3's ranks SIGKILLed on a Slurm testbed: the rank paired
+    with node3 lost its connection, its MPI_Abort made Slurm cancel the
+    step, and srun reported the ranks the cancel killed ("node1: task 0:
+    Killed") before node3's, whose node was busy; srun words both alike,
+    and its order is only that of the messages from the nodes.
+    What a surviving rank said is causal instead: an error naming the ranks
+    whose connection it lost (its ``lost``) was written after they died,
+    and its abort came after it.  So ranks named lost come first (in the
+    order of the errors), ranks that sent an error themselves come last
+    (alive when they wrote it), the others keep the launcher's order."""
+    lost = [r for e in errors for r in e.get("lost") or () if isinstance(r, int)]
+    wrote = {e.get("rank") for e in errors}
+
+    def cause(d):
+        rank = d[0]
+        if rank in wrote:
+            return 2, 0
+        return (0, lost.index(rank)) if rank in lost else (1, 0)
+    return sorted(dead, key=cause)   # stable: the launcher's order within each
 
 
 def _task_ids(spec):

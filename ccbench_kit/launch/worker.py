@@ -90,7 +90,9 @@ def main(argv=None):
         if rank == 0:
             events.emit({"event": "done"})
     except CCBenchError as e:
-        events.emit({"event": "error", "rank": rank, "message": str(e), "kind": type(e).__name__})
+        lost = list(getattr(e, "lost", ()))   # a RunError's: the peers whose death caused it
+        events.emit({"event": "error", "rank": rank, "message": str(e), "kind": type(e).__name__,
+                     **({"lost": lost} if lost else {})})
         world.Abort(e.exit_code)
     except Exception as e:  # a bug: keep the traceback for the report
         events.emit({"event": "error", "rank": rank, "kind": type(e).__name__,
