@@ -50,7 +50,7 @@ export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup apt venv build bytecode kernel demo cluster-demo cluster-doctor test test-mpich test-fast bench clean
+.PHONY: setup apt venv build bytecode kernel nccl-headers demo cluster-demo cluster-doctor test test-mpich test-fast bench clean
 
 setup: apt $(VENV)/.deps $(LIBMPI_SHIM) build bytecode kernel
 
@@ -96,6 +96,23 @@ $(VENV)/lib/libmpi.so.12: | $(VENV)/bin/python
 
 kernel: $(VENV)/share/jupyter/kernels/ccbench/kernel.json
 
+# NCCL's device headers, for the test that compiles the device-API kernels
+# (nccl-tests' -D) with nvcc where nvcc is found: the include folder of the
+# nvidia-nccl wheel the GPU machines carry (the wheel itself is not installed:
+# its libnccl would make this CPU machine look like a GPU one).  Offline, or
+# without nvcc, the test says why it skips.
+NCCL_HEADERS_WHEEL := nvidia-nccl-cu13==2.28.9
+NCCL_INCLUDE := $(VENV)/nccl-include
+export CCB_NCCL_INCLUDE := $(abspath $(NCCL_INCLUDE))
+nccl-headers: | $(VENV)/.deps
+	@if [ ! -f $(NCCL_INCLUDE)/nccl_device.h ] && command -v nvcc >/dev/null; then \
+	  tmp=$$(mktemp -d) && \
+	  if $(PIP) download -q --no-deps --only-binary :all: -d $$tmp "$(NCCL_HEADERS_WHEEL)"; then \
+	    $(PY) tests/nccl_headers.py $$tmp/*.whl $(NCCL_INCLUDE); \
+	  else echo "nccl-headers: $(NCCL_HEADERS_WHEEL) could not be downloaded; the nvcc test will skip"; fi; \
+	  rm -rf $$tmp; \
+	fi
+
 $(VENV)/share/jupyter/kernels/ccbench/kernel.json: | $(VENV)/.deps
 	$(PY) -m ipykernel install --sys-prefix --name ccbench --display-name "Python (ccbench)" >/dev/null
 
@@ -135,7 +152,7 @@ cluster-demo: setup
 # phase's log: where the suite's time goes.  Both under tests/without-dns: no
 # DNS query leaves the machine (tests give made-up host names).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 1)); [ $$n -gt 8 ] && n=8; echo $$n)
-test: setup
+test: setup nccl-headers
 	tests/without-dns $(VENV)/bin/pytest -q -ra --durations=15 -n $(TEST_WORKERS) --dist loadfile \
 	  -m "not measures" $(TESTS)
 	tests/without-dns $(VENV)/bin/pytest -q -ra --durations=5 -m measures $(TESTS) \

@@ -29,15 +29,7 @@ SIZES="-b 8 -e 1G -f 2 -w 5 -n 20"
   nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv
   echo "loadavg: $(cat /proc/loadavg)"; } >>"$SUM" 2>&1
 
-# NCCL_HOME: the wheel the kit loads (its nccl_lib search), with the
-# unversioned link the linker wants
-NCCL_LIB=$($PY -c "from ccbench_kit.backends import nccl_lib; print(nccl_lib.find('nccl').path)")
-NCCL_DIR=$(dirname "$(dirname "$NCCL_LIB")")
-mkdir -p "$WORK/ncclhome/lib"
-ln -s "$NCCL_DIR/include" "$WORK/ncclhome/include"
-ln -s "$NCCL_LIB" "$WORK/ncclhome/lib/libnccl.so"
-echo "libnccl (kit and nccl-tests): $NCCL_LIB" | tee -a "$SUM"
-export LD_LIBRARY_PATH=$(dirname "$NCCL_LIB"):${LD_LIBRARY_PATH:-}
+nccl_home  # NCCL_LIB, NCCL_DIR, $WORK/ncclhome: the libnccl the kit loads, for nccl-tests
 MPIFLAGS="MPI=0"
 if command -v mpicc >/dev/null; then
     mkdir -p "$WORK/mpihome"

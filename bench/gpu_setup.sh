@@ -26,3 +26,15 @@ build_kit() {
     timeout 240 $PY setup.py -q build_ext --inplace -j "$(nproc)" >"$WORK/build.log" 2>&1
     say "build rc=$?"; tail -5 "$WORK/build.log" >>"$LOG"
 }
+# NCCL_HOME for building nccl-tests: the wheel the kit loads (its nccl_lib
+# search), with the unversioned link the linker wants; both sides then load
+# one libnccl (LD_LIBRARY_PATH).  Sets NCCL_LIB and NCCL_DIR.
+nccl_home() {
+    NCCL_LIB=$($PY -c "from ccbench_kit.backends import nccl_lib; print(nccl_lib.find('nccl').path)")
+    NCCL_DIR=$(dirname "$(dirname "$NCCL_LIB")")
+    mkdir -p "$WORK/ncclhome/lib"
+    ln -s "$NCCL_DIR/include" "$WORK/ncclhome/include"
+    ln -s "$NCCL_LIB" "$WORK/ncclhome/lib/libnccl.so"
+    echo "libnccl (kit and nccl-tests): $NCCL_LIB" | tee -a "$SUM"
+    export LD_LIBRARY_PATH=$(dirname "$NCCL_LIB"):${LD_LIBRARY_PATH:-}
+}

@@ -253,8 +253,8 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes, maxbytes, stepfactor, step
     if not sizes:
         raise ConfigError("no sizes to run", "-b/--minbytes")
     cls = backend_class(backend.name)
-    if algorithms is None:  # the library's own: MPI's or NCCL's
-        algorithms = [cls.default_algorithm]
+    if algorithms is None:  # the library's own: MPI's or NCCL's (or what -D picks)
+        algorithms = cls.default_algorithms(coll.name, backend.options)
     if isinstance(algorithms, str):
         algorithms = [a.strip() for a in algorithms.split(",") if a.strip()]
     dtype = get_dtype(dtype).name

@@ -102,6 +102,7 @@ cdef extern from "nccl_api.h" nogil:
         CUfunction func
         unsigned grid, block
         ccbn_kargs kargs
+        const void *param
     int CCBN_E_ARG, CCBN_E_NOSYM, CCBN_E_NCCL, CCBN_E_CUDA, CCBN_E_CU, CCBN_NKINDS
     int CCBN_MAX_PEERS, NCCL_WIN_COLL_SYMMETRIC, cudaIpcMemLazyEnablePeerAccess
     int cudaDevAttrComputeCapabilityMajor, cudaDevAttrComputeCapabilityMinor
@@ -521,13 +522,19 @@ cdef class Library:
         return lat, start
 
 
-cdef int _fill_kernel(ccbn_call *c, tuple own) except -1:
+cdef int _fill_kernel(ccbn_call *c, tuple own, list keep) except -1:
     func, grid, block, a = own
+    c.func = <CUfunction><uintptr_t>func
+    c.grid, c.block = grid, block
+    cdef const unsigned char[::1] param
+    if isinstance(a, bytes):  # the argument as the kernel lays it out (device-API kernels)
+        param = a
+        keep.append(a)
+        c.param = <const void *>&param[0]
+        return 0
     stage, signal = a["stage"], a["signal"]
     if len(stage) > CCBN_MAX_PEERS or len(signal) > CCBN_MAX_PEERS:
         raise ValueError(f"the kit's own kernels take at most {CCBN_MAX_PEERS} ranks")
-    c.func = <CUfunction><uintptr_t>func
-    c.grid, c.block = grid, block
     c.kargs.send, c.kargs.recv, c.kargs.count = a["send"], a["recv"], a["count"]
     for i in range(len(stage)):
         c.kargs.stage[i] = stage[i]
@@ -555,8 +562,8 @@ cdef int _fill_call(ccbn_call *c, dict d, list keep) except -1:
     c.send_to = d.get("send_to", -1)
     c.recv_from = d.get("recv_from", -1)
     own = d.get("kernel")
-    if own is not None:  # the kit's own kernel: (function, grid, block, kargs dict)
-        _fill_kernel(c, own)
+    if own is not None:  # the kit's own kernel: (function, grid, block, kargs dict or bytes)
+        _fill_kernel(c, own, keep)
     cdef cnp.ndarray v
     for name in ("scounts", "sdispls", "rcounts", "rdispls"):
         if d.get(name) is None:

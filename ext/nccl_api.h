@@ -165,6 +165,9 @@ typedef struct ccbn_call {
     CUfunction func;
     unsigned grid, block;
     ccbn_kargs kargs;
+    /* the kernel's one argument where it is not a ccbn_kargs (the device-API
+     * kernels take NCCL's device communicator by value); NULL: &kargs */
+    const void *param;
 } ccbn_call;
 
 /* Return codes: 0, or CCBN_E_NCCL + ncclResult_t, or CCBN_E_CUDA + cudaError_t. */

@@ -236,9 +236,9 @@ out:
     return rc;
 }
 
-/* One of the kit's own kernels: one argument, the call's ccbn_kargs. */
+/* One of the kit's own kernels: one argument, the call's ccbn_kargs or its param. */
 static int launch_own(const ccbn_lib *L, const ccbn_call *c, char *err, size_t errlen) {
-    void *params[1] = {(void *)&c->kargs};
+    void *params[1] = {c->param ? (void *)c->param : (void *)&c->kargs};
     if (!L->cuLaunchKernel) {
         seterr(err, errlen, "cuLaunchKernel: libcuda.so.1 was not loaded");
         return CCBN_E_ARG;

@@ -7,11 +7,12 @@ CUDA IPC works between processes of one GPU; `bench/gpu_kernels.sh`)."""
 import json
 import os
 import re
+import struct
 
 import pytest
 
 from ccbench_kit.backends import gpu_kernels, nccl
-from ccbench_kit.backends.gpu_kernels import _nvrtc, _registry
+from ccbench_kit.backends.gpu_kernels import _devapi, _nvrtc, _registry
 
 
 def _nvrtc_or_reason():
@@ -28,19 +29,29 @@ needs_nvrtc = pytest.mark.skipif(isinstance(NVRTC, str), reason=f"no NVRTC here:
 def test_every_algorithm_is_two_files_and_listed_after_ncclS():
     algs = {(c, n): m for c, n, m in gpu_kernels.all_algorithms()}
     assert set(algs) == {("all_reduce", "oneshot"), ("all_reduce", "twoshot"),
-                         ("all_gather", "direct"), ("reduce_scatter", "direct")}
+                         ("all_gather", "direct"), ("reduce_scatter", "direct"),
+                         ("all_reduce", "lsa"), ("all_reduce", "lsa-vec")}
     for (coll, name), m in algs.items():
         source = _registry.read(m.SOURCE)
         stem = _registry.kernel_base(m)
         assert m.__name__.rsplit(".", 1)[1] == stem  # NAME.py beside NAME.cu
-        assert f"CCB_KERNELS({stem})" in source and '#include "common.cuh"' in source
+        if gpu_kernels.is_devapi(m):  # nccl-tests' -D kernels, on NCCL's device API
+            assert f"CCB_DEVAPI_KERNELS({stem})" in source and '#include "devapi.cuh"' in source
+        else:
+            assert f"CCB_KERNELS({stem})" in source and '#include "common.cuh"' in source
         assert nccl.nccl_algorithms(coll)[-len(gpu_kernels.names_for(coll)):] == \
             gpu_kernels.names_for(coll)
-    assert gpu_kernels.names_for("all_reduce") == ["oneshot", "twoshot"]
+    assert gpu_kernels.names_for("all_reduce") == ["lsa", "lsa-vec", "oneshot", "twoshot"]
+    assert [algs[("all_reduce", n)].DEVICE_IMPLEMENTATION for n in ("lsa", "lsa-vec")] == [1, 2]
     assert gpu_kernels.find("all_reduce", "direct") is None
     # the staging buffer each needs, for 1001 elements on 3 ranks
     assert algs[("reduce_scatter", "direct")].staging_elems(1001, 3) == 3003
     assert algs[("all_reduce", "twoshot")].parallel_elems(1001, 3) == 334
+
+
+def _nvrtc_algorithms():
+    """The own algorithms NVRTC compiles (the device-API ones take nvcc)."""
+    return [(c, n, m) for c, n, m in gpu_kernels.all_algorithms() if not gpu_kernels.is_devapi(m)]
 
 
 def test_the_kernel_argument_matches_the_c_side():
@@ -63,7 +74,7 @@ def test_the_kernel_argument_matches_the_c_side():
 
 @needs_nvrtc
 def test_every_kernel_compiles_to_ptx_for_sm_90(tmp_path):
-    for coll, name, m in gpu_kernels.all_algorithms():
+    for coll, name, m in _nvrtc_algorithms():
         data, path = _nvrtc.image(NVRTC, m, "compute_90", folder=str(tmp_path))
         ptx = data.rstrip(b"\0").decode()
         assert ".target sm_90" in ptx, path
@@ -77,6 +88,80 @@ def test_every_kernel_compiles_to_ptx_for_sm_90(tmp_path):
         if coll != "all_gather":  # the sums round back to 16 bits once
             assert "cvt.rn.bf16.f32" in ptx and "cvt.rn.f16.f32" in ptx
         assert os.path.basename(path).startswith(f"{_registry.kernel_base(m)}-")
+
+
+def _nvcc_and_headers():
+    """(nvcc, NCCL include folder) for the device-API kernels, or why not:
+    nvcc is on this machine, NCCL's headers where `make test` unpacked the
+    nvidia-nccl wheel's include folder (``CCB_NCCL_INCLUDE``)."""
+    try:
+        nvcc = _devapi.find_nvcc()
+    except _devapi.DevApiError as e:
+        return str(e)
+    include = os.environ.get("CCB_NCCL_INCLUDE", "")
+    if not os.path.isfile(os.path.join(include, "nccl_device.h")):
+        return f"no nccl_device.h in CCB_NCCL_INCLUDE={include!r}"
+    return nvcc, include
+
+
+NVCC = _nvcc_and_headers()
+needs_nvcc = pytest.mark.skipif(isinstance(NVCC, str), reason=f"no nvcc or NCCL headers: {NVCC}")
+
+
+@needs_nvcc
+def test_device_api_kernels_compile_with_nvcc_and_the_host_side_agrees(tmp_path):
+    """nccl-tests' -D kernels compile for sm_90 with NCCL's device headers,
+    an entry per element type; the host side fills an argument of the
+    kernels' layout (two windows, two offsets, the count, then NCCL's
+    device communicator) and is cached by source and target."""
+    import ctypes
+    nvcc, include = NVCC
+    for name in ("lsa", "lsa-vec"):
+        m = gpu_kernels.find("all_reduce", name)
+        path = _devapi.build(nvcc, include, m.SOURCE, "sm_90", folder=str(tmp_path))
+        with open(path, "rb") as f:
+            cubin = f.read()
+        assert cubin[:4] == b"\x7fELF"
+        for dt in gpu_kernels.ELEMENT_TYPES:
+            assert gpu_kernels.kernel_name(m, dt).encode() + b"\0" in cubin
+        assert _devapi.build(nvcc, include, m.SOURCE, "sm_90", folder=str(tmp_path)) == path
+        assert _devapi.build(nvcc, include, m.SOURCE, "sm_80", folder=str(tmp_path)) != path
+    so = _devapi.build(nvcc, include, _devapi.HOST_SOURCE, "host", folder=str(tmp_path),
+                       host=True)
+    lib = ctypes.CDLL(so)
+    lib.ccbd_devcomm_bytes.restype = lib.ccbd_args_bytes.restype = ctypes.c_size_t
+    devcomm = lib.ccbd_devcomm_bytes()
+    assert devcomm > 0 and lib.ccbd_args_bytes() == 5 * 8 + devcomm
+    lib.ccbd_args.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_size_t, ctypes.c_void_p] + \
+        [ctypes.c_size_t] * 2
+    comm = bytes(range(256))[:devcomm]
+    out = ctypes.create_string_buffer(lib.ccbd_args_bytes())
+    lib.ccbd_args(out, comm, 0x1000, 24, 0x2000, 48, 1001)
+    assert struct.unpack("<5Q", out.raw[:40]) == (0x1000, 0x2000, 24, 48, 1001)
+    assert out.raw[40:] == comm
+
+
+def test_missing_nvcc_or_headers_are_one_line_naming_the_places(tmp_path, monkeypatch):
+    env = {"PATH": str(tmp_path), "CUDA_HOME": str(tmp_path / "cuda")}
+    # CUDA's default folder, where the search ends, as on a machine without it
+    monkeypatch.setattr(_devapi, "FALLBACK_NVCC", str(tmp_path / "default" / "nvcc"))
+    with pytest.raises(_devapi.DevApiError) as e:
+        _devapi.find_nvcc(env)
+    assert str(e.value) == (
+        "nvcc not found (NCCL's device headers need CCCL, which NVRTC lacks); looked in: "
+        f"{tmp_path}/cuda/bin/nvcc; PATH; {tmp_path}/default/nvcc. Install a CUDA toolkit or "
+        "set CUDA_HOME")
+    # headers of another NCCL than the one loaded: named, with their version
+    inc = tmp_path / "nccl" / "include"
+    inc.mkdir(parents=True)
+    (inc / "nccl.h").write_text("#define NCCL_VERSION_CODE 22803\n")
+    (inc / "nccl_device.h").write_text("")
+    lib = tmp_path / "nccl" / "lib" / "libnccl.so.2"
+    with pytest.raises(_devapi.DevApiError) as e:
+        _devapi.find_headers(str(lib), 22809, {"CCB_NCCL_INCLUDE": str(inc)})
+    assert str(e.value).startswith(
+        f"NCCL's device headers found are not the loaded NCCL 2.28.9's: {inc} (NCCL 2.28.3)")
+    assert _devapi.find_headers(str(lib), 22803, {}) == str(inc)  # the library's ../include
 
 
 def test_each_staging_half_holds_what_its_kernel_writes_there():
@@ -105,7 +190,7 @@ def test_a_one_shot_call_meets_once_and_fences_nothing(tmp_path):
     all_gather and reduce_scatter one release store each, two-shot two; no
     system fence beside the release (it only cost time)."""
     stores = {"oneshot": 1, "twoshot": 2, "allgather_direct": 1, "reduce_scatter_direct": 1}
-    for coll, name, m in gpu_kernels.all_algorithms():
+    for coll, name, m in _nvrtc_algorithms():
         data, _ = _nvrtc.image(NVRTC, m, "compute_90", folder=str(tmp_path))
         ptx = data.rstrip(b"\0").decode()
         assert "fence.sc.sys" not in ptx and "membar.sys" not in ptx
@@ -243,3 +328,50 @@ def test_own_kernels_match_numpy_on_the_gpu():
     int32, op_max = res["refused"]
     assert list(int32["oneshot"].values()) == ["oneshot has fp32, fp16, bf16 kernels, not int32"]
     assert list(op_max["twoshot"].values()) == ["twoshot has sum kernels, not max"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(NGPU < 2, reason="needs NCCL, a GPU a rank (2 or more) and nvcc")
+def test_device_api_kernels_match_numpy_on_the_gpu():
+    """nccl-tests' -D 1 and -D 2 kernels (`lsa`, `lsa-vec`) on symmetric
+    windows: every element type, odd counts, in place, in a CUDA graph;
+    without -R 2 they are refused in one line and NCCL's runs on."""
+    n = min(NGPU, 4)
+    res = _mpirun_n(n, f"""
+        names = ["nccl", "lsa", "lsa-vec"]
+        for dt in ("fp32", "bf16", "fp16"):
+            ds = ccbench_kit.run("all_reduce", sizes={SIZES!r}, algorithms=names, dtype=dt,
+                                 check="random", seed=11, backend="nccl", warmup=1, iters=2,
+                                 placement="both", backend_options={{"register": 2}})
+            if rank == 0:
+                out[dt] = {{
+                    "wrong": {{a: ds["wrong"].sel(algorithm=a).values.tolist() for a in names}},
+                    "finite": {{a: bool(np.isfinite(ds["latency"].sel(algorithm=a).values).all())
+                               for a in names}},
+                    "ran": json.loads(ds.attrs["nccl_ran"]),
+                    "na": json.loads(ds.attrs["not_available"]), "sizes": len(ds["size"])}}
+        ds = ccbench_kit.run("all_reduce", sizes=[4096 + 12], algorithms=["lsa", "lsa-vec"],
+                             check="random", seed=2, backend="nccl", warmup=1, iters=3,
+                             timing="graph", backend_options={{"graph_launches": 2, "register": 2}})
+        if rank == 0:
+            out["graph"] = {{"wrong": ds["wrong"].values.tolist(),
+                            "finite": bool(np.isfinite(ds["latency"].values).all())}}
+        ds = ccbench_kit.run("all_reduce", sizes=[64], algorithms=["nccl", "lsa"], backend="nccl",
+                             warmup=0, iters=1)
+        if rank == 0:
+            out["no_windows"] = [json.loads(ds.attrs["not_available"]),
+                                 bool(np.isfinite(ds["latency"].sel(algorithm="nccl")).all())]
+    """)
+    for dt in ("fp32", "bf16", "fp16"):
+        v = res[dt]
+        for a in ("lsa", "lsa-vec"):
+            assert v["finite"][a], (dt, a, v["na"])
+            assert all(w == 0 for p in v["wrong"][a] for w in p), (dt, a, v["wrong"][a])
+            assert len(v["ran"][a]) == v["sizes"]
+            stem = _registry.kernel_base(gpu_kernels.find("all_reduce", a))
+            assert all(r == f"{stem}_{dt} 16x512" for r in v["ran"][a].values()), v["ran"][a]
+    assert res["graph"]["finite"] and all(w == 0 for a in res["graph"]["wrong"]
+                                          for p in a for w in p), res["graph"]
+    na, nccl_ran = res["no_windows"]
+    assert list(na["lsa"].values()) == ["lsa runs on symmetric windows: add -R 2 (as nccl-tests' -D 1)"]
+    assert nccl_ran and "nccl" not in na

@@ -85,8 +85,8 @@ def test_algorithm_names_and_what_they_set():
     assert ar[:6] == ["nccl", "nccl:ring", "nccl:tree", "nccl:pat", "nccl:collnet_direct",
                       "nccl:collnet_chain"]
     assert "nccl:ring/ll" in ar and "nccl:tree/ll128" in ar and "nccl:pat/simple" in ar
-    assert len(ar) == 1 + 5 + 15 + 2  # NCCL's, then the kit's own: oneshot, twoshot
-    assert ar[-2:] == ["oneshot", "twoshot"]
+    assert len(ar) == 1 + 5 + 15 + 4  # NCCL's, then the kit's own: lsa, lsa-vec, oneshot, twoshot
+    assert ar[-4:] == ["lsa", "lsa-vec", "oneshot", "twoshot"]
     assert nccl.algorithm_env("nccl") == {}
     assert nccl.algorithm_env("nccl:ring/ll") == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
     assert nccl.algorithm_env("nccl:collnet_direct") == {"NCCL_ALGO": "CollnetDirect"}
@@ -117,13 +117,39 @@ def test_register_modes_and_device_kernels_are_refused_in_one_line(capsys):
     cases = [(("-D", "3"), "-D/--device-implementation: -D 3 needs NVLink multicast (multimem), "
                            "which the kit keeps off (NCCL_NVLS_ENABLE=0)"),
              (("-D", "4"), "-D/--device-implementation: -D 4 needs NVLink multicast"),
-             (("-D", "1"), "-D/--device-implementation: -D 1 (nccl-tests' kernels on NCCL's "
-                           "device API) is not in this kit")]
+             (("-D", "1"), "-D/--device-implementation: -D 1 runs on symmetric windows: "
+                           "add -R 2"),
+             (("-D", "2", "-R", "1"), "-D/--device-implementation: -D 2 runs on symmetric "
+                                      "windows: add -R 2"),
+             (("-D", "1", "-R", "2", "-V", "0"), "-V/--device-cta-count: must be an integer from "
+                                                 "1 to 128, got 0"),
+             (("-D", "1", "-R", "2", "-V", "129"), "-V/--device-cta-count: must be an integer "
+                                                   "from 1 to 128, got 129")]
     for args, message in cases:
         assert main(["run", "all_reduce", "--backend", "nccl", *args]) == 2, args
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"ccbench: error: {message}"), err
         assert len(err.splitlines()) == 1
+    assert main(["run", "all_gather", "--backend", "nccl", "-D", "2", "-R", "2"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "ccbench: error: -D/--device-implementation: -D 2: nccl-tests' device-API kernels are "
+        "all_reduce's; all_gather has none")
+
+
+def test_d_n_makes_nccl_tests_kernel_n_the_default_algorithm():
+    from ccbench_kit.api import make_config
+    base = dict(sizes=[1024], backend="nccl")
+    assert make_config("all_reduce", 2, **base).sweep.algorithms == ("nccl",)
+    for mode, name in ((1, "lsa"), (2, "lsa-vec")):
+        cfg = make_config("all_reduce", 2, backend_options={"register": 2,
+                                                            "device_implementation": mode},
+                          **base)
+        assert cfg.sweep.algorithms == (name,)
+        assert cfg.backend.options["device_ctas"] == 16
+    # named algorithms are taken as named, -D beside them or not
+    cfg = make_config("all_reduce", 2, algorithms="nccl,lsa,lsa-vec",
+                      backend_options={"register": 2, "device_implementation": 1}, **base)
+    assert cfg.sweep.algorithms == ("nccl", "lsa", "lsa-vec")
 
 
 class _NcclOf:

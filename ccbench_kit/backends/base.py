@@ -122,6 +122,12 @@ class Backend(abc.ABC):
         starting MPI or opening a device; [] for a collective it lacks."""
 
     @classmethod
+    def default_algorithms(cls, collective, options):
+        """The algorithms run when none is asked for, with these `options`
+        (a dict of `Options`' fields): ``[default_algorithm]``."""
+        return [cls.default_algorithm]
+
+    @classmethod
     def data_types(cls):
         """The data type names this backend runs (``-d all`` runs each)."""
         return tuple(DTYPES)

@@ -46,6 +46,7 @@ from ..dataset.schema import attr_json
 from ..dtypes import DTYPES, FP8, OPS
 from ..errors import ConfigError, RunError
 from . import nccl_lib
+from .nccl_lib import version_string
 from . import gpu_kernels
 from .base import Backend, host_placement
 from .nccl_buffers import DeviceBuffer, Pool, overlap
@@ -76,6 +77,12 @@ FP8_SINCE_NCCL = 22400
 WINDOWS_SINCE_NCCL = 22700
 # nccl-tests 2.19's -R: 0 none, 1 ncclCommRegister, 2 symmetric windows
 REGISTER_MODES = (0, 1, 2)
+# nccl-tests 2.19's -D: 0 NCCL's own, 1 and 2 the device-API kernels
+# (gpu_kernels' modules of that DEVICE_IMPLEMENTATION), 3 and 4 multimem;
+# -V: their blocks (1-128, default 16)
+DEVICE_IMPLEMENTATIONS = (0, 1, 2)
+DEVICE_CTAS = 16
+MAX_DEVICE_CTAS = 128
 
 
 def nccl_algorithms(collective):
@@ -110,10 +117,20 @@ def algorithm_env(algorithm):
 
 
 def check_options(timing="cuda-events", graph_launches=1, mem_type="cudaMalloc",
-                  register=0, fresh_buffers=False, **_other):
+                  register=0, fresh_buffers=False, device_implementation=0,
+                  device_ctas=DEVICE_CTAS, **_other):
     """ConfigError for a backend option the nccl backend can't take."""
     if register not in REGISTER_MODES:  # True and False are 1 and 0
         raise ConfigError(f"must be 0, 1 or 2, got {register!r}", "-R/--local-register")
+    if device_implementation not in DEVICE_IMPLEMENTATIONS:
+        raise ConfigError(device_implementation_refusal(device_implementation),
+                          "-D/--device-implementation")
+    if device_implementation and register != 2:  # as nccl-tests refuses it
+        raise ConfigError(f"-D {device_implementation} runs on symmetric windows: add -R 2",
+                          "-D/--device-implementation")
+    if not isinstance(device_ctas, int) or not 1 <= device_ctas <= MAX_DEVICE_CTAS:
+        raise ConfigError(f"must be an integer from 1 to {MAX_DEVICE_CTAS}, got {device_ctas!r}",
+                          "-V/--device-cta-count")
     if timing not in TIMINGS:
         raise ConfigError(f"unknown timing {timing!r}; use {', '.join(TIMINGS)}", "--timing")
     if not isinstance(graph_launches, int) or graph_launches < 1:
@@ -128,16 +145,17 @@ def device_implementation_refusal(mode):
     if mode in (3, 4):
         return (f"-D {mode} needs NVLink multicast (multimem), which the kit keeps off "
                 "(NCCL_NVLS_ENABLE=0): it can take a shared host's GPUs out of service")
-    return (f"-D {mode} (nccl-tests' kernels on NCCL's device API) is not in this kit; its own "
-            "peer-memory kernels run as --algorithms oneshot,twoshot (all_reduce) or direct "
-            "(all_gather, reduce_scatter)")
+    return f"must be 0, 1 or 2, got {mode!r}"
 
 
-def version_string(code):
-    """NCCL's version code as text: 22809 -> '2.28.9' (2.8 and older: 2804)."""
-    if code >= 10000:
-        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
-    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+def device_kernel(collective, mode):
+    """The algorithm name of nccl-tests' ``-D mode`` kernel of `collective`,
+    or ConfigError where it has none."""
+    for name in gpu_kernels.names_for(collective):
+        if getattr(gpu_kernels.find(collective, name), "DEVICE_IMPLEMENTATION", 0) == mode:
+            return name
+    raise ConfigError(f"-D {mode}: nccl-tests' device-API kernels are all_reduce's; "
+                      f"{collective} has none", "-D/--device-implementation")
 
 
 def _cuda_version(v):
@@ -151,6 +169,8 @@ class NCCLOptions:
     mem_type: str = "cudaMalloc"    # --mem-type
     register: int = 0               # -R: 1 ncclCommRegister, 2 symmetric windows
     fresh_buffers: bool = False     # --fresh-buffers
+    device_implementation: int = 0  # -D: the default algorithm is that device-API kernel
+    device_ctas: int = DEVICE_CTAS   # -V: blocks of a device-API kernel
 
 
 class NCCLBackend(Backend):
@@ -180,6 +200,12 @@ class NCCLBackend(Backend):
         return nccl_algorithms(collective)
 
     @classmethod
+    def default_algorithms(cls, collective, options):
+        """NCCL's own, or nccl-tests' ``-D N`` kernel where -D is given."""
+        mode = options.get("device_implementation", 0)
+        return [device_kernel(collective, mode)] if mode else [cls.default_algorithm]
+
+    @classmethod
     def add_arguments(cls, g):
         g.add_argument("--timing", default=None, choices=TIMINGS[:],
                        help="nccl: an event pair per iteration (default), nccl-tests' batch "
@@ -193,8 +219,12 @@ class NCCLBackend(Backend):
                        help="nccl: 1 registers buffers with ncclCommRegister, 2 as symmetric "
                             "windows (ncclCommWindowRegister, NCCL 2.27+; ncclMemAlloc memory)")
         g.add_argument("-D", "--device-implementation", type=int, choices=(0, 1, 2, 3, 4),
-                       default=0, help="nccl-tests' device-API kernels: not in this kit (3 and 4 "
-                                       "need NVLink multicast, which stays off)")
+                       default=0, help="nccl: all_reduce by nccl-tests' device-API kernel N "
+                                       "(1: lsa, 2: lsa-vec; needs -R 2) instead of NCCL's; 3 "
+                                       "and 4 need NVLink multicast, which stays off")
+        g.add_argument("-V", "--device-cta-count", type=int, default=DEVICE_CTAS, metavar="N",
+                       help=f"nccl: blocks of the device-API kernels (1-{MAX_DEVICE_CTAS}, "
+                            f"default {DEVICE_CTAS})")
         g.add_argument("--fresh-buffers", action="store_true",
                        help="nccl: allocate every size's buffers anew, instead of running every "
                             "size in the largest ones as nccl-tests does")
@@ -214,8 +244,9 @@ class NCCLBackend(Backend):
         if args.mem_type != "cudaMalloc":
             opts["mem_type"] = args.mem_type
         if args.device_implementation:
-            raise ConfigError(device_implementation_refusal(args.device_implementation),
-                              "-D/--device-implementation")
+            opts["device_implementation"] = args.device_implementation
+        if args.device_cta_count != DEVICE_CTAS:
+            opts["device_ctas"] = args.device_cta_count
         if args.local_register:
             opts["register"] = args.local_register
         if args.fresh_buffers:
@@ -293,6 +324,8 @@ class NCCLBackend(Backend):
         self.own = gpu_kernels.PeerKernels(self.lib, comm, self.device,
                                            {"name": gpu["name"], "host": gpu["host"],
                                             "pci_bus_id": gpu["pci_bus_id"]})
+        self.devapi = gpu_kernels.DevApiKernels(self.lib, comm, self.device, nccl,
+                                                self.version, o.device_ctas)
 
     @classmethod
     def doctor_ranks_per_node(cls, remote):
@@ -358,7 +391,9 @@ class NCCLBackend(Backend):
             "nccl_ran": by_size(self.ran), "nccl_ran_note": self.tuning.reason,
             "not_available": by_size(self.unavailable), "gpus": self.gpus or [],
             "topology": self.topology or {}, "ranks_per_gpu": self.ranks_per_gpu,
-            "kernel_target": self.own.target,
+            "kernel_target": self.own.target or self.devapi.target,
+            "device_implementation": self.options.device_implementation,
+            "device_ctas": self.options.device_ctas,
         }
 
     # -- buffers -----------------------------------------------------------------
@@ -533,12 +568,16 @@ class NCCLBackend(Backend):
         """`time` of one of the kit's own kernels (`gpu_kernels`): NaN and a
         reason where it can't run here, as for NCCL's refusals."""
         op_name = _OP_NAMES.get(op, "sum")
-        reason = self.own.refusal(module, dtype.name, op_name)
-        if reason:
-            return self._refuse(module.NAME, count, reason)
-        base = [self._call(module.COLLECTIVE, module.NAME, b[0], b[1],
-                           b[3] if len(b) > 3 else count, dtype, op, 0, 0, {}) for b in buffers]
-        calls, launched = self.own.calls(module, dtype, base)
+        if gpu_kernels.is_devapi(module):
+            calls, launched = self._devapi_calls(module, buffers, count, dtype, op, op_name)
+        else:
+            reason = self.own.refusal(module, dtype.name, op_name)
+            if reason:
+                return self._refuse(module.NAME, count, reason)
+            base = [self._call(module.COLLECTIVE, module.NAME, b[0], b[1],
+                               b[3] if len(b) > 3 else count, dtype, op, 0, 0, {})
+                    for b in buffers]
+            calls, launched = self.own.calls(module, dtype, base)
         if calls is None:
             return self._refuse(module.NAME, count, launched)
         try:
@@ -551,6 +590,27 @@ class NCCLBackend(Backend):
         if self.rank == 0:
             self.ran.setdefault(module.NAME, {})[count] = launched
         return lat, start + (_wtime_us() - self._x.monotonic_us())
+
+    def _devapi_calls(self, module, buffers, count, dtype, op, op_name):
+        """(calls, what they launch) of a device-API kernel on the buffers'
+        symmetric windows of NCCL's default communicator, or (None, why not)."""
+        if self.ranks_per_gpu > 1:
+            return None, (f"{self.local_size} ranks share this host's GPUs: NCCL's device "
+                          "communicator needs one GPU per rank")
+        comm = self._comm("nccl")
+        if isinstance(comm, Exception):
+            return None, f"communicator init failed: {comm}"
+        reason = self.devapi.refusal(module, dtype.name, op_name, self.register == 2, comm)
+        if reason:
+            return None, reason
+        self._register(comm, buffers)
+        base, windows = [], []
+        for b in buffers:
+            base.append(self._call(module.COLLECTIVE, module.NAME, b[0], b[1],
+                                   b[3] if len(b) > 3 else count, dtype, op, 0, comm, {}))
+            windows.append(tuple(v for buf in b[:2] for v in (
+                buf.allocation.registered[comm][0], buf.ptr - buf.allocation.ptr)))
+        return self.devapi.calls(module, dtype, base, windows, comm)
 
     def _refuse(self, algorithm, count, reason):
         self.unavailable.setdefault(algorithm, {})[count] = reason
@@ -621,6 +681,7 @@ class NCCLBackend(Backend):
 
     def close(self):
         self.own.close()
+        self.devapi.close()  # before the windows and communicators it was made of
         self._pool.close()
         for key, c in list(self._comms.items()):
             if not isinstance(c, Exception):

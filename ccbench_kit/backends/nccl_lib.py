@@ -155,3 +155,10 @@ def locate(env=None):
                                   + "; ".join(f.looked) + f". To get it: {hint}")
         found[which] = f.path
     return found["cudart"], found["nccl"]
+
+
+def version_string(code):
+    """NCCL's version code as text: 22809 -> '2.28.9' (2.8 and older: 2804)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"

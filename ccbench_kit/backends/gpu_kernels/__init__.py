@@ -15,8 +15,15 @@ a worked example.
 The kernels are compiled at run time by NVRTC (`_nvrtc`) and cached per GPU
 architecture, so the package imports, installs and lists its algorithms on
 machines without CUDA; peer memory and the launches are `_peers`'.
+
+Kernels on NCCL's device API (nccl-tests' ``-D``) are two files too:
+``NAME.cu`` includes ``devapi.cuh`` and ends with ``CCB_DEVAPI_KERNELS(NAME)``
+(a ``template <class E> __device__ void NAME(const DArgs &)``), ``NAME.py``
+says ``API = "nccl-device"`` and its ``DEVICE_IMPLEMENTATION``; nvcc
+compiles them and `_devapi` runs them on the run's symmetric windows.
 """
 from ._nvrtc import NvrtcError, image, load as load_nvrtc  # noqa: F401  (the doctor's SM kernels)
+from ._devapi import DevApiKernels, is_devapi  # noqa: F401
 from ._peers import PeerKernels  # noqa: F401
 from ._registry import (  # noqa: F401
     ELEMENT_TYPES, OPS, all_algorithms, find, kernel_name, names_for)

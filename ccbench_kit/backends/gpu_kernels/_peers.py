@@ -18,6 +18,12 @@ FLAG_BYTES = MAX_BLOCKS * MAX_PEERS * 4
 ALIGN = 2 << 20
 
 
+def agree(comm, reason):
+    """The first non-empty reason among the ranks of `comm` ("" if none);
+    collective: every rank refuses together or none does."""
+    return next((r for r in comm.allgather(reason) if r), "")
+
+
 class PeerKernels:
     """The own kernels of one backend: compiled modules, peer buffers, calls.
 
@@ -46,8 +52,7 @@ class PeerKernels:
 
     # -- agreement -------------------------------------------------------------
     def _agree(self, reason):
-        """The first non-empty reason among the ranks ("" if none)."""
-        return next((r for r in self.comm.allgather(reason) if r), "")
+        return agree(self.comm, reason)
 
     def refusal(self, module, dtype, op):
         """Why `module` can't run here ("" when it can); collective."""
