@@ -39,13 +39,23 @@ def wait_until_gone(tag, within=60):
         time.sleep(0.1)
 
 
-def mpirun_python(nranks, code, timeout=180, cwd=None, args=()):
+def mpirun_python(nranks, code, timeout=180, cwd=None, args=(), env=None):
     """Run `code` under `mpirun -np nranks python -c` (`args` in its
-    sys.argv[1:]); returns CompletedProcess."""
+    sys.argv[1:], `env` added to the ranks' environment); returns
+    CompletedProcess."""
     from ccbench_kit.launch.mpirun import mpirun_command, mpirun_env
     cmd = mpirun_command(nranks, [sys.executable, "-c", code, *map(str, args)])
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env=mpirun_env())
+                          env={**mpirun_env(), **(env or {})})
+
+
+# Open MPI's TCP transport for the tests that run thousands of collectives
+# on more ranks than cores (the engine's matrices): ranks waiting on shared
+# memory spin and yield, on TCP they mostly sleep in the kernel; alone on 2
+# cores the 5-rank matrix took 30.5 s and 58.6 s of CPU over shared memory,
+# 14.9 s and 27.4 s over TCP.  What the matrices check, the algorithms'
+# results, does not depend on the transport; MPICH ignores the variable.
+OVER_TCP = {"OMPI_MCA_btl": "self,tcp"}
 
 
 def gpus_here():

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from ccbench_kit.collectives import NAMES
+from conftest import OVER_TCP
 
 SCRIPT = r"""
 import json, sys
@@ -28,21 +29,25 @@ from ccbench_kit.collectives import NAMES
 from ccbench_kit.api import make_config
 from ccbench_kit.dtypes import get_dtype
 from ccbench_kit.harness import Sweep
+from ccbench_kit.session import Session
 
 comm = MPI.COMM_WORLD
+# one session for every sweep, as a job of many parts has (one backend, one
+# clock estimate and one memcpy peak): the matrix checks the collectives
 p = comm.Get_size()
 DTYPES = sys.argv[1].split(",")
 PER_RANK = {"all_reduce", "broadcast", "reduce", "sendrecv", "permute"}
 OPS = {"all_reduce": ["sum", "prod", "min", "max", "avg"], "reduce_scatter": ["sum", "avg"],
        "reduce": ["sum", "max"]}
 results = {}
+session = Session(comm)
 
 def sweep(name, dtype, op, elems, **extra):
     es = get_dtype(dtype).itemsize
     cfg = make_config(name, p, sizes=[e * es for e in elems], algorithms="all", dtype=dtype,
                       op=op, root=p - 1, warmup=0, iters=1, check="random", seed=11,
                       backend_options={"segment_bytes": 64}).replace(**extra)
-    ds = Sweep(comm, cfg).run()
+    ds = Sweep(comm, cfg, session=session).run()
     if comm.Get_rank() == 0:
         for a in ds.algorithm.values:
             for pl in ds.placement.values:
@@ -69,6 +74,7 @@ for r in range(p):
 sweep("alltoallv", "fp32", "sum", [p], alltoallv=meta)
 perm = rng.permutation(p)
 sweep("permute", "int8", "sum", [1001], pairs=[[int(s), int(perm[s])] for s in range(p)])
+session.close()
 if comm.Get_rank() == 0:
     print("RESULT " + json.dumps(results))
 """
@@ -90,7 +96,7 @@ def test_every_algorithm_matches_numpy(mpirun, nranks, monkeypatch):
         # right, and the engine is what this test checks
         monkeypatch.setenv("MPIR_CVAR_DEVICE_COLLECTIVES", "none")
     dtypes = all_dtypes(nranks)
-    proc = mpirun(nranks, SCRIPT, timeout=600, args=[",".join(dtypes)])
+    proc = mpirun(nranks, SCRIPT, timeout=600, args=[",".join(dtypes)], env=OVER_TCP)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
     results = json.loads(line[len("RESULT "):])
@@ -222,10 +228,14 @@ import json
 from mpi4py import MPI
 from ccbench_kit.api import make_config
 from ccbench_kit.harness import Sweep
+from ccbench_kit.session import Session
 
 comm = MPI.COMM_WORLD
+# one session for every sweep, as a job of many parts has (one backend, one
+# clock estimate and one memcpy peak): the matrix checks the collectives
 p = comm.Get_size()
 results = {}
+session = Session(comm)
 for dtype in ("fp8_e4m3", "fp8_e5m2"):
     for name, ops in (("all_reduce", ["sum", "prod", "min", "max", "avg"]),
                       ("reduce_scatter", ["sum", "avg"]), ("reduce", ["sum"]),
@@ -236,10 +246,11 @@ for dtype in ("fp8_e4m3", "fp8_e5m2"):
             cfg = make_config(name, p, sizes=sizes, algorithms="all", dtype=dtype, op=op,
                               root=p - 1, warmup=0, iters=1, check="random", seed=7,
                               backend_options={"segment_bytes": 64})
-            ds = Sweep(comm, cfg).run()
+            ds = Sweep(comm, cfg, session=session).run()
             if comm.Get_rank() == 0:
                 for a in ds.algorithm.values:
                     results[f"{dtype}/{name}/{op}/{a}"] = ds["wrong"].sel(algorithm=a).values.tolist()
+session.close()
 if comm.Get_rank() == 0:
     print("RESULT " + json.dumps(results))
 """
@@ -250,7 +261,7 @@ if comm.Get_rank() == 0:
 def test_fp8_reductions_match_numpy(mpirun, nranks):
     """fp8 (e4m3, e5m2) through every algorithm of the reducing collectives,
     every all_reduce op, against float64 goldens within fp8's tolerance."""
-    proc = mpirun(nranks, FP8_SCRIPT, timeout=300)
+    proc = mpirun(nranks, FP8_SCRIPT, timeout=300, env=OVER_TCP)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     line = next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))
     results = json.loads(line[len("RESULT "):])
