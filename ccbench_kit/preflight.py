@@ -1,7 +1,7 @@
 """Checks of a run before anything is launched: where its results go, and
 whether it fits in memory here.  A refusal is one line naming the flag,
 exit 2, and costs no mpirun start and no sweep."""
-from .backends import backend_class, nccl_lib
+from .backends import backend_class
 from .collectives import get as get_collective
 from .dtypes import get_dtype
 from .output_path import check_output
@@ -46,7 +46,7 @@ def check_run(cfg, ranks_here, flag="--out"):
     if cfg.output.out:
         check_output(cfg.output.out, flag, need=estimated_file_bytes(cfg))
     check_run_fits(run_shape(cfg), ranks_here, smallest_buffer_bytes(cfg))
-    if cfg.backend.name == "nccl" and ranks_here:
-        # the ranks run here: a missing libnccl/libcudart is this machine's
+    if ranks_here:
+        # the ranks run here: a library they load missing is this machine's
         # setup (exit 2, nothing started), not a run that failed (exit 3)
-        nccl_lib.locate()
+        backend_class(cfg.backend.name).check_local_setup()

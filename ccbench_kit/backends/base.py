@@ -24,8 +24,10 @@ Class side (asked before any rank starts, by the CLI and the API)
 ``name``, ``default_algorithm``, ``warms_every_size``, ``host_buffers``,
 ``aggregated_timings``, ``cputime_timing``,
 ``Options`` (a frozen dataclass of the backend's own options),
-``algorithms_for(collective)``, ``data_types()`` and ``reduction_ops()``
+``algorithms_for(collective)``, ``default_algorithms(collective, options)``
+(what runs when none is named), ``data_types()`` and ``reduction_ops()``
 (what ``-d all`` and ``-o all`` run), ``default_preset(ds)``,
+``check_local_setup()`` (what the ranks load, before they start here),
 ``add_arguments(group)`` (its CLI flags), ``options_from_args(args)`` and
 ``make_options(**values)`` (validated `Options`).
 
@@ -156,6 +158,12 @@ class Backend(abc.ABC):
     def doctor_check(cls, remote):
         """ConfigError, before a health check, where this host cannot run
         this backend's ranks (`remote`: the nodes are elsewhere)."""
+
+    @classmethod
+    def check_local_setup(cls):
+        """Raise, before any rank starts here, where this host lacks what
+        this backend's ranks load (a library): the machine's setup, exit 2,
+        not a run that failed.  Default: nothing to check."""
 
     @classmethod
     def doctor_env(cls, pair_bytes):

@@ -337,6 +337,11 @@ class NCCLBackend(Backend):
         return visible_gpus()[0]
 
     @classmethod
+    def check_local_setup(cls):
+        """LibraryNotFound where libnccl or libcudart is missing here."""
+        nccl_lib.locate()
+
+    @classmethod
     def doctor_check(cls, remote):
         if remote:
             return
