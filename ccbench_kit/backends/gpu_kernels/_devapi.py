@@ -17,6 +17,7 @@ headers, so no layout is written twice.  Everything here is collective over
 the job's communicator and every refusal is agreed, as in `_peers`.
 """
 import ctypes
+import functools
 import hashlib
 import os
 import shutil
@@ -27,7 +28,7 @@ from ...errors import CCBenchError
 from ..nccl_lib import version_string
 from ._nvrtc import cache_dir, first_error
 from ._peers import agree
-from ._registry import ELEMENT_TYPES, OPS, kernel_name, read
+from ._registry import ELEMENT_TYPES, HERE, OPS, kernel_name, read
 
 API = "nccl-device"
 SINCE_NCCL = 22800          # ncclDevCommCreate and nccl_device.h came with NCCL 2.28
@@ -51,11 +52,10 @@ def find_nvcc(env=None):
     """nvcc's path, or `DevApiError` naming the places looked in."""
     env = os.environ if env is None else env
     looked = []
-    for var in ("CCB_NVCC",):
-        if env.get(var):
-            looked.append(f"${var}={env[var]}")
-            if os.access(env[var], os.X_OK):
-                return env[var]
+    if env.get("CCB_NVCC"):
+        looked.append(f"$CCB_NVCC={env['CCB_NVCC']}")
+        if os.access(env["CCB_NVCC"], os.X_OK):
+            return env["CCB_NVCC"]
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if env.get(var):
             path = os.path.join(env[var], "bin", "nvcc")
@@ -120,7 +120,9 @@ def find_headers(nccl_library, version, env=None):
                       f"of NCCL {version_string(version)}")
 
 
+@functools.lru_cache(maxsize=None)
 def _nvcc_version(nvcc):
+    """nvcc's version line (a cache key): asked once a process, not once a build."""
     out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
     return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "?"
 
@@ -141,7 +143,6 @@ def build(nvcc, include, source, target, folder=None, host=False):
     with `host` the shared object of `source` (host code only), from the
     cache when it has it.  Files are written whole (rename), so ranks of
     one host building at once never read half a file."""
-    here = os.path.dirname(os.path.abspath(__file__))
     texts = [read(source)] + [read(h) for h in HEADERS]
     key = hashlib.sha256("\0".join(texts + [" ".join(OPTIONS), target, str(header_version(include)),
                                             _nvcc_version(nvcc), str(host)]).encode())
@@ -157,8 +158,8 @@ def build(nvcc, include, source, target, folder=None, host=False):
     try:
         mode = (["-shared", "-Xcompiler", "-fPIC", "--cudart", "none"] if host
                 else ["-cubin", f"-arch={target}"])
-        _compile(nvcc, [*mode, *OPTIONS, "-I", include, "-I", here, "-o", tmp,
-                        os.path.join(here, source)], source)
+        _compile(nvcc, [*mode, *OPTIONS, "-I", include, "-I", HERE, "-o", tmp,
+                        os.path.join(HERE, source)], source)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
