@@ -1,8 +1,11 @@
 """``ccbench``: a thin shell over the Python API.
 
 Each subcommand is one module here with ``add_parser(subparsers)`` and
-``main(args)``.  A `CCBenchError` becomes one line on stderr and a non-zero
-exit; anything else is a bug and keeps its traceback.
+``main(args)``; one that may talk to a Dask cluster sets ``uses_dask`` (a
+function of its arguments) beside its ``func``.  A `CCBenchError` becomes
+one line on stderr and a non-zero exit; anything else is a bug and keeps
+its traceback.  `main` runs a command in the calling process (a notebook, a
+test); `console` is the ``ccbench`` command, a process of its own.
 """
 import argparse
 import importlib
@@ -11,6 +14,7 @@ import re
 import signal
 import sys
 
+from .._optional import dask_again, without_dask
 from .._version import __version__
 from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
                       EXIT_SIGTERM, CCBenchError, Interrupted)
@@ -44,8 +48,27 @@ def _terminate(signum, frame):
 
 
 def main(argv=None):
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run ``ccbench ARGV`` in this process; returns the exit status."""
+    return _dispatch(build_parser().parse_args(argv))
+
+
+def console():
+    """The ``ccbench`` command (its console script, ``python -m ccbench_kit``).
+
+    The process is the command's own, and no command holds a dask array, so
+    dask is made unimportable before the parser imports xarray
+    (`without_dask`: about a second of CPU less in every command that reads
+    or writes results); a command that talks to a Dask cluster gets it back
+    for distributed's client."""
+    without_dask()
+    args = build_parser().parse_args()
+    uses_dask = getattr(args, "uses_dask", None)
+    if uses_dask and uses_dask(args):
+        dask_again()
+    sys.exit(_dispatch(args))
+
+
+def _dispatch(args):
     # SIGTERM unwinds like Ctrl-C, so a running job is stopped and its
     # partial results are marked, instead of the launcher vanishing.
     signal.signal(signal.SIGTERM, _terminate)
@@ -71,4 +94,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -96,16 +96,16 @@ def add_parser(sub):
                    help="serve the dashboard at ADDRESS (e.g. 127.0.0.1:8787); default none")
     s.add_argument("--timeout", type=T.seconds, default=120, help="seconds to wait for the workers")
     add_launch_arguments(s, rank_output=False)
-    s.set_defaults(func=start)
+    s.set_defaults(func=start, uses_dask=_always)
 
     t = csub.add_parser("stop", help="shut the cluster down and wait for every rank to exit")
     t.add_argument("--scheduler-file", default=None, type=T.path("a file"))
     t.add_argument("--timeout", type=T.seconds, default=30)
-    t.set_defaults(func=stop)
+    t.set_defaults(func=stop, uses_dask=_always)
 
     q = csub.add_parser("status", help="the cluster's address and workers")
     q.add_argument("--scheduler-file", default=None, type=T.path("a file"))
-    q.set_defaults(func=status)
+    q.set_defaults(func=status, uses_dask=_always)
 
     h = csub.add_parser("hostfile", help="sort a host file by network topology (EC2 "
                                          "DescribeInstanceTopology JSON)")
@@ -119,6 +119,10 @@ def add_parser(sub):
     h.add_argument("-o", "--output", default=None, type=T.path("a host file"),
                    help="sorted host file (default stdout)")
     h.set_defaults(func=hostfile)
+
+
+def _always(args):
+    return True
 
 
 def start(args):

@@ -38,7 +38,7 @@ def add_parser(sub):
             g.add_argument(*f.flags, **f.argparse_keywords())
         if group == doctor_fields.MEASURE_GROUP:
             add_history_flag(g)
-    p.set_defaults(func=main)
+    p.set_defaults(func=main, uses_dask=lambda args: bool(args.scheduler_file))
 
 
 def main_local(args):

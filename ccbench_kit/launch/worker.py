@@ -11,6 +11,7 @@ import os
 import sys
 import traceback
 
+from .._optional import without_dask
 from ..errors import CCBenchError
 from ..mpi_env import quiet_barrier, start_mpi
 from . import events
@@ -58,24 +59,11 @@ class RankWatch:
             self.beat.stop()
 
 
-def without_dask():
-    """Make dask unimportable in this rank (`sys.modules`: None).
-
-    xarray probes for dask wherever it is installed (the cluster extra):
-    building the first Dataset imports dask.array (and scipy.sparse with
-    it), writing netCDF imports distributed -- about 1.6 s of CPU on rank 0
-    before the first size and again at the end, while the other ranks wait
-    in a barrier.  No task of this entry uses dask (a Dask-MPI sweep runs
-    in the cluster's workers, `launch.dask`, not here), and xarray treats
-    an unimportable dask as absent."""
-    for name in ("dask", "distributed"):
-        sys.modules.setdefault(name, None)
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     guard_rank()  # no rank outlives the launcher
-    without_dask()
+    without_dask()  # no task of this entry uses dask: a Dask-MPI sweep runs in the
+    # cluster's workers (`launch.dask`), not here
     job = Job.read(argv[0])
     task = job.runner()
     watch = RankWatch(argv[1:])

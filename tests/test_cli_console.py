@@ -1,0 +1,66 @@
+"""The ``ccbench`` command keeps dask out of a process that never holds a
+dask array (`cli.console`), gives it back to a command that talks to a Dask
+cluster, and `cli.main` (a notebook, a test) leaves its process alone."""
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import BIN, run_cli
+
+RESULTS = Path(__file__).parent / "data" / "schema" / "v1_round1_groups.nc"
+
+
+def imported(argv):
+    """(CompletedProcess, the modules imported) of ``python -X importtime ARGV``."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *map(str, argv)],
+                          capture_output=True, text=True, timeout=120)
+    names = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()
+             if line.startswith("import time:")}
+    return proc, names
+
+
+def test_show_reads_results_without_importing_dask():
+    proc, names = imported(["-m", "ccbench_kit", "show", RESULTS])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "all_reduce" in proc.stdout
+    assert "xarray" in names and "h5netcdf" in names  # it did read the file
+    assert not {n for n in names if n.split(".")[0] in ("dask", "distributed")}
+
+
+def test_the_console_script_is_the_console_entry():
+    # the installed `ccbench` runs cli.console (pyproject's [project.scripts])
+    text = (BIN / "ccbench").read_text()
+    assert "from ccbench_kit.cli import console" in text, text
+
+
+def test_a_command_that_talks_to_a_cluster_gets_dask_back(tmp_path):
+    # the doctor on a cluster needs distributed's client before it reads the
+    # scheduler file: a file that is not one is the error, not the extra
+    sched = tmp_path / "scheduler.json"
+    sched.write_text("not json")
+    proc = run_cli("doctor", "--scheduler-file", sched)
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"ccbench: error: --scheduler-file: {sched} is not a Dask "
+                           "scheduler file (Expecting value: line 1 column 1 (char 0))\n")
+    # and where distributed is missing, that is what the same command says
+    code = ("import sys\n"
+            "sys.modules['distributed'] = None\n"
+            "from ccbench_kit.cli import main\n"
+            "sys.exit(main(['doctor', '--scheduler-file', sys.argv[1]]))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(sched)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == ("ccbench: error: distributed is required for this; install it "
+                           "with `pip install ccbench_kit[cluster]`\n")
+
+
+def test_main_in_a_process_leaves_dask_importable():
+    code = ("import sys\n"
+            "from ccbench_kit.cli import main\n"
+            f"main(['show', {str(RESULTS)!r}])\n"
+            "import dask.array\n"
+            "print('dask', sys.modules['dask.array'] is not None)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "dask True"
