@@ -273,11 +273,12 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes, maxbytes, stepfactor, step
                           "another backend", "--backend")
     if list(algorithms) == ["all"]:
         algorithms = list(available)
+    phases = cls.phase_algorithms(coll.name)
     for a in algorithms:
-        if a not in available:
+        if a not in available and a not in phases:
             raise ConfigError(
                 f"unknown algorithm {a!r} for {coll.name} on backend {backend.name}; "
-                f"choose from {', '.join(available)} or all", "--algorithms")
+                f"choose from {', '.join([*available, *phases])} or all", "--algorithms")
     return _stored(SweepConfig, plain,
                    collective=coll.name, sizes=tuple(sizes),
                    algorithms=tuple(dict.fromkeys(algorithms)), dtype=dtype, op=op,

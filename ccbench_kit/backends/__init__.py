@@ -78,6 +78,19 @@ def default_preset(ds):
     return cls.default_preset(ds)
 
 
+def phases_of(ds):
+    """{algorithm: (whole algorithm, phase)} of `ds`'s algorithms that time
+    one phase of another alone (`Backend.phase_algorithms`); {} for a file
+    of no known backend or collective."""
+    try:
+        cls = backend_class(str(ds.attrs.get("backend", "")))
+        known = cls.phase_algorithms(str(ds.attrs.get("collective", "")))
+    except (ConfigError, KeyError):
+        return {}
+    here = {str(a) for a in ds["algorithm"].values} if "algorithm" in ds.coords else set()
+    return {a: whole for a, whole in known.items() if a in here}
+
+
 def backend_algorithms(name, collective):
     """The algorithms `name` offers for `collective`, without starting MPI."""
     return backend_class(name).algorithms_for(collective)

@@ -124,6 +124,16 @@ class Backend(abc.ABC):
         starting MPI or opening a device; [] for a collective it lacks."""
 
     @classmethod
+    def phase_algorithms(cls, collective):
+        """{algorithm: (whole algorithm, phase)} of the algorithms that time
+        one phase of another's work alone (the nccl backend's
+        ``oneshot:launch``).  ``--algorithms`` takes them and ``all`` does
+        not; their output is not the collective's, so they are never checked
+        and never a winner: the report shows them as where the whole one's
+        time goes.  {} (the default): none."""
+        return {}
+
+    @classmethod
     def default_algorithms(cls, collective, options):
         """The algorithms run when none is asked for, with these `options`
         (a dict of `Options`' fields): ``[default_algorithm]``."""

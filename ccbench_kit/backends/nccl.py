@@ -99,6 +99,18 @@ def nccl_algorithms(collective):
     return []  # NONE: no NCCL form; config refuses the run in one line
 
 
+def own_kernel(collective, algorithm):
+    """(module, phase) of the kit's own kernel `algorithm` names (``NAME`` or
+    ``NAME:PHASE``, phase "" for the whole kernel), or (None, "")."""
+    module = gpu_kernels.find(collective, algorithm)
+    if module is not None:
+        return module, ""
+    whole = gpu_kernels.phase_algorithms(collective).get(algorithm)
+    if whole is None:
+        return None, ""
+    return gpu_kernels.find(collective, whole[0]), whole[1]
+
+
 def algorithm_env(algorithm):
     """The NCCL_ALGO/NCCL_PROTO an algorithm name sets ({} = NCCL's choice)."""
     if algorithm in ("nccl", "nccl:p2p"):
@@ -198,6 +210,12 @@ class NCCLBackend(Backend):
     @classmethod
     def algorithms_for(cls, collective):
         return nccl_algorithms(collective)
+
+    @classmethod
+    def phase_algorithms(cls, collective):
+        if _collectives.get(collective).nccl != "native":
+            return {}
+        return gpu_kernels.phase_algorithms(_collectives.get(collective).name)
 
     @classmethod
     def default_algorithms(cls, collective, options):
@@ -355,7 +373,7 @@ class NCCLBackend(Backend):
         """More ranks than GPUs on a host and only NCCL's algorithms asked
         for: nothing could run, so stop before the first size (with one of
         the kit's own kernels among them, NCCL's are refused size by size)."""
-        if self.ranks_per_gpu > 1 and not any(gpu_kernels.find(collective, a)
+        if self.ranks_per_gpu > 1 and not any(own_kernel(collective, a)[0]
                                               for a in algorithms):
             own = ", ".join(gpu_kernels.names_for(collective)) or f"none for {collective}"
             raise ConfigError(f"{self.local_size} ranks share this host but it has "
@@ -527,10 +545,11 @@ class NCCLBackend(Backend):
                               "-d/--datatype")
         if collective not in x.KINDS:
             raise ConfigError(f"the nccl backend has no {collective}", "COLLECTIVE")
-        own = gpu_kernels.find(collective, algorithm)
+        own, phase = own_kernel(collective, algorithm)
         if own is not None:
-            return self._time_own(own, buffers, count=count, dtype=dtype, op=op, warmup=warmup,
-                                  iters=iters, agg=agg, blocking=blocking, once=once)
+            return self._time_own(own, phase, buffers, count=count, dtype=dtype, op=op,
+                                  warmup=warmup, iters=iters, agg=agg, blocking=blocking,
+                                  once=once)
         if self.ranks_per_gpu > 1:
             return self._refuse(algorithm, count, f"{self.local_size} ranks share this host's "
                                 f"GPUs ({self.ranks_per_gpu} a GPU): NCCL needs one GPU per "
@@ -568,32 +587,34 @@ class NCCLBackend(Backend):
         to_wtime = _wtime_us() - x.monotonic_us()
         return lat, start + to_wtime
 
-    def _time_own(self, module, buffers, *, count, dtype, op, warmup, iters, agg, blocking,
-                  once):
-        """`time` of one of the kit's own kernels (`gpu_kernels`): NaN and a
-        reason where it can't run here, as for NCCL's refusals."""
+    def _time_own(self, module, phase, buffers, *, count, dtype, op, warmup, iters, agg,
+                  blocking, once):
+        """`time` of one of the kit's own kernels (`gpu_kernels`; `phase`:
+        that phase of it alone): NaN and a reason where it can't run here, as
+        for NCCL's refusals."""
         op_name = _OP_NAMES.get(op, "sum")
+        algorithm = f"{module.NAME}:{phase}" if phase else module.NAME
         if gpu_kernels.is_devapi(module):
             calls, launched = self._devapi_calls(module, buffers, count, dtype, op, op_name)
         else:
-            reason = self.own.refusal(module, dtype.name, op_name)
+            reason = self.own.refusal(module, dtype.name, op_name, phase)
             if reason:
-                return self._refuse(module.NAME, count, reason)
+                return self._refuse(algorithm, count, reason)
             base = [self._call(module.COLLECTIVE, module.NAME, b[0], b[1],
                                b[3] if len(b) > 3 else count, dtype, op, 0, 0, {})
                     for b in buffers]
-            calls, launched = self.own.calls(module, dtype, base)
+            calls, launched = self.own.calls(module, dtype, base, phase)
         if calls is None:
-            return self._refuse(module.NAME, count, launched)
+            return self._refuse(algorithm, count, launched)
         try:
             if once:
                 lat, start = self._one_call(calls)
             else:
                 lat, start = self._loop(calls, warmup, iters, agg, blocking)
         except (self._x.CudaError, self._x.NcclError) as e:
-            raise RunError(f"rank {self.rank}: {module.NAME}: {e}") from None
+            raise RunError(f"rank {self.rank}: {algorithm}: {e}") from None
         if self.rank == 0:
-            self.ran.setdefault(module.NAME, {})[count] = launched
+            self.ran.setdefault(algorithm, {})[count] = launched
         return lat, start + (_wtime_us() - self._x.monotonic_us())
 
     def _devapi_calls(self, module, buffers, count, dtype, op, op_name):

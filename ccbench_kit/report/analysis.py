@@ -100,6 +100,46 @@ def robust_time(ds, stat="median", rank_stat="max", placement="out_of_place",
             "interval": interval}
 
 
+def phase_breakdown(ds, phases, stat="median", rank_stat="max", placement="out_of_place"):
+    """Where each whole algorithm's time goes, from its phases timed alone.
+
+    `phases` is {algorithm: (whole, phase)} (`Backend.phase_algorithms`),
+    phases ``launch`` (the launch and the call's bookkeeping) and
+    ``barrier`` (those and the barriers); `ds` holds them and the whole
+    algorithms.  Times as `robust_time`'s (the `stat` over iterations of the
+    `rank_stat` over ranks).  The barriers' share is barrier - launch, the
+    data's (copies and sums) whole - barrier: a difference of two
+    measurements, so within their noise it may come out below zero.
+
+    Returns
+    -------
+    list of dict
+        One per (whole algorithm, size): ``algorithm``, ``size`` (bytes) and
+        µs ``whole``, ``launch``, ``barrier``, ``data`` (NaN where a part
+        was not measured).
+    """
+    r = robust_time(ds, stat, rank_stat, placement)
+    t = {a: r["time"][i] for i, a in enumerate(r["algorithms"])}
+    of = {}
+    for alg, (whole, phase) in phases.items():
+        of.setdefault(whole, {})[phase] = t.get(alg)
+    nan = np.full(len(r["sizes"]), np.nan)
+    rows = []
+    for whole in sorted(of):
+        total = t.get(whole, nan)
+        launch = of[whole].get("launch")
+        launch = nan if launch is None else launch
+        barrier = of[whole].get("barrier")
+        barrier = nan if barrier is None else barrier
+        for j, size in enumerate(r["sizes"]):
+            if not np.isfinite([total[j], launch[j], barrier[j]]).any():
+                continue
+            rows.append({"algorithm": whole, "size": int(size), "whole": total[j],
+                         "launch": launch[j], "barrier": barrier[j] - launch[j],
+                         "data": total[j] - barrier[j]})
+    return rows
+
+
 def robust_busbw(ds, stat="median", rank_stat="max", placement="out_of_place",
                  confidence=CONFIDENCE, n_boot=N_BOOT, seed=SEED):
     """busbw per (algorithm, size) with a bootstrap confidence interval: the

@@ -2,6 +2,7 @@
 winners, latency, ranks, iterations, baseline), and nccl-tests' tables."""
 import warnings
 
+import numpy as np
 import pandas as pd
 
 from .. import markup
@@ -101,6 +102,9 @@ def show_collective(ctx, name):
                 lines.append(f"Ties (no algorithm clearly ahead) at {ch['ties']} of "
                              f"{len(ch['winners'])} sizes.")
             _md(" ".join(lines))
+        if "phases" in keys:
+            section("phases")
+            _show_phases(*ctx.phases[name], first)
         if "latency" in keys:
             section("latency")
             floor = analysis.latency_floor(analysis.robust_time(ds, "median", "max", first))
@@ -129,6 +133,28 @@ def show_collective(ctx, name):
         if "overhead" in keys:
             section("overhead")
             _show_time_ratios(ds, ctx.baseline.get(ds.attrs.get("collective")))
+
+
+def _show_phases(ds, phases, placement):
+    """The own kernels' phases timed alone (``NAME:launch``, ``NAME:barrier``),
+    as the share of the whole kernel's time each takes."""
+    rows = analysis.phase_breakdown(ds, phases, "median", "max", placement)
+    _md("Each kernel was also timed doing one phase alone: `NAME:launch` (its launch "
+        "and the call's bookkeeping), `NAME:barrier` (those and its barriers, no data). "
+        "Barrier = `NAME:barrier` − `NAME:launch`, data (copies and sums) = `NAME` − "
+        "`NAME:barrier`: medians over iterations of the slowest rank, in µs; a difference "
+        f"of two measurements, so a small negative one is noise ({placement.replace('_', '-')}).")
+
+    def us(x):
+        return "–" if not np.isfinite(x) else f"{x:.1f}"
+
+    def share(x, whole):
+        return "" if not (np.isfinite(x) and np.isfinite(whole) and whole > 0) else \
+            f" ({100 * x / whole:.0f} %)"
+    _html(_table(["algorithm", "size", "whole", "launch", "barrier", "data"],
+                 [[r["algorithm"], format_size(r["size"]), us(r["whole"])]
+                  + [us(r[k]) + share(r[k], r["whole"]) for k in ("launch", "barrier", "data")]
+                  for r in rows]))
 
 
 def _show_time_ratios(ds, base):

@@ -73,7 +73,8 @@ def _cores(a):
 def _sections(ctx, name):
     ds = ctx.parts[name]
     base = bool(ctx.baseline_path)
-    return page.sections_of(base, analysis.per_iteration_data(ds), ds.sizes["algorithm"])
+    return page.sections_of(base, analysis.per_iteration_data(ds), ds.sizes["algorithm"],
+                            name in ctx.phases)
 
 
 def verdicts(ctx):

@@ -16,6 +16,7 @@ SECTIONS = (  # (key, title) of each collective's sections, in page order
     ("busbw", "Bus bandwidth and theory"),
     ("fit", "Fitted α-β parameters"),
     ("winner", "Winner per size"),
+    ("phases", "Where the own kernels' time goes"),
     ("latency", "Latency percentiles"),
     ("ranks", "Ranks"),
     ("trace", "Per-iteration trace"),
@@ -45,11 +46,13 @@ def heading(level, text, ident):
             f'<a class="anchor-link" href="#{ident}">¶</a></h{level}>')
 
 
-def sections_of(has_baseline, per_iteration, n_algorithms):
+def sections_of(has_baseline, per_iteration, n_algorithms, has_phases=False):
     """The section keys one collective shows (the TOC and the page agree)."""
     keys = ["busbw", "fit"]
     if n_algorithms > 1:
         keys.append("winner")
+    if has_phases:
+        keys.append("phases")
     if per_iteration:
         keys.append("latency")
     keys.append("ranks")

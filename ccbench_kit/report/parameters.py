@@ -8,7 +8,7 @@ parameter fails there with one clear line, never deep in a plot.
 import os
 from dataclasses import dataclass, field
 
-from ..backends import default_preset
+from ..backends import default_preset, phases_of
 from ..dataset import SchemaError, open_parts
 from ..dataset.io import analysis_ready
 from ..dataset.stats import check_stat
@@ -30,6 +30,9 @@ class ReportContext:
     baseline_path: str = ""
     fits: dict = field(default_factory=dict)      # part name -> FitResult (filled lazily)
     models: dict = field(default_factory=dict)    # part name -> analysis.fit_models (lazily)
+    # part name -> (its Dataset with the algorithms that time a phase alone,
+    # {such algorithm: (whole, phase)}); `parts` holds the whole ones only
+    phases: dict = field(default_factory=dict)
 
     @property
     def stat(self):
@@ -132,11 +135,15 @@ def prepare(results, baseline="", theory="auto", stats=("avg",), title=""):
     Large runs stay on disk as dask arrays (`dataset.io.analysis_ready`).
     """
     p = check_parameters(results, baseline, theory, stats, title)
-    parts = {}
+    parts, phases = {}, {}
     for r in p.results:
         for name, ds in _open(r).items():
-            parts[f"{os.path.basename(r)}:{name}" if len(p.results) > 1 else name] = \
-                analysis_ready(ds)
+            label = f"{os.path.basename(r)}:{name}" if len(p.results) > 1 else name
+            parts[label] = analysis_ready(ds)
+            alone = phases_of(ds)
+            if alone:  # not the collective's output: never a winner, never a fit
+                phases[label] = (parts[label], alone)
+                parts[label] = parts[label].drop_sel(algorithm=list(alone))
     base = {}
     if p.baseline:
         base = {ds.attrs.get("collective", name): analysis_ready(ds)
@@ -154,4 +161,4 @@ def prepare(results, baseline="", theory="auto", stats=("avg",), title=""):
             measured[key] = presets.get(preset_name, ds=ds)
         chosen[name] = measured[key]
     return ReportContext(parts, p.stats, p.title or "ccbench report", p.theory, chosen, base,
-                         p.baseline)
+                         p.baseline, phases=phases)

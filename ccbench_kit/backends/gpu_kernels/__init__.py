@@ -23,7 +23,8 @@ says ``API = "nccl-device"`` and its ``DEVICE_IMPLEMENTATION``; nvcc
 compiles them and `_devapi` runs them on the run's symmetric windows.
 """
 from ._nvrtc import NvrtcError, image, load as load_nvrtc  # noqa: F401  (the doctor's SM kernels)
-from ._devapi import DevApiKernels, is_devapi  # noqa: F401
+from ._devapi import DevApiKernels  # noqa: F401
 from ._peers import PeerKernels  # noqa: F401
 from ._registry import (  # noqa: F401
-    ELEMENT_TYPES, OPS, all_algorithms, find, kernel_name, names_for)
+    ELEMENT_TYPES, OPS, PHASES, all_algorithms, find, is_devapi, kernel_name, names_for,
+    phase_algorithms)

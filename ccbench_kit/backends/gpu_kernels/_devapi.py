@@ -30,7 +30,6 @@ from ._nvrtc import cache_dir, first_error
 from ._peers import agree
 from ._registry import ELEMENT_TYPES, HERE, OPS, kernel_name, read
 
-API = "nccl-device"
 SINCE_NCCL = 22800          # ncclDevCommCreate and nccl_device.h came with NCCL 2.28
 THREADS = 512               # nccl-tests' block; devapi.cuh's __launch_bounds__
 HEADERS = ("devapi.cuh", "common.cuh")
@@ -42,10 +41,6 @@ FALLBACK_NVCC = "/usr/local/cuda/bin/nvcc"  # CUDA's default install, where the 
 
 class DevApiError(CCBenchError):
     """nvcc or NCCL's device headers missing, or a compile that failed."""
-
-
-def is_devapi(module):
-    return getattr(module, "API", "") == API
 
 
 def find_nvcc(env=None):

@@ -21,7 +21,7 @@ import tempfile
 
 from ...errors import CCBenchError
 from .. import nccl_lib
-from ._registry import COMMON, kernel_base, read
+from ._registry import COMMON, PHASES, kernel_base, read
 
 OPTIONS = ("-std=c++17", "-default-device")
 
@@ -69,10 +69,11 @@ class Nvrtc:
         if rc:
             raise NvrtcError(f"{what}: {self._lib.nvrtcGetErrorString(rc).decode()}")
 
-    def compile(self, source, name, headers, target):
+    def compile(self, source, name, headers, target, options=()):
         """Compile `source` (with in-memory `headers`, {name: text}) for
-        `target` (``sm_90``: a cubin; ``compute_90``: PTX); returns the
-        image's bytes, or `NvrtcError` with the first error of NVRTC's log."""
+        `target` (``sm_90``: a cubin; ``compute_90``: PTX), with `options`
+        beside the kit's; returns the image's bytes, or `NvrtcError` with the
+        first error of NVRTC's log."""
         lib, prog = self._lib, ctypes.c_void_p()
         hnames = list(headers)
         htexts = (ctypes.c_char_p * len(hnames))(*(headers[h].encode() for h in hnames))
@@ -80,7 +81,7 @@ class Nvrtc:
         self._check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(),
                                            len(hnames), htexts, hincl), "nvrtcCreateProgram")
         try:
-            opts = [f"--gpu-architecture={target}", *OPTIONS]
+            opts = [f"--gpu-architecture={target}", *OPTIONS, *options]
             copts = (ctypes.c_char_p * len(opts))(*(o.encode() for o in opts))
             rc = lib.nvrtcCompileProgram(prog, len(opts), copts)
             if rc:
@@ -122,21 +123,24 @@ def cache_dir(env=None):
     return os.path.join(base, "ccbench_kit", "gpu_kernels")
 
 
-def image(nvrtc, module, target, folder=None):
+def image(nvrtc, module, target, folder=None, phase=""):
     """The compiled image of `module`'s kernels for `target`, from the cache
-    when it has it; (bytes, path of the cached file)."""
+    when it has it; (bytes, path of the cached file).  `phase` (one of
+    `PHASES`): the kernels doing that phase alone (common.cuh)."""
     source, common = read(module.SOURCE), read(COMMON)
-    key = hashlib.sha256("\0".join([source, common, " ".join(OPTIONS), target,
+    options = [f"-DCCB_PHASES={PHASES[phase]}"] if phase else []
+    key = hashlib.sha256("\0".join([source, common, " ".join(OPTIONS + tuple(options)), target,
                                     "%d.%d" % nvrtc.version()]).encode()).hexdigest()[:24]
     folder = folder or cache_dir()
     ext = "cubin" if target.startswith("sm_") else "ptx"
-    path = os.path.join(folder, f"{kernel_base(module)}-{key}-{target}.{ext}")
+    stem = kernel_base(module) + (f"-{phase}" if phase else "")
+    path = os.path.join(folder, f"{stem}-{key}-{target}.{ext}")
     try:
         with open(path, "rb") as f:
             return f.read(), path
     except OSError:
         pass
-    data = nvrtc.compile(source, module.SOURCE, {COMMON: common}, target)
+    data = nvrtc.compile(source, module.SOURCE, {COMMON: common}, target, options)
     try:
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".part-")

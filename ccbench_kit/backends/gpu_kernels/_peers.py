@@ -43,19 +43,20 @@ class PeerKernels:
         self._gpu = gpu
         self._gpus = []
         self._setup = None          # "" when peer memory is ready, else why not
-        self._modules = {}          # source -> loaded module handle, or the reason it isn't
-        self._functions = {}
+        self._modules = {}          # (source, phase) -> loaded module handle, or why not
+        self._functions = {}        # (kernel name, phase) -> function handle
         self._mine = {}             # "flags", "seq", "stage" -> (ptr, bytes)
         self._peers = {"flags": [], "stage": []}  # every rank's pointer, mapped here
         self.target = ""
-        self.images = {}            # source -> the cached image it was loaded from
+        self.images = {}            # (source, phase) -> the cached image it was loaded from
 
     # -- agreement -------------------------------------------------------------
     def _agree(self, reason):
         return agree(self.comm, reason)
 
-    def refusal(self, module, dtype, op):
-        """Why `module` can't run here ("" when it can); collective."""
+    def refusal(self, module, dtype, op, phase=""):
+        """Why `module` (its `phase` alone, one of `PHASES`, or whole) can't
+        run here ("" when it can); collective."""
         if dtype not in ELEMENT_TYPES:
             return f"{module.NAME} has {', '.join(ELEMENT_TYPES)} kernels, not {dtype}"
         if op not in OPS:
@@ -69,9 +70,10 @@ class PeerKernels:
             self._setup = self._agree(problem) or self._agree(self._map_flags())
         if self._setup:
             return self._setup
-        if module.SOURCE not in self._modules:
-            self._modules[module.SOURCE] = self._load(module)
-        loaded = self._modules[module.SOURCE]
+        key = (module.SOURCE, phase)
+        if key not in self._modules:
+            self._modules[key] = self._load(module, phase)
+        loaded = self._modules[key]
         return loaded if isinstance(loaded, str) else ""
 
     def _local_problem(self):
@@ -158,24 +160,26 @@ class PeerKernels:
             self.lib.free(self._mine.pop(name)[0])
 
     # -- kernels -------------------------------------------------------------------
-    def _load(self, module):
-        """The loaded module of `module`'s source, or why not (agreed)."""
+    def _load(self, module, phase):
+        """The loaded module of `module`'s source (`phase`), or why not (agreed)."""
         handle, reason = 0, ""
         try:
-            data, self.images[module.SOURCE] = _nvrtc.image(_nvrtc.load(), module, self.target)
+            data, self.images[module.SOURCE, phase] = _nvrtc.image(
+                _nvrtc.load(), module, self.target, phase=phase)
             handle = self.lib.module_load(data)
             for dt in ELEMENT_TYPES:
                 for wide in (False, True):
                     name = kernel_name(module, dt, wide)
-                    self._functions[name] = self.lib.module_function(handle, name)
+                    self._functions[name, phase] = self.lib.module_function(handle, name)
         except Exception as e:  # NVRTC missing, a compile error, a driver refusing the image
             reason = str(e)
         return self._agree(reason) or handle
 
-    def calls(self, module, dtype, base_calls):
+    def calls(self, module, dtype, base_calls, phase=""):
         """`base_calls` (the backend's call dicts) with `module`'s kernel for
-        `dtype` (a `ccbench_kit.dtypes` type), and what it launches (text);
-        (None, why not) where the staging buffer could not be had."""
+        `dtype` (a `ccbench_kit.dtypes` type; its `phase` alone, or whole),
+        and what it launches (text); (None, why not) where the staging
+        buffer could not be had."""
         count = max(d["count"] for d in base_calls)
         short = self._ensure_stage(module.staging_elems(count, self.nranks) * dtype.itemsize)
         if short:
@@ -190,7 +194,7 @@ class PeerKernels:
         blocks = max(1, min(MAX_BLOCKS,
                             -(-module.parallel_elems(count, self.nranks) // per_block)))
         name = kernel_name(module, dtype.name, wide)
-        func = self._functions[name]
+        func = self._functions[name, phase]
         out = []
         for d in base_calls:
             kargs = {"send": d["send"], "recv": d["recv"], "count": d["count"],

@@ -11,6 +11,12 @@ COMMON = "common.cuh"
 # The element types and ops every kernel has (common.cuh's CCB_KERNELS).
 ELEMENT_TYPES = ("fp32", "fp16", "bf16")
 OPS = ("sum",)
+# What a module on NCCL's device API says (``API = ...``: `_devapi` runs it).
+DEVICE_API = "nccl-device"
+# The phases of a peer-memory kernel timed alone (``NAME:PHASE``), with
+# common.cuh's CCB_PHASES for each: the launch (and the call's bookkeeping),
+# then its barriers too; the rest of the whole kernel's time is its data.
+PHASES = {"launch": 0, "barrier": 1}
 
 
 @lru_cache(maxsize=1)
@@ -33,6 +39,17 @@ def names_for(collective):
 def find(collective, name):
     """The module of algorithm `name` of `collective`, or None."""
     return _modules().get((collective, name))
+
+
+def phase_algorithms(collective):
+    """{``NAME:PHASE``: (NAME, PHASE)} of the peer-memory kernels of
+    `collective` (the device-API kernels, nccl-tests' own, have none)."""
+    return {f"{name}:{phase}": (name, phase) for name in names_for(collective)
+            if not is_devapi(find(collective, name)) for phase in PHASES}
+
+
+def is_devapi(module):
+    return getattr(module, "API", "") == DEVICE_API
 
 
 def all_algorithms():

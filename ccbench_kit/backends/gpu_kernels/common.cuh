@@ -26,6 +26,18 @@
 // need a reset.  Only blocks of the same index meet, so every phase of a
 // kernel gives word i to the same block: CCB_WORDS below is the one mapping.
 
+// Phases: the kit times each kernel's phases alone, to say where its time
+// goes (``--algorithms NAME:launch,NAME:barrier``): the same source compiled
+// with CCB_PHASES 0 (the launch and the call's bookkeeping, no barrier, no
+// data) and 1 (its barriers too, no data); the whole kernel is 3.  No data
+// moves in either, so they need no staging half; a whole call after one is
+// safe because the harness syncs the stream and the ranks between loops.
+#ifndef CCB_PHASES
+#define CCB_PHASES 3
+#endif
+#define CCB_MEETS (CCB_PHASES & 1)
+#define CCB_MOVES (CCB_PHASES & 2)
+
 #define CCB_MAX_PEERS 8
 #define CCB_MAX_BLOCKS 128
 #define CCB_UNROLL 4  // words a thread has in flight: loads issued before their stores
@@ -99,6 +111,7 @@ static __device__ __forceinline__ void call_end(const KArgs &a, u32 number) {
 
 // Block blockIdx.x of every rank meets here, at phase 1, 2 or 3 of the call.
 static __device__ __forceinline__ void peer_barrier(const KArgs &a, u32 number, u32 phase) {
+    if (!CCB_MEETS) return;
     __syncthreads();
     const u32 value = number * 4u + phase;
     int t = threadIdx.x;
@@ -177,6 +190,7 @@ static __device__ __forceinline__ u64 words(const KArgs &a) {
 template <class W, class Src, class Dst, class Len>
 static __device__ __forceinline__ void copy_words(const KArgs &a, u64 n, Src src, Dst dst,
                                                   Len len) {
+    if (!CCB_MOVES) return;
     CCB_WORDS(n, {
 #pragma unroll
         for (int r = 0; r < CCB_MAX_PEERS; r++) {
@@ -202,6 +216,7 @@ static __device__ __forceinline__ void copy_words(const KArgs &a, u64 n, Src src
 template <class E, class W, class Src, class Also>
 static __device__ __forceinline__ void sum_words(const KArgs &a, u64 n, Src src, W *out,
                                                  int nalso, Also also) {
+    if (!CCB_MOVES) return;
     CCB_WORDS(n, {
         Lanes<E, W> s[CCB_UNROLL];
 #pragma unroll

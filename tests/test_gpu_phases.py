@@ -1,0 +1,152 @@
+"""The own kernels' phases timed alone (``NAME:launch``, ``NAME:barrier``):
+what each compiles to (NVRTC, PTX for sm_90 on this CPU machine), how a run
+takes them (never in ``all``, never checked), how the report splits them
+off into "where the time goes", and on a GPU that they run beside the whole
+kernel while the whole one is still checked."""
+import json
+
+import numpy as np
+import pytest
+
+from ccbench_kit.backends import gpu_kernels, phases_of
+from ccbench_kit.backends.gpu_kernels import _nvrtc
+from ccbench_kit.backends.nccl import NCCLBackend, own_kernel
+from ccbench_kit.config import build
+from ccbench_kit.dataset import save
+from ccbench_kit.dataset.schema import make_dataset
+from ccbench_kit.errors import ConfigError
+from ccbench_kit.report import analysis
+from ccbench_kit.report.parameters import prepare
+from ccbench_kit.report.header import _sections
+
+from test_gpu_kernels import NGPU, NRANKS, NVRTC, needs_nvrtc
+from test_nccl_gpu import _mpirun_n
+
+
+def test_every_peer_kernel_has_a_launch_and_a_barrier_phase():
+    assert NCCLBackend.phase_algorithms("all_reduce") == {
+        "oneshot:launch": ("oneshot", "launch"), "oneshot:barrier": ("oneshot", "barrier"),
+        "twoshot:launch": ("twoshot", "launch"), "twoshot:barrier": ("twoshot", "barrier")}
+    assert set(NCCLBackend.phase_algorithms("all_gather")) == {"direct:launch",
+                                                               "direct:barrier"}
+    assert NCCLBackend.phase_algorithms("alltoall") == {}  # no own kernel
+    m, phase = own_kernel("all_reduce", "twoshot:barrier")
+    assert (m.NAME, phase) == ("twoshot", "barrier")
+    assert own_kernel("all_reduce", "lsa:launch") == (None, "")  # nccl-tests' -D kernel: none
+    assert own_kernel("all_reduce", "nccl:ring") == (None, "")
+
+
+def _config(algorithms):
+    return build("all_reduce", nranks=2, sizes=[8], backend="nccl", algorithms=algorithms)
+
+
+def test_a_run_takes_the_phases_by_name_and_all_leaves_them_out():
+    cfg = _config("oneshot,oneshot:launch,oneshot:barrier")
+    assert cfg.sweep.algorithms == ("oneshot", "oneshot:launch", "oneshot:barrier")
+    every = _config("all").sweep.algorithms
+    assert "oneshot" in every and not [a for a in every if a.endswith((":launch", ":barrier"))]
+    with pytest.raises(ConfigError) as e:
+        _config("oneshot:copy")
+    assert str(e.value).startswith("--algorithms: unknown algorithm 'oneshot:copy' for all_reduce on "
+                                   "backend nccl; choose from nccl, ")
+    assert str(e.value).endswith(", oneshot, twoshot, oneshot:launch, oneshot:barrier, "
+                                 "twoshot:launch, twoshot:barrier or all")
+
+
+def _ptx(name, phase, folder):
+    data, _ = _nvrtc.image(NVRTC, gpu_kernels.find("all_reduce", name), "compute_90",
+                           folder=folder, phase=phase)
+    return data.decode()
+
+
+@needs_nvrtc
+def test_each_phase_compiles_to_what_it_times(tmp_path):
+    for name in ("oneshot", "twoshot"):
+        whole, meets, launch = (_ptx(name, p, str(tmp_path)) for p in ("", "barrier", "launch"))
+        # the barrier: a release store to each peer's flag, an acquire load of one's own
+        for text in (whole, meets):
+            assert "st.release.sys.global.u32" in text and "ld.acquire.sys.global.u32" in text
+        assert "st.release.sys" not in launch and "ld.acquire.sys" not in launch
+        # the data: 16-byte words moved by the wide entries, in the whole kernel only
+        assert "ld.global.v4.u32" in whole or "ld.v4.u32" in whole
+        for text in (meets, launch):
+            assert ".v4.u32" not in text, name
+        # every entry is there in every phase, with the call's bookkeeping (atomicAdd)
+        for text in (whole, meets, launch):
+            for dt in gpu_kernels.ELEMENT_TYPES:
+                for suffix in ("", "_v"):
+                    assert f".entry {name}_{dt}{suffix}(" in text
+            assert "atom.global.add.u32" in text
+    # each phase is its own cached image
+    assert len(list(tmp_path.glob("oneshot-*"))) == 3
+    assert len(list(tmp_path.glob("oneshot-launch-*"))) == 1
+
+
+def _breakdown_ds(times, sizes=(1024, 1 << 20)):
+    """A nccl all_reduce Dataset whose every rank and iteration of
+    algorithm a at size j took times[a][j] µs."""
+    algs = list(times)
+    lat = np.array([[[[[times[a][j]] * 5] * 2 for j in range(len(sizes))]] for a in algs],
+                   dtype=float)
+    return make_dataset(algorithms=algs, placements=["out_of_place"], sizes=list(sizes),
+                        counts=[s // 4 for s in sizes], in_bytes=list(sizes),
+                        out_bytes=list(sizes), latency=lat,
+                        wrong=np.zeros(lat.shape[:3], dtype=int), ranks=[0, 1],
+                        hosts=["a", "a"], devices=["gpu0", "gpu1"],
+                        attrs={"collective": "all_reduce", "dtype": "fp32", "op": "sum",
+                               "root": -1, "nranks": 2, "backend": "nccl"})
+
+
+def test_the_breakdown_is_the_differences_of_the_phases():
+    ds = _breakdown_ds({"nccl": [12.0, 40.0], "oneshot": [7.5, 30.0],
+                        "oneshot:launch": [2.5, 2.5], "oneshot:barrier": [4.0, 4.5],
+                        "twoshot": [9.0, 20.0], "twoshot:launch": [3.0, 3.0]})
+    phases = phases_of(ds)
+    assert phases == {"oneshot:launch": ("oneshot", "launch"),
+                      "oneshot:barrier": ("oneshot", "barrier"),
+                      "twoshot:launch": ("twoshot", "launch")}
+    rows = analysis.phase_breakdown(ds, phases)
+    got = [(r["algorithm"], r["size"], r["whole"], r["launch"], r["barrier"], r["data"])
+           for r in rows]
+    assert got[:2] == [("oneshot", 1024, 7.5, 2.5, 1.5, 3.5),
+                       ("oneshot", 1 << 20, 30.0, 2.5, 2.0, 25.5)]
+    # twoshot's barrier phase was not run: its barrier and data are unknown
+    assert [r[:4] for r in got[2:]] == [("twoshot", 1024, 9.0, 3.0),
+                                        ("twoshot", 1 << 20, 20.0, 3.0)]
+    assert all(np.isnan(r["barrier"]) and np.isnan(r["data"]) for r in rows[2:])
+
+
+def test_the_report_keeps_the_phases_out_of_the_whole_algorithms(tmp_path):
+    ds = _breakdown_ds({"nccl": [12.0, 40.0], "oneshot": [7.5, 30.0],
+                        "oneshot:launch": [2.5, 2.5], "oneshot:barrier": [4.0, 4.5]})
+    ctx = prepare(str(save(ds, tmp_path / "r.nc")))
+    assert list(ctx.parts["all_reduce"]["algorithm"].values) == ["nccl", "oneshot"]
+    full, phases = ctx.phases["all_reduce"]
+    assert list(full["algorithm"].values) == ["nccl", "oneshot", "oneshot:launch",
+                                              "oneshot:barrier"]
+    assert _sections(ctx, "all_reduce")[:4] == ["busbw", "fit", "winner", "phases"]
+    # a run without them has no such section
+    plain = prepare(str(save(ds.sel(algorithm=["nccl", "oneshot"]), tmp_path / "p.nc")))
+    assert plain.phases == {} and "phases" not in _sections(plain, "all_reduce")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(NGPU < 1, reason="needs NVRTC, NCCL and a GPU")
+def test_phases_run_beside_the_whole_kernel_which_is_still_checked():
+    res = _mpirun_n(NRANKS, """
+        algs = ["oneshot", "oneshot:launch", "oneshot:barrier", "twoshot", "twoshot:barrier"]
+        ds = ccbench_kit.run("all_reduce", sizes=[8, 1 << 20], algorithms=algs, check="random",
+                             seed=3, backend="nccl", warmup=2, iters=5)
+        if rank == 0:
+            out["wrong"] = {a: ds["wrong"].sel(algorithm=a).values.tolist() for a in algs}
+            out["finite"] = {a: bool(np.isfinite(ds["latency"].sel(algorithm=a).values).all())
+                             for a in algs}
+            out["ran"] = json.loads(ds.attrs["nccl_ran"])
+            out["median"] = {a: float(ds["latency"].sel(algorithm=a).median()) for a in algs}
+    """)
+    assert all(res["finite"].values()), res
+    for a, wrong in res["wrong"].items():
+        want = 0 if ":" not in a else -1  # a phase alone is not the collective: not checked
+        assert all(w == want for p in wrong for w in p), (a, wrong)
+    assert set(res["ran"]) >= {"oneshot:launch", "oneshot:barrier", "twoshot:barrier"}
+    assert all(r.startswith("oneshot_fp32") for r in res["ran"]["oneshot:launch"].values())
