@@ -3,7 +3,7 @@ what each compiles to (NVRTC, PTX for sm_90 on this CPU machine), how a run
 takes them (never in ``all``, never checked), how the report splits them
 off into "where the time goes", and on a GPU that they run beside the whole
 kernel while the whole one is still checked."""
-import json
+import re
 
 import numpy as np
 import pytest
@@ -21,6 +21,7 @@ from ccbench_kit.report.header import _sections
 
 from test_gpu_kernels import NGPU, NRANKS, NVRTC, needs_nvrtc
 from test_nccl_gpu import _mpirun_n
+from conftest import run_cli
 
 
 def test_every_peer_kernel_has_a_launch_and_a_barrier_phase():
@@ -82,19 +83,19 @@ def test_each_phase_compiles_to_what_it_times(tmp_path):
     assert len(list(tmp_path.glob("oneshot-launch-*"))) == 1
 
 
-def _breakdown_ds(times, sizes=(1024, 1 << 20)):
+def _breakdown_ds(times, sizes=(1024, 1 << 20), nranks=2):
     """A nccl all_reduce Dataset whose every rank and iteration of
     algorithm a at size j took times[a][j] µs."""
     algs = list(times)
-    lat = np.array([[[[[times[a][j]] * 5] * 2 for j in range(len(sizes))]] for a in algs],
+    lat = np.array([[[[[times[a][j]] * 5] * nranks for j in range(len(sizes))]] for a in algs],
                    dtype=float)
     return make_dataset(algorithms=algs, placements=["out_of_place"], sizes=list(sizes),
                         counts=[s // 4 for s in sizes], in_bytes=list(sizes),
                         out_bytes=list(sizes), latency=lat,
-                        wrong=np.zeros(lat.shape[:3], dtype=int), ranks=[0, 1],
-                        hosts=["a", "a"], devices=["gpu0", "gpu1"],
+                        wrong=np.zeros(lat.shape[:3], dtype=int), ranks=list(range(nranks)),
+                        hosts=["a"] * nranks, devices=[f"gpu{r}" for r in range(nranks)],
                         attrs={"collective": "all_reduce", "dtype": "fp32", "op": "sum",
-                               "root": -1, "nranks": 2, "backend": "nccl"})
+                               "root": -1, "nranks": nranks, "backend": "nccl"})
 
 
 def test_the_breakdown_is_the_differences_of_the_phases():
@@ -128,6 +129,22 @@ def test_the_report_keeps_the_phases_out_of_the_whole_algorithms(tmp_path):
     # a run without them has no such section
     plain = prepare(str(save(ds.sel(algorithm=["nccl", "oneshot"]), tmp_path / "p.nc")))
     assert plain.phases == {} and "phases" not in _sections(plain, "all_reduce")
+
+
+def test_the_report_of_one_rank_shows_the_phases(tmp_path):
+    """One GPU, one rank (an all_reduce with a bus factor of 0: no busbw, no
+    time ratio): the report renders, with the breakdown's table."""
+    ds = _breakdown_ds({"nccl": [5.0, 6.0], "oneshot": [5.25, 7.0],
+                        "oneshot:launch": [3.5, 3.75], "oneshot:barrier": [4.5, 4.5]}, nranks=1)
+    save(ds, tmp_path / "r.nc")
+    proc = run_cli("report", tmp_path / "r.nc", "-o", tmp_path / "r.html", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "r.html").read_text()
+    section = text[text.index('id="sec-all-reduce--phases"'):]
+    cells = re.findall(r"<td>([^<]*)</td>", section[:section.index("</table>")])
+    assert cells == ["oneshot", "1 KiB", "5.2", "3.5 (67 %)", "1.0 (19 %)", "0.8 (14 %)",
+                     "oneshot", "1 MiB", "7.0", "3.8 (54 %)", "0.8 (11 %)", "2.5 (36 %)"]
+    assert "No time ratios: " in text and "the bus factor of all_reduce is 0" in text
 
 
 @pytest.mark.gpu

@@ -160,7 +160,11 @@ def _show_phases(ds, phases, placement):
 def _show_time_ratios(ds, base):
     """Each algorithm against the first, and the run against the baseline:
     time ratios per size with their intervals (a framework's overhead)."""
-    df = overhead.time_ratios(ds)
+    try:
+        df = overhead.time_ratios(ds)
+    except CCBenchError as e:  # a bus factor of 0 (all_reduce of one rank): no busbw
+        _md(f"No time ratios: {e}.")
+        return
     if base is not None:
         try:
             df = pd.concat([df, overhead.time_ratios(ds, base)], ignore_index=True)
