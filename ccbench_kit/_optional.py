@@ -26,27 +26,33 @@ def require_installed(module, extra):
         raise MissingDependency(module, extra)
 
 
-def without_dask():
-    """Make dask unimportable in this process (`sys.modules`: None).
+# Optional modules that a dependency imports wherever they are installed,
+# at a cost, in a process that never uses them:
+# - dask (the cluster extra): xarray probes for dask arrays; decoding the
+#   first file it opens imports dask.array (scipy.sparse with it), writing
+#   netCDF imports distributed: about a second of CPU in a process that
+#   never chunks.  xarray treats an unimportable dask as absent, and keeps
+#   what it found: never in a process that may yet hold a dask array.
+DASK = ("dask", "distributed")
+# - jsonschema's check of the IRI format (rfc3987_syntax, which
+#   jsonschema[format-nongpl] brings with jupyter-events): it builds an
+#   Earley parser when imported, 2.4 s of CPU in every process that imports
+#   nbformat, for a format no notebook schema asks for.  jsonschema leaves
+#   that format unchecked when it is absent.
+IRI_CHECKER = ("rfc3987_syntax",)
 
-    For a process that will never hold a dask array: a rank, or the
-    ``ccbench`` command when its subcommand uses no cluster.  xarray probes
-    for dask wherever it is installed (the cluster extra): decoding the
-    first file it opens imports dask.array (scipy.sparse with it), writing
-    netCDF imports distributed -- about a second of CPU in a process that
-    never chunks.  xarray treats an unimportable dask as absent.  Never in
-    a process that may yet hold a dask array: xarray keeps what it found."""
-    for name in _DASK:
+
+def without(modules):
+    """Make `modules` (`DASK`, `IRI_CHECKER`) unimportable in this process
+    (`sys.modules`: None): a rank, the ``ccbench`` command."""
+    for name in modules:
         sys.modules.setdefault(name, None)
 
 
-def dask_again():
-    """Undo `without_dask`, for distributed's client: submitting tasks to a
-    cluster and reading what they return.  An xarray imported meanwhile
-    still treats dask as absent, so this process must hold no dask array."""
-    for name in _DASK:
+def again(modules):
+    """Undo `without`: for dask, distributed's client (submitting tasks to
+    a cluster and reading what they return); an xarray imported meanwhile
+    still treats dask as absent, so the process must hold no dask array."""
+    for name in modules:
         if name in sys.modules and sys.modules[name] is None:
             del sys.modules[name]
-
-
-_DASK = ("dask", "distributed")

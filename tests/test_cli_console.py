@@ -27,6 +27,25 @@ def test_show_reads_results_without_importing_dask():
     assert not {n for n in names if n.split(".")[0] in ("dask", "distributed")}
 
 
+def test_the_command_never_builds_jsonschemas_iri_parser():
+    # nbformat (under papermill) imports jsonschema, which imports its IRI
+    # checker where installed; in the command's process it is left out
+    code = ("import sys\n"
+            "sys.argv = ['ccbench', 'show', sys.argv[1]]\n"
+            "from ccbench_kit.cli import console\n"
+            "try:\n"
+            "    console()\n"
+            "except SystemExit as e:\n"
+            "    assert e.code == 0, e.code\n"
+            "import nbformat, jsonschema\n"
+            "print(sys.modules['rfc3987_syntax'] is None, 'iri' in\n"
+            "      jsonschema.Draft7Validator.FORMAT_CHECKER.checkers)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(RESULTS)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "True False"
+
+
 def test_the_console_script_is_the_console_entry():
     # the installed `ccbench` runs cli.console (pyproject's [project.scripts])
     text = (BIN / "ccbench").read_text()

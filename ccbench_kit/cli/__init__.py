@@ -14,7 +14,7 @@ import re
 import signal
 import sys
 
-from .._optional import dask_again, without_dask
+from .._optional import DASK, IRI_CHECKER, again, without
 from .._version import __version__
 from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
                       EXIT_SIGTERM, CCBenchError, Interrupted)
@@ -55,16 +55,17 @@ def main(argv=None):
 def console():
     """The ``ccbench`` command (its console script, ``python -m ccbench_kit``).
 
-    The process is the command's own, and no command holds a dask array, so
-    dask is made unimportable before the parser imports xarray
-    (`without_dask`: about a second of CPU less in every command that reads
-    or writes results); a command that talks to a Dask cluster gets it back
-    for distributed's client."""
-    without_dask()
+    The process is the command's own, so the optional modules no command
+    uses are made unimportable before the parser imports xarray (`without`:
+    about a second of CPU less in every command that reads or writes
+    results, 2.4 s more in one that runs a notebook); a command that talks
+    to a Dask cluster gets dask back for distributed's client (no command
+    holds a dask array)."""
+    without(DASK + IRI_CHECKER)
     args = build_parser().parse_args()
     uses_dask = getattr(args, "uses_dask", None)
     if uses_dask and uses_dask(args):
-        dask_again()
+        again(DASK)
     sys.exit(_dispatch(args))
 
 

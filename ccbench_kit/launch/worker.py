@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 
-from .._optional import without_dask
+from .._optional import DASK, without
 from ..errors import CCBenchError
 from ..mpi_env import quiet_barrier, start_mpi
 from . import events
@@ -62,7 +62,7 @@ class RankWatch:
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     guard_rank()  # no rank outlives the launcher
-    without_dask()  # no task of this entry uses dask: a Dask-MPI sweep runs in the
+    without(DASK)  # no task of this entry uses dask: a Dask-MPI sweep runs in the
     # cluster's workers (`launch.dask`), not here
     job = Job.read(argv[0])
     task = job.runner()
