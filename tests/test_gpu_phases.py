@@ -4,12 +4,13 @@ takes them (never in ``all``, never checked), how the report splits them
 off into "where the time goes", and on a GPU that they run beside the whole
 kernel while the whole one is still checked."""
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ccbench_kit.backends import gpu_kernels, phases_of
-from ccbench_kit.backends.gpu_kernels import _nvrtc
+from ccbench_kit.backends.gpu_kernels import _nvrtc, _registry
 from ccbench_kit.backends.nccl import NCCLBackend, own_kernel
 from ccbench_kit.config import build
 from ccbench_kit.dataset import save
@@ -167,3 +168,20 @@ def test_phases_run_beside_the_whole_kernel_which_is_still_checked():
         assert all(w == want for p in wrong for w in p), (a, wrong)
     assert set(res["ran"]) >= {"oneshot:launch", "oneshot:barrier", "twoshot:barrier"}
     assert all(r.startswith("oneshot_fp32") for r in res["ran"]["oneshot:launch"].values())
+
+
+@needs_nvrtc
+def test_the_worked_example_of_a_new_gpu_algorithm_compiles_in_every_phase():
+    """docs/architecture.md's direct broadcast, as its reader copies it: the
+    kernel compiles whole and in each phase, and its phases move no data."""
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "architecture.md").read_text()
+    part = doc[doc.index("### A new GPU algorithm"):]
+    source = re.search(r"```cuda\n(.*?)```", part, re.S).group(1)
+    common = _registry.read(_registry.COMMON)
+    images = {phase: NVRTC.compile(source, "broadcast_direct.cu", {_registry.COMMON: common},
+                                   "compute_90", [f"-DCCB_PHASES={n}"]).decode()
+              for phase, n in {"whole": 3, **_registry.PHASES}.items()}
+    for text in images.values():
+        assert ".entry broadcast_direct_bf16_v(" in text
+    assert ".v4.u32" in images["whole"]
+    assert ".v4.u32" not in images["barrier"] and ".v4.u32" not in images["launch"]
