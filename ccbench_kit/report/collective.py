@@ -145,12 +145,12 @@ def _show_phases(ds, phases, placement):
         "`NAME:barrier`: medians over iterations of the slowest rank, in µs; a difference "
         f"of two measurements, so a small negative one is noise ({placement.replace('_', '-')}).")
 
-    def us(x):
-        return "–" if not np.isfinite(x) else f"{x:.1f}"
+    def us(x):  # + 0.0: a difference that rounds to zero reads 0.0, not -0.0
+        return "–" if not np.isfinite(x) else f"{round(x, 1) + 0.0:.1f}"
 
     def share(x, whole):
         return "" if not (np.isfinite(x) and np.isfinite(whole) and whole > 0) else \
-            f" ({100 * x / whole:.0f} %)"
+            f" ({round(100 * x / whole) + 0:d} %)"
     _html(_table(["algorithm", "size", "whole", "launch", "barrier", "data"],
                  [[r["algorithm"], format_size(r["size"]), us(r["whole"])]
                   + [us(r[k]) + share(r[k], r["whole"]) for k in ("launch", "barrier", "data")]
