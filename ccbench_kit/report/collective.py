@@ -143,7 +143,9 @@ def _show_phases(ds, phases, placement):
         "and the call's bookkeeping), `NAME:barrier` (those and its barriers, no data). "
         "Barrier = `NAME:barrier` − `NAME:launch`, data (copies and sums) = `NAME` − "
         "`NAME:barrier`: medians over iterations of the slowest rank, in µs; a difference "
-        f"of two measurements, so a small negative one is noise ({placement.replace('_', '-')}).")
+        f"of two measurements, so a small negative one is noise ({placement.replace('_', '-')}). "
+        "Read it from a CUDA-graph run (`-G N`): with an event pair around each call, or a "
+        "host loop of launches, the host paces every call and the differences drown in it.")
 
     def us(x):  # + 0.0: a difference that rounds to zero reads 0.0, not -0.0
         return "–" if not np.isfinite(x) else f"{round(x, 1) + 0.0:.1f}"
