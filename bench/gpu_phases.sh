@@ -22,13 +22,4 @@ grep -v "^#  *(" "$OUTDIR/run.txt" | head -80 >>"$SUM"
 timeout 120 $PY -m ccbench_kit report "$OUTDIR/phases.nc" -o "$OUTDIR/phases.html" \
     >>"$LOG" 2>&1
 say "report rc=$?" | tee -a "$SUM"
-$PY - "$OUTDIR/phases.nc" >>"$SUM" 2>&1 <<'PY'
-import sys
-from ccbench_kit.backends import phases_of
-from ccbench_kit.dataset import load
-from ccbench_kit.report.analysis import phase_breakdown
-ds = load(sys.argv[1])
-for r in phase_breakdown(ds, phases_of(ds)):
-    print(f"{r['algorithm']:8s} {r['size']:>10d} B  whole {r['whole']:8.1f}  launch "
-          f"{r['launch']:6.1f}  barrier {r['barrier']:6.1f}  data {r['data']:8.1f} us")
-PY
+$PY bench/gpu_phases_table.py "$OUTDIR/phases.nc" >>"$SUM" 2>&1

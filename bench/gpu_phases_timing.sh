@@ -15,14 +15,5 @@ for timing in cuda-events batch graph; do
         -b 8 -e 32K -f 8 -n 200 -w 20 --timing $timing $extra \
         --out "$OUTDIR/phases-$timing.nc" >"$OUTDIR/run-$timing.txt" 2>&1
     say "run rc=$?" | tee -a "$SUM"
-    $PY - "$OUTDIR/phases-$timing.nc" >>"$SUM" 2>&1 <<'PY'
-import sys
-from ccbench_kit.backends import phases_of
-from ccbench_kit.dataset import load
-from ccbench_kit.report.analysis import phase_breakdown
-ds = load(sys.argv[1])
-for r in phase_breakdown(ds, phases_of(ds)):
-    print(f"{r['algorithm']:8s} {r['size']:>10d} B  whole {r['whole']:6.2f}  launch "
-          f"{r['launch']:6.2f}  barrier {r['barrier']:6.2f}  data {r['data']:6.2f} us")
-PY
+    $PY bench/gpu_phases_table.py "$OUTDIR/phases-$timing.nc" >>"$SUM" 2>&1
 done

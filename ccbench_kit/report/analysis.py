@@ -120,17 +120,14 @@ def phase_breakdown(ds, phases, stat="median", rank_stat="max", placement="out_o
     """
     r = robust_time(ds, stat, rank_stat, placement)
     t = {a: r["time"][i] for i, a in enumerate(r["algorithms"])}
+    nan = np.full(len(r["sizes"]), np.nan)
     of = {}
     for alg, (whole, phase) in phases.items():
-        of.setdefault(whole, {})[phase] = t.get(alg)
-    nan = np.full(len(r["sizes"]), np.nan)
+        of.setdefault(whole, {})[phase] = t.get(alg, nan)
     rows = []
     for whole in sorted(of):
         total = t.get(whole, nan)
-        launch = of[whole].get("launch")
-        launch = nan if launch is None else launch
-        barrier = of[whole].get("barrier")
-        barrier = nan if barrier is None else barrier
+        launch, barrier = of[whole].get("launch", nan), of[whole].get("barrier", nan)
         for j, size in enumerate(r["sizes"]):
             if not np.isfinite([total[j], launch[j], barrier[j]]).any():
                 continue
