@@ -43,6 +43,11 @@ def mpicc_flags():
 
 
 FAMILY, INCDIRS, LIBDIRS, LIBS = mpicc_flags()
+# The engine's loops are built with -O3, unless CFLAGS names an optimisation
+# level: ``CFLAGS="-O0 -g"`` for a debugger wins, as in any C build (setuptools
+# puts CFLAGS before an extension's own flags, so -O3 there would override it).
+OPT = [] if any(w.startswith("-O") for w in shlex.split(os.environ.get("CFLAGS", ""))) \
+    else ["-O3"]
 ENGINE = "ccbench_kit._engine" if FAMILY == "openmpi" else "ccbench_kit._engine_mpich"
 ENGINE_PYX = "ext/_engine.pyx"
 if FAMILY != "openmpi":
@@ -68,7 +73,7 @@ engine = Extension(
     depends=[COLLECTIVES_DEF],
     library_dirs=LIBDIRS,
     libraries=LIBS,
-    extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
+    extra_compile_args=[*OPT, "-std=c11", "-Wall", "-Wno-unused-function"],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
@@ -80,7 +85,7 @@ nccl = Extension(
     include_dirs=["ext", os.path.dirname(COLLECTIVES_DEF), numpy.get_include()],
     depends=[COLLECTIVES_DEF],
     libraries=["dl"],
-    extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
+    extra_compile_args=[*OPT, "-std=c11", "-Wall", "-Wno-unused-function"],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
