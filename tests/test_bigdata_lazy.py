@@ -1,6 +1,8 @@
 """Runs too big for memory: per-iteration data stored in chunks, and
 statistics, tables and the report computed from dask arrays without ever
 holding the whole latency array (checked by watching every dask task)."""
+import sys
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -118,3 +120,60 @@ def test_report_of_a_lazily_opened_run(saved, tmp_path, monkeypatch):
     text = html.read_text()
     assert text.count("<img") >= 4
     assert "rank 5" in text  # the slow rank is found from the chunked data
+
+
+def test_the_largest_part_is_read_from_the_files_metadata(saved, tmp_path, monkeypatch):
+    """The report's driver decides before any data are read whether the
+    kernel needs dask, by the rule `analysis_ready` applies: per part."""
+    from ccbench_kit.dataset.memory import largest_part_bytes, needs_dask
+    eager, path = saved
+    per_part = 2 * (A * 2 * S * R * I) * 8   # latency and start, float64
+    assert largest_part_bytes(path) == per_part
+    two = tmp_path / "two.nc"   # the largest of two parts, not their sum
+    small = eager.isel(iteration=slice(0, 4)).assign_attrs(collective="all_gather")
+    ccb.save({"all_gather": small, "all_reduce": eager}, two)
+    assert largest_part_bytes(two) == per_part
+    log = tmp_path / "nccl-tests.log"   # another tool's log: its importer reads it whole
+    log.write_text("# nccl-tests\n")
+    assert largest_part_bytes(log) == 0
+    monkeypatch.setenv("CCB_IN_MEMORY_LIMIT", str(per_part))
+    assert not needs_dask([path, two, log, ""])
+    assert analysis_ready(xr.open_dataset(path, engine="h5netcdf"))["latency"].chunks is None
+    monkeypatch.setenv("CCB_IN_MEMORY_LIMIT", str(per_part - 1))
+    assert needs_dask([log, two])
+    assert analysis_ready(xr.open_dataset(path, engine="h5netcdf"))["latency"].chunks
+
+
+def test_without_dask_a_large_run_is_loaded_whole(saved, monkeypatch):
+    _, path = saved
+    monkeypatch.setenv("CCB_IN_MEMORY_LIMIT", "0")
+    monkeypatch.setitem(sys.modules, "dask", None)   # as `_optional.without` leaves it
+    ds = analysis_ready(xr.open_dataset(path, engine="h5netcdf"))
+    assert ds["latency"].chunks is None
+
+
+_MODULES_SEEN = {"cells": [
+    {"id": "params", "cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": "x = 1",
+     "outputs": [], "execution_count": None},
+    {"id": "probe", "cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+     "source": "import sys, xarray\nxarray.Dataset({'a': ('n', [x])}).load()\n"
+               "print([m for m in ('dask', 'dask.array') if sys.modules.get(m) is not None])"}],
+    "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                "language": "python"}},
+    "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.mark.parametrize("dask_wanted", [False, True])
+def test_a_report_kernel_has_dask_only_when_asked(tmp_path, dask_wanted):
+    """xarray imports dask.array in any process where dask can be imported;
+    a report's kernel that holds no dask array is started without it."""
+    pytest.importorskip("papermill")
+    import json
+    import nbformat
+    from ccbench_kit.report.driver import execute
+    nb = tmp_path / "modules.ipynb"
+    nb.write_text(json.dumps(_MODULES_SEEN))
+    executed = execute(nb, tmp_path / "out.html", {"x": 2}, dask=dask_wanted)
+    cell = nbformat.read(executed, as_version=4).cells[-1]
+    printed = "".join(o.get("text", "") for o in cell.outputs)
+    assert printed.strip() == ("['dask', 'dask.array']" if dask_wanted else "[]")

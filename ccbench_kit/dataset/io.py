@@ -9,6 +9,7 @@ must align with its parent.  A suite's tree nests its runs
 (``all_reduce/env2/r8``): each is saved in the group of that path.
 """
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -19,6 +20,7 @@ from . import accessor  # noqa: F401  (registers ds.ccb on what it reads)
 from .._files import atomic_write_bytes, atomic_write_bytes as write_bytes, check_content, rescue
 
 from ..errors import CCBenchError
+from .memory import PER_ITERATION, in_memory_limit
 from .schema import check_required, check_times
 from .versions import SchemaError, upgrade
 from ..output_path import ResultsRescued, WriteFailed, is_no_room, rescue_folders
@@ -181,7 +183,6 @@ def load(path, chunks=None):
     return xr.DataTree.from_dict(parts)
 
 
-IN_MEMORY_LIMIT = 256 << 20   # bytes of per-iteration data loaded eagerly
 _CHUNK_TARGET = 32 << 20
 
 
@@ -191,16 +192,27 @@ def analysis_ready(ds, limit=None):
     so that statistics, tables and plots stream over the file instead of
     loading it.  (Larger chunks make full passes cheaper and reads of one
     size dearer; 32 MiB gave the fastest report in bench/bigdata.py.)
+    Without dask (not installed, or a report's kernel started without it:
+    `memory.needs_dask`) the data are loaded whole.
 
-    `limit` defaults to CCB_IN_MEMORY_LIMIT (bytes) or 256 MiB.
+    `limit` defaults to `memory.in_memory_limit` (CCB_IN_MEMORY_LIMIT or
+    256 MiB).
     """
     if limit is None:
-        limit = int(os.environ.get("CCB_IN_MEMORY_LIMIT", IN_MEMORY_LIMIT))
-    per_iteration = [v for v in ("latency", "start") if v in ds]
-    if sum(ds[v].nbytes for v in per_iteration) <= limit or "size" not in ds.dims:
+        limit = in_memory_limit()
+    per_iteration = [v for v in PER_ITERATION if v in ds]
+    if (sum(ds[v].nbytes for v in per_iteration) <= limit or "size" not in ds.dims
+            or not _dask_importable()):
         return ds.load()
     lat = ds["latency"]
     blocks = max(1, lat.sizes["algorithm"] * lat.sizes["placement"] * lat.sizes["size"])
     per_block = max(lat.nbytes // blocks, 1)
     return ds.chunk({"algorithm": 1, "placement": 1,
                      "size": max(1, min(ds.sizes["size"], _CHUNK_TARGET // per_block))})
+
+
+def _dask_importable():
+    try:
+        return importlib.util.find_spec("dask") is not None
+    except (ImportError, ValueError):  # made unimportable (`_optional.without`)
+        return False

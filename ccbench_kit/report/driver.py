@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .._optional import require
 from .._files import atomic_write_text
+from ..dataset.memory import needs_dask
 from ..errors import CCBenchError, ConfigError
 from ..output_path import check_output
 from .compare_page import prepare_compare_parameters
@@ -63,7 +64,8 @@ def render(results, output, *, baseline=None, theory="auto", stats=("avg", "p50"
     params = dict(results=[str(Path(r).resolve()) for r in p.results],
                   baseline=str(Path(p.baseline).resolve()) if p.baseline else "",
                   theory=p.theory, stats=list(p.stats), title=p.title)
-    execute(notebook, output, params, timeout=timeout)
+    execute(notebook, output, params, timeout=timeout,
+            dask=needs_dask([*p.results, p.baseline]))
     write_html(output.with_suffix(".ipynb"), output, title=p.title or "ccbench report")
     return str(output)
 
@@ -89,8 +91,18 @@ def _check_outputs(output):
     check_output(output.with_suffix(".ipynb"), "-o/--output")
 
 
-def execute(notebook, output, params, timeout=600):
+# what the kernel runs before the first cell when the notebook holds no dask
+# array: xarray would import dask.array wherever dask is installed (1.4 s of
+# CPU a kernel); our own code, never a parameter's
+_WITHOUT_DASK = ("from ccbench_kit._optional import DASK, without; without(DASK); "
+                 "del DASK, without")
+
+
+def execute(notebook, output, params, timeout=600, dask=False):
     """papermill `notebook` with `params` into OUTPUT.ipynb.
+
+    The kernel starts without dask (`_optional.without`) unless `dask`: a
+    report of a run too large for memory (`dataset.memory.needs_dask`).
 
     `notebook` is a shipped notebook's name (or a path).  A failing cell
     becomes one CCBenchError line naming the cell and the error (never run
@@ -110,7 +122,10 @@ def execute(notebook, output, params, timeout=600):
                                     kernel_name=kernel, cwd=str(output.parent.resolve()),
                                     progress_bar=False, execution_timeout=timeout,
                                     # the kernel's start-up warnings are not the report's business
-                                    extra_arguments=["--IPKernelApp.log_level=CRITICAL"])
+                                    extra_arguments=["--IPKernelApp.log_level=CRITICAL",
+                                                     *([] if dask else [
+                                                         f"--IPKernelApp.exec_lines={_WITHOUT_DASK}"
+                                                     ])])
             return executed
         except pm.PapermillExecutionError as e:
             raise CCBenchError(f"report failed in cell {e.exec_count}: {e.ename}: {e.evalue} "
