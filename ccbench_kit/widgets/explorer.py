@@ -5,7 +5,6 @@ Plots are rendered to PNG and shown in ``ipywidgets.Image``, so the widget
 works the same in JupyterLab, in classic notebooks and in headless tests
 (where ``Image.value`` holds the bytes the browser would show).
 """
-import io
 import os
 import warnings
 
@@ -13,7 +12,7 @@ import xarray as xr
 
 from .._optional import require
 from ..backends import default_preset
-from ..report import plots
+from ..report import cells, plots
 from ..report.parameters import _open
 from ..theory import fit, presets
 from ..markup import html_text
@@ -25,10 +24,7 @@ ALL = "all algorithms"
 
 def _png(fig):
     import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return buf.getvalue()
+    return cells._png(fig, plt, dpi=100)
 
 
 def _entries(data):
