@@ -146,7 +146,9 @@ cluster-demo: setup
 # a whole module to a worker, so that its module fixtures (a Slurm testbed, a
 # rendered report) are made once; modules with slow tests first: conftest.py):
 # a test spends much of its time starting processes and waiting for them, and 2
-# cores do more than one test at a time.
+# cores do more than one test at a time: nproc + 2 workers keep the cores busy
+# while tests wait (on 2 cores, phase 1 took 592 s with 4 workers and 661 s
+# with 3 in one hour; 901 and 933 s in another).
 # Then, alone, the tests marked `measures` (a rate against a shaped link, which
 # a crowded machine would change).  The fifteen slowest tests close each
 # phase's log: where the suite's time goes.  Both under tests/without-dns: no
@@ -155,7 +157,7 @@ cluster-demo: setup
 # suite's environment: pytest then keeps the test modules it rewrote for its
 # asserts, where each worker would otherwise rewrite all of them again (7 s of
 # CPU a worker), as `make bytecode` keeps the kit's compiled modules.
-TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 1)); [ $$n -gt 8 ] && n=8; echo $$n)
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); n=$$((n + 2)); [ $$n -gt 8 ] && n=8; echo $$n)
 test: setup nccl-headers
 	env -u PYTHONDONTWRITEBYTECODE tests/without-dns $(VENV)/bin/pytest -q -ra --durations=15 \
 	  -n $(TEST_WORKERS) --dist loadfile -m "not measures" $(TESTS)
