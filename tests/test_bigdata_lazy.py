@@ -1,6 +1,7 @@
 """Runs too big for memory: per-iteration data stored in chunks, and
 statistics, tables and the report computed from dask arrays without ever
 holding the whole latency array (checked by watching every dask task)."""
+import os
 import sys
 
 import numpy as np
@@ -136,6 +137,9 @@ def test_the_largest_part_is_read_from_the_files_metadata(saved, tmp_path, monke
     log = tmp_path / "nccl-tests.log"   # another tool's log: its importer reads it whole
     log.write_text("# nccl-tests\n")
     assert largest_part_bytes(log) == 0
+    fifo = tmp_path / "fifo"   # no regular file: never opened (a FIFO would block)
+    os.mkfifo(fifo)
+    assert largest_part_bytes(fifo) == largest_part_bytes(tmp_path) == 0
     monkeypatch.setenv("CCB_IN_MEMORY_LIMIT", str(per_part))
     assert not needs_dask([path, two, log, ""])
     assert analysis_ready(xr.open_dataset(path, engine="h5netcdf"))["latency"].chunks is None

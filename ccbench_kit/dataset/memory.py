@@ -22,7 +22,10 @@ def largest_part_bytes(path):
     """The per-iteration bytes of the largest part of results file `path`,
     as analysed (8 bytes an element at least: what xarray decodes them to),
     from its HDF5 metadata (no data read); 0 for a file that is not HDF5:
-    another tool's log, which its importer reads whole."""
+    another tool's log, which its importer reads whole (and for what is no
+    regular file: a FIFO would block the reader)."""
+    if not os.path.isfile(path):
+        return 0
     import h5py  # lazy: the report's driver asks before anything imports xarray
     try:
         f = h5py.File(path, "r")

@@ -35,7 +35,7 @@ def _png(fig, plt, dpi=110):
     buf = io.BytesIO()
     # a figure laid out by matplotlib (layout="constrained": the kit's
     # plots) already holds its legends and labels; "tight" would draw it
-    # once more to measure them (a third of the time of a report's plots)
+    # once more to measure them (0.2 of the 1.3 s of a small report's PNGs)
     tight = {} if fig.get_layout_engine() is not None else {"bbox_inches": "tight"}
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None}, **tight)
     plt.close(fig)
