@@ -21,33 +21,16 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _side_by_side import ROOT, alternating, checkout
+
 COLLECTIVES = ("all_reduce,all_gather,reduce_scatter,alltoall,alltoallv,sendrecv,permute,"
                "broadcast,reduce,gather,scatter,hypercube")
-
-
-def checkout(commit, where):
-    """`commit`'s tree in `where`, its engine built in place (the venv's Python)."""
-    if not os.path.isdir(where):
-        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", where, commit],
-                       check=True, capture_output=True)
-        subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "-j", "2"],
-                       cwd=where, check=True, capture_output=True)
-    return where
 
 
 def tree_env(tree):
     """The environment that runs `tree`'s kit (launcher and ranks) as root."""
     return dict(os.environ, PYTHONPATH=tree, OMPI_ALLOW_RUN_AS_ROOT="1",
                 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-
-
-def alternating(names, rounds):
-    """(round, name) for `rounds` rounds of every name, the order turned each
-    round, so that neither side always runs first."""
-    for k in range(rounds):
-        for name in (names if k % 2 == 0 else names[::-1]):
-            yield k, name
 
 
 def one_run(tree, ranks, out):
@@ -81,7 +64,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--ranks", type=int, default=5)
     args = ap.parse_args()
-    old = checkout(args.before, os.path.join(ROOT, "bench", "_trees", args.before))
+    old = checkout(args.before)
     trees = {"before": old, "now": ROOT}
     walls = {k: [] for k in trees}
     print(f"# {os.uname().nodename}, {os.cpu_count()} CPUs; {args.ranks} ranks, 12 collectives, "

@@ -19,16 +19,9 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _side_by_side import ROOT, alternating, checkout
+
 DEFAULT_RESULTS = os.path.join(ROOT, "tests", "data", "history", "base-allreduce-3r.nc")
-
-
-def checkout(commit, where):
-    """`commit`'s tree in `where` (a git worktree), without building anything."""
-    if not os.path.isdir(where):
-        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", where, commit],
-                       check=True, capture_output=True)
-    return where
 
 
 def children_cpu():
@@ -55,17 +48,14 @@ def main():
     ap.add_argument("--before", default="4b5f558")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    trees = {"before": checkout(args.before, os.path.join(ROOT, "bench", "_trees", args.before)),
-             "after": ROOT}
+    trees = {"before": checkout(args.before, build=False), "after": ROOT}
     cpu = {name: [] for name in trees}
     with tempfile.TemporaryDirectory() as tmp:
-        for k in range(args.rounds):
-            for name in (list(trees) if k % 2 == 0 else list(trees)[::-1]):
-                seconds, load = one_report(trees[name], os.path.abspath(args.results),
-                                           os.path.join(tmp, f"{name}.html"))
-                cpu[name].append(seconds)
-                print(f"round {k + 1} {name:6s} {seconds:6.2f} s CPU  (load {load:.2f})",
-                      flush=True)
+        for k, name in alternating(list(trees), args.rounds):
+            seconds, load = one_report(trees[name], os.path.abspath(args.results),
+                                       os.path.join(tmp, f"{name}.html"))
+            cpu[name].append(seconds)
+            print(f"round {k + 1} {name:6s} {seconds:6.2f} s CPU  (load {load:.2f})", flush=True)
     med = {name: statistics.median(v) for name, v in cpu.items()}
     print(f"median CPU: before ({args.before}) {med['before']:.2f} s, after {med['after']:.2f} s, "
           f"after/before {med['after'] / med['before']:.2f}")

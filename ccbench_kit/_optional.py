@@ -18,12 +18,17 @@ def require_installed(module, extra):
     """Raise `MissingDependency` naming `extra` unless `module` can be
     found, without importing it: a launcher refuses a run before starting
     ranks, and a module such as torch takes seconds to import."""
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package missing, a broken __spec__
-        found = False
-    if not found:
+    if not installed(module):
         raise MissingDependency(module, extra)
+
+
+def installed(module):
+    """Whether `module` can be imported here, without importing it (False
+    for one made unimportable by `without`)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, a broken __spec__
+        return False
 
 
 # Optional modules that a dependency imports wherever they are installed,

@@ -9,7 +9,6 @@ must align with its parent.  A suite's tree nests its runs
 (``all_reduce/env2/r8``): each is saved in the group of that path.
 """
 import contextlib
-import importlib.util
 import io
 import json
 import os
@@ -17,6 +16,7 @@ import os
 import xarray as xr
 
 from . import accessor  # noqa: F401  (registers ds.ccb on what it reads)
+from .._optional import installed
 from .._files import atomic_write_bytes, atomic_write_bytes as write_bytes, check_content, rescue
 
 from ..errors import CCBenchError
@@ -202,17 +202,10 @@ def analysis_ready(ds, limit=None):
         limit = in_memory_limit()
     per_iteration = [v for v in PER_ITERATION if v in ds]
     if (sum(ds[v].nbytes for v in per_iteration) <= limit or "size" not in ds.dims
-            or not _dask_importable()):
+            or not installed("dask")):
         return ds.load()
     lat = ds["latency"]
     blocks = max(1, lat.sizes["algorithm"] * lat.sizes["placement"] * lat.sizes["size"])
     per_block = max(lat.nbytes // blocks, 1)
     return ds.chunk({"algorithm": 1, "placement": 1,
                      "size": max(1, min(ds.sizes["size"], _CHUNK_TARGET // per_block))})
-
-
-def _dask_importable():
-    try:
-        return importlib.util.find_spec("dask") is not None
-    except (ImportError, ValueError):  # made unimportable (`_optional.without`)
-        return False

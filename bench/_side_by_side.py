@@ -1,0 +1,30 @@
+"""Two commits measured side by side (bench/one_launch.py, bench/report_kernel.py):
+an older commit's tree in a git-ignored folder, and the order in which the
+trees take turns."""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def checkout(commit, build=True):
+    """`commit`'s tree in bench/_trees/COMMIT (a git worktree), with its
+    engine built in place (the venv's Python) unless not `build` (a report
+    needs no engine)."""
+    where = os.path.join(ROOT, "bench", "_trees", commit)
+    if not os.path.isdir(where):
+        subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", where, commit],
+                       check=True, capture_output=True)
+        if build:
+            subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "-j", "2"],
+                           cwd=where, check=True, capture_output=True)
+    return where
+
+
+def alternating(names, rounds):
+    """(round, name) for `rounds` rounds of every name, the order turned each
+    round, so that neither side always runs first."""
+    for k in range(rounds):
+        for name in (names if k % 2 == 0 else names[::-1]):
+            yield k, name
