@@ -7,12 +7,15 @@ tree and each environment loads the one for the MPI its mpi4py loaded
 import glob
 import os
 import shlex
+import shutil
 import subprocess
 
 import mpi4py
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.modified import newer_group
 
 
 MPICC = os.environ.get("MPICC", "mpicc")
@@ -63,6 +66,8 @@ if FAMILY != "openmpi":
 
 # the list of collectives both extensions include (an X-macro; C and Python read it)
 COLLECTIVES_DEF = "ccbench_kit/collectives/collectives.def"
+# what the C sources include: a change to one rebuilds both extensions
+HEADERS = sorted(glob.glob("ext/*.h"))
 
 engine = Extension(
     ENGINE,
@@ -70,7 +75,7 @@ engine = Extension(
                                   if not os.path.basename(c).startswith(("_", "nccl_"))),
     include_dirs=["ext", os.path.dirname(COLLECTIVES_DEF), mpi4py.get_include(),
                   numpy.get_include()] + INCDIRS,
-    depends=[COLLECTIVES_DEF],
+    depends=[COLLECTIVES_DEF, *HEADERS],
     library_dirs=LIBDIRS,
     libraries=LIBS,
     extra_compile_args=[*OPT, "-std=c11", "-Wall", "-Wno-unused-function"],
@@ -83,10 +88,33 @@ nccl = Extension(
     "ccbench_kit._nccl",
     sources=["ext/_nccl.pyx"] + sorted(glob.glob("ext/nccl_*.c")),
     include_dirs=["ext", os.path.dirname(COLLECTIVES_DEF), numpy.get_include()],
-    depends=[COLLECTIVES_DEF],
+    depends=[COLLECTIVES_DEF, *HEADERS],
     libraries=["dl"],
     extra_compile_args=[*OPT, "-std=c11", "-Wall", "-Wno-unused-function"],
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
-setup(ext_modules=cythonize([engine, nccl], language_level=3, quiet=True, include_path=["ext"]))
+
+
+class BuildExt(build_ext):
+    """An editable install (``pip install -e .``, ``uv pip install -e .``)
+    builds into a new temporary folder every time, so it compiled the engine
+    again (30 s on 2 cores) although ``make`` had just built it in place from
+    the same sources.  In editable mode the module in the tree is the one
+    installed, so one at least as new as its sources and headers is kept.
+    Any other build (a wheel, ``build_ext --force``) compiles as usual: its
+    flags may differ from the tree's."""
+
+    def build_extension(self, ext):
+        built = self.get_ext_fullpath(ext.name)
+        in_tree = os.path.join(*ext.name.split(".")[:-1], os.path.basename(built))
+        if (self.editable_mode and not self.force and os.path.exists(in_tree)
+                and not newer_group([*ext.sources, *ext.depends], in_tree)):
+            os.makedirs(os.path.dirname(built), exist_ok=True)
+            shutil.copy2(in_tree, built)  # build_ext copies it back into the tree
+            return
+        super().build_extension(ext)
+
+
+setup(ext_modules=cythonize([engine, nccl], language_level=3, quiet=True, include_path=["ext"]),
+      cmdclass={"build_ext": BuildExt})
