@@ -91,6 +91,15 @@ def test_host_allreduce_busbw_is_the_bus_factor_over_the_median_time(tmp_path):
     assert results.host_allreduce(raw) is None
 
 
+def test_a_slow_hosts_busbw_is_small_not_zero():
+    # 4 KiB in 20 and 30 ms (TCP on a crowded node): 0.00027 GB/s, which a
+    # fixed 3 decimals made 0.0, as if nothing had moved
+    raw = per_gpu_raw([[0.02, 0.02, 0.03], [0.03, 0.03, 0.03]], 4096)
+    assert results.host_allreduce(raw)["busbw_gbps"] == [0.00027307, 0.00018204]
+    assert "busbw 0.00023 GB/s (median of 2 repeats, 0.00018-0.00027)" in \
+        verdict.judge(raw).notes[-1]
+
+
 def finding(node):
     return verdict.Finding(node, "node", "local", 20.0, 1e-4, 5e-6, "5/5", (15.0, 25.0))
 

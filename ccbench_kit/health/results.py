@@ -94,8 +94,10 @@ def host_allreduce(raw):
         return None
     n, nb = raw.host[0]["gpus"], raw.host[0]["bw_bytes"]
     factor = collectives.get("all_reduce").bus_factor(n)
+    # 5 significant digits, not a fixed 3 decimals: a slow host's 0.0004
+    # GB/s (a 4 KiB all_reduce over TCP on a crowded node) is not 0
     return {"gpus": n, "bytes": nb,
-            "busbw_gbps": [round(factor * nb / float(np.median(r["bw_s"])) / 1e9, 3)
+            "busbw_gbps": [float(f"{factor * nb / float(np.median(r['bw_s'])) / 1e9:.5g}")
                            for r in sorted(raw.host, key=lambda r: r["rep"])]}
 
 

@@ -196,8 +196,8 @@ def judge(raw, thresholds=None, seed=SEED, baseline=None):
     if host:
         busbw = host["busbw_gbps"]
         verdict.notes.append(f"host all_reduce of {host['gpus']} GPUs, {host['bytes']} B: busbw "
-                             f"{float(np.median(busbw)):.1f} GB/s (median of {len(busbw)} "
-                             f"repeats, {min(busbw):.1f}-{max(busbw):.1f})")
+                             f"{_gbps(float(np.median(busbw)))} GB/s (median of {len(busbw)} "
+                             f"repeats, {_gbps(min(busbw))}-{_gbps(max(busbw))})")
     if n == 2 and raw.plan["waves"]:
         verdict.notes.append("two nodes: the pair's bandwidth and latency have no other pair "
                              "to compare with; only the local check can single one out")
@@ -572,3 +572,9 @@ def signal_name(sig):
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
+
+
+def _gbps(value):
+    """GB/s for a note: one decimal, or two significant digits below 0.1
+    (a slow host's 0.0004 is not "0.0")."""
+    return f"{value:.1f}" if value >= 0.1 else f"{value:.2g}"
