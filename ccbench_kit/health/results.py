@@ -94,11 +94,18 @@ def host_allreduce(raw):
         return None
     n, nb = raw.host[0]["gpus"], raw.host[0]["bw_bytes"]
     factor = collectives.get("all_reduce").bus_factor(n)
-    # 5 significant digits, not a fixed 3 decimals: a slow host's 0.0004
-    # GB/s (a 4 KiB all_reduce over TCP on a crowded node) is not 0
     return {"gpus": n, "bytes": nb,
-            "busbw_gbps": [float(f"{factor * nb / float(np.median(r['bw_s'])) / 1e9:.5g}")
+            "busbw_gbps": [_round_gbps(factor * nb / float(np.median(r["bw_s"])) / 1e9)
                            for r in sorted(raw.host, key=lambda r: r["rep"])]}
+
+
+def _round_gbps(value):
+    """GB/s to 3 decimals, and to 5 significant digits where that is finer:
+    a slow host's 0.00027 GB/s (a 4 KiB all_reduce over TCP on a crowded
+    node) is not 0.0, as if nothing had moved."""
+    if not (np.isfinite(value) and value > 0):
+        return value
+    return round(value, max(3, 4 - int(np.floor(np.log10(value)))))
 
 
 def _median_stat(rec, field):
