@@ -69,9 +69,10 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 # The packages are installed by uv (from PyPI, as pip would): in parallel and
-# without pip's resolver, the whole set takes ~20 s instead of ~110 s, most of
-# `make test`'s set-up on a fresh machine.  The engine compiles (~30 s of
-# CPU) meanwhile; the editable install then keeps that build (setup.py).
+# with bytecode compiled as pip does, the whole set took 36 s where pip took
+# about 115 s (most of `make test`'s set-up; bench/setup_time.py: make setup
+# 91 s against 176 s).  The engine compiles (~30 s of CPU) meanwhile; the
+# editable install then keeps that build (setup.py's BuildExt).
 # torch (the torch backend's tests) at this exact pin: the CPU build that
 # pip's find-links hold (/opt/wheels here), which uv is told of as pip's
 # configuration does not reach it; a range could pull a CUDA build of GBs

@@ -95,7 +95,6 @@ nccl = Extension(
 )
 
 
-
 class BuildExt(build_ext):
     """An editable install (``pip install -e .``, ``uv pip install -e .``)
     builds into a new temporary folder every time, so it compiled the engine
