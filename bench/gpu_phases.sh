@@ -11,7 +11,7 @@ SUM=$OUTDIR/summary.txt
 NG=$(nvidia-smi -L | wc -l)
 say "gpus=$NG load=$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$SUM"
 timeout 300 $PY -m pytest -q -p no:cacheprovider tests/test_gpu_phases.py \
-    tests/test_gpu_kernels.py -k "gpu or phase" >"$OUTDIR/pytest.txt" 2>&1
+    tests/test_gpu_kernels.py -k "(gpu or phase) and not report" >"$OUTDIR/pytest.txt" 2>&1
 say "pytest rc=$? $(tail -1 "$OUTDIR/pytest.txt")" | tee -a "$SUM"
 ALGS=nccl,oneshot,oneshot:launch,oneshot:barrier,twoshot,twoshot:launch,twoshot:barrier
 say "load=$(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$SUM"

@@ -187,3 +187,19 @@ def test_the_worked_example_of_a_new_gpu_algorithm_compiles_in_every_phase():
         assert ".entry broadcast_direct_bf16_v(" in text
     assert ".v4.u32" in images["whole"]
     assert ".v4.u32" not in images["barrier"] and ".v4.u32" not in images["launch"]
+
+
+def test_the_progress_lines_best_busbw_leaves_the_phases_out():
+    # 1 MiB on 2 ranks (bus factor 1): the whole one-shot in 10 us is
+    # 104.9 GB/s; its launch alone, in 1 us, is no all_reduce at 1 TB/s
+    from types import SimpleNamespace
+    from ccbench_kit import collectives
+    from ccbench_kit.api import make_config
+    from ccbench_kit.harness import Sweep
+    cfg = make_config("all_reduce", 2, sizes=[1 << 20], backend="nccl",
+                      algorithms="oneshot,oneshot:launch")
+    sweep = SimpleNamespace(cfg=cfg, coll=collectives.get("all_reduce"), nranks=2)
+    lat = np.empty((2, 1, 2, 3))  # (algorithm, placement, rank, iteration), us
+    lat[0], lat[1] = 10.0, 1.0
+    busbw = Sweep._busbw(sweep, SimpleNamespace(size=1 << 20), lat)
+    assert busbw == pytest.approx((1 << 20) / 10e3)
