@@ -77,14 +77,14 @@ $(VENV)/bin/python:
 # pip's find-links hold (/opt/wheels here), which uv is told of as pip's
 # configuration does not reach it; a range could pull a CUDA build of GBs
 UV_VERSION := 0.13.9
+BUILD_EXT = $(PY) setup.py -q build_ext --inplace -j 2
 UV_INSTALL = $(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode
 $(VENV)/.deps: pyproject.toml | $(VENV)/bin/python $(LIBMPI_SHIM)
 	$(PIP) install -q "uv==$(UV_VERSION)"
 	$(UV_INSTALL) -U pip "setuptools>=77" wheel Cython numpy mpi4py
 	@links=$${PIP_FIND_LINKS:-$$($(PIP) config get global.find-links 2>/dev/null)}; \
 	torch_from=$$(for d in $$links; do printf -- '--find-links %s ' "$$d"; done); \
-	echo "$(PY) setup.py -q build_ext --inplace -j 2 &"; \
-	$(PY) setup.py -q build_ext --inplace -j 2 & build=$$!; \
+	echo "$(BUILD_EXT) &"; $(BUILD_EXT) & build=$$!; \
 	echo "$(UV_INSTALL) -r pyproject.toml --extra all; $(UV_INSTALL) $$torch_from torch==2.13.0"; \
 	$(UV_INSTALL) -r pyproject.toml --extra all && $(UV_INSTALL) $$torch_from torch==2.13.0; \
 	installed=$$?; wait $$build && exit $$installed
@@ -94,7 +94,7 @@ $(VENV)/.deps: pyproject.toml | $(VENV)/bin/python $(LIBMPI_SHIM)
 build: $(ENGINE)
 
 $(ENGINE): $(wildcard ext/*.c ext/*.h ext/*.pyx) ccbench_kit/collectives/collectives.def setup.py | $(VENV)/.deps $(LIBMPI_SHIM)
-	$(PY) setup.py -q build_ext --inplace -j 2
+	$(BUILD_EXT)
 
 # Every command and every rank is a new Python process that imports the kit:
 # without its compiled bytecode each one compiles ~150 modules first (0.6 s of

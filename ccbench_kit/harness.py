@@ -239,7 +239,7 @@ class Sweep:
         rank, iteration) latencies: max over ranks, mean over iterations.
         A phase timed alone (``oneshot:launch``) is no collective: its
         "busbw" (22.9 TB/s at 128 MiB on 2 H200s) is left out."""
-        phases = backend_class(self.cfg.backend.name).phase_algorithms(self.coll.name)
+        phases = self.backend.phase_algorithms(self.coll.name)  # as _one_size leaves them unchecked
         whole = [k for k, a in enumerate(self.cfg.sweep.algorithms) if a not in phases]
         lat = lat[whole]
         with warnings.catch_warnings():  # NaN where an algorithm was not available

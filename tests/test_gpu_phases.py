@@ -198,7 +198,8 @@ def test_the_progress_lines_best_busbw_leaves_the_phases_out():
     from ccbench_kit.harness import Sweep
     cfg = make_config("all_reduce", 2, sizes=[1 << 20], backend="nccl",
                       algorithms="oneshot,oneshot:launch")
-    sweep = SimpleNamespace(cfg=cfg, coll=collectives.get("all_reduce"), nranks=2)
+    sweep = SimpleNamespace(cfg=cfg, coll=collectives.get("all_reduce"), nranks=2,
+                            backend=NCCLBackend)
     lat = np.empty((2, 1, 2, 3))  # (algorithm, placement, rank, iteration), us
     lat[0], lat[1] = 10.0, 1.0
     busbw = Sweep._busbw(sweep, SimpleNamespace(size=1 << 20), lat)
