@@ -89,7 +89,12 @@ cdef int _check(int rc, where) except -1:
     return 0
 
 
+cdef extern from "coll.h" nogil:
+    size_t CCB_SEGMENT_DEFAULT
+
 BUILD_MPI = ccb_mpi_build_id().decode()
+#: the pipelining segment of a run that gives none (segment_bytes 0)
+SEGMENT_DEFAULT = CCB_SEGMENT_DEFAULT
 
 
 def _check_mpi_pairing():

@@ -102,6 +102,10 @@ def test_attrs_record_what_was_done(flagged):
     assert (a["report_cputime"], a["per_iter_timing"], a["memory_report"]) == ("true",) * 3
     assert a["per_iter_skip"] == SKIP
     assert a["timing"] == "host-clock" and a["timing_clock"].startswith("host: MPI_Wtime")
+    # no segment given: the engine's own (ext/coll.h), the one the theory's
+    # models assume for an older file that does not say
+    from ccbench_kit.theory.models import ENGINE_SEGMENT_DEFAULT
+    assert a["segment_bytes"] == ENGINE_SEGMENT_DEFAULT == 256 << 10
     # -K leaves the file whole
     assert ds.sizes["iteration"] == ITERS and np.isfinite(ds["latency"].values).all()
 

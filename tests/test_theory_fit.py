@@ -1,4 +1,6 @@
 """fit(): α, β, γ recovered from synthetic sweeps with 3 % noise (acceptance)."""
+import json
+
 import numpy as np
 import pytest
 
@@ -135,8 +137,12 @@ def test_chain_fit_uses_the_runs_segment():
     assert res["chain"].segment_bytes == seg
     assert res["chain"].alpha == pytest.approx(A, rel=0.02)
     assert res["chain"].beta == pytest.approx(B, rel=0.02)
-    # a run that set none used the engine's default
+    # the option a run was given, where the backend recorded none
     ds.attrs["segment_bytes"] = 0
+    ds.attrs["config"] = json.dumps({"backend": "mpi", "backend_options": {"segment_bytes": 4096}})
+    assert fit(ds)["chain"].segment_bytes == 4096
+    # an older mpi run that set none used the engine's default
+    del ds.attrs["config"]
     ds.attrs["backend"] = "mpi"
     assert fit(ds)["chain"].segment_bytes == 256 << 10
 

@@ -11,7 +11,6 @@ engines.  Nothing here knows one backend from another.
 import importlib
 
 from ..errors import ConfigError
-from importlib.metadata import entry_points
 
 from .base import Backend, NoOptions  # noqa: F401  (the interface, for backend authors)
 
@@ -36,6 +35,10 @@ def register(name, backend):
 
 
 def _entry_points():
+    # importlib.metadata costs 60 ms of CPU to import (zipfile, email, ...),
+    # paid by every rank and command that imports the registry
+    # lazy: a built-in backend found by name never needs it (above)
+    from importlib.metadata import entry_points
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 

@@ -237,6 +237,9 @@ class MPIBackend(Backend):
     def dataset_attrs(self, layouts):
         return {**hostpages.describe(self.options.huge_pages, self._largest),
                 "mpi_thread_level": thread_level(),
+                # the segment the pipelined algorithms ran with, as the
+                # theory's fit reads it (0 asks the engine for its default)
+                "segment_bytes": self.options.segment_bytes or self.engine.SEGMENT_DEFAULT,
                 "library_algorithm": library_algorithm(self.library),
                 "library_ran": self.library_ran()}
 

@@ -264,14 +264,18 @@ def _robust_relative(columns, t, target=None, iterations=20):
 
 
 def _segment_bytes(ds):
-    """The pipelining segment the run used: its config's, else the engine's
-    default for host buffers (CCB_SEGMENT_DEFAULT in ext/coll.h)."""
+    """The pipelining segment the run used: what the backend recorded
+    (``segment_bytes``), else the option the run was given; a file of an
+    older kit whose mpi run left the option at 0 ran the engine's default
+    (CCB_SEGMENT_DEFAULT in ext/coll.h; its backend now records it)."""
     seg = ds.attrs.get("segment_bytes", 0)
     try:
-        seg = seg or json.loads(ds.attrs.get("config") or "{}").get("segment_bytes", 0)
-    except (TypeError, ValueError):
+        config = json.loads(ds.attrs.get("config") or "{}")
+        seg = seg or (config.get("backend_options") or {}).get("segment_bytes", 0) \
+            or config.get("segment_bytes", 0)
+    except (TypeError, ValueError, AttributeError):
         seg = 0
-    if not seg and ds.attrs.get("backend") == "mpi":
+    if not seg and ds.attrs.get("backend") == "mpi":  # written before the attr was recorded
         seg = models.ENGINE_SEGMENT_DEFAULT
     return int(seg or 0)
 
