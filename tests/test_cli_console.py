@@ -27,6 +27,38 @@ def test_show_reads_results_without_importing_dask():
     assert not {n for n in names if n.split(".")[0] in ("dask", "distributed")}
 
 
+
+def test_a_command_imports_its_own_module_not_every_others():
+    # (importlib.import_module escapes -X importtime: sys.modules says it)
+    code = ("import sys\n"
+            "sys.argv = ['ccbench', 'show', sys.argv[1]]\n"
+            "from ccbench_kit.cli import console\n"
+            "try:\n"
+            "    console()\n"
+            "except SystemExit as e:\n"
+            "    assert e.code == 0, e.code\n"
+            "print(sorted(m for m in sys.modules if m.startswith('ccbench_kit.cli.')))\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(RESULTS)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "['ccbench_kit.cli.show']"
+
+
+def test_the_help_and_a_mistyped_command_list_every_command():
+    from ccbench_kit.cli import SUBCOMMANDS
+    helped = run_cli("--help")
+    assert helped.returncode == 0
+    listed = helped.stdout.split("{", 1)[1].split("}", 1)[0].split(",")
+    assert listed == list(SUBCOMMANDS)
+    typo = run_cli("rnu", "all_reduce")
+    assert typo.returncode == 2 and typo.stdout == ""
+    line, = typo.stderr.splitlines()
+    assert line.startswith("ccbench: error: argument command: invalid choice: 'rnu' (choose from ")
+    # quoted or not, as Python's argparse versions differ
+    assert line.split("(choose from ", 1)[1].rstrip(")").replace("'", "").split(", ") \
+        == list(SUBCOMMANDS)
+
+
 def test_the_command_never_builds_jsonschemas_iri_parser():
     # nbformat (under papermill) imports jsonschema, which imports its IRI
     # checker where installed; in the command's process it is left out

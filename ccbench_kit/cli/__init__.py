@@ -31,16 +31,29 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"ccbench: error: {message}\n")
 
 
-def build_parser():
+def build_parser(argv=None):
+    """The ``ccbench`` parser.  Given the arguments it will parse (`argv`),
+    it holds only the subcommand they name: a command imports its own
+    module, not every other one's (the doctor's and compare's GPU modules
+    cost every `ccbench run` 0.1 s of CPU); without a subcommand name
+    (``--help``, a mistyped one) it holds them all, so that the help and
+    the error list every choice."""
     epilog = "exit status:\n" + "\n".join(f"  {code:>3}  {what}"
                                           for code, what in EXIT_CODES.items())
     parser = _Parser(prog="ccbench", description="Benchmark and analyse collective communication.",
                      epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"ccbench_kit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in SUBCOMMANDS:
+    for name in _named(argv) or SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name.replace('-', '_')}{'_' if name == 'import' else ''}").add_parser(sub)
     return parser
+
+
+def _named(argv):
+    """The subcommand `argv` names, in a 1-tuple; () when its first word is
+    none (an option of the top level: ``--help``, ``--version``)."""
+    first = argv[0] if argv else None
+    return (first,) if first in SUBCOMMANDS else ()
 
 
 def _terminate(signum, frame):
@@ -49,7 +62,7 @@ def _terminate(signum, frame):
 
 def main(argv=None):
     """Run ``ccbench ARGV`` in this process; returns the exit status."""
-    return _dispatch(build_parser().parse_args(argv))
+    return _dispatch(build_parser(argv).parse_args(argv))
 
 
 def console():
@@ -62,7 +75,7 @@ def console():
     to a Dask cluster gets dask back for distributed's client (no command
     holds a dask array)."""
     without(DASK + IRI_CHECKER)
-    args = build_parser().parse_args()
+    args = build_parser(sys.argv[1:]).parse_args()
     uses_dask = getattr(args, "uses_dask", None)
     if uses_dask and uses_dask(args):
         again(DASK)
