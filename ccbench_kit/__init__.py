@@ -28,9 +28,12 @@ if "xarray" in sys.modules:
 
 
 def __getattr__(name):
-    if name in ("load", "run", "run_many", "save"):
+    if name in ("run", "run_many"):
         from . import api  # lazy: the API's imports on first use (docstring)
         return getattr(api, name)
+    if name in ("load", "save"):
+        from . import dataset  # lazy: as api (xarray on first use of these two)
+        return getattr(dataset, name)
     if name == "doctor":
         from .health import doctor  # lazy: as api
         return doctor

@@ -9,12 +9,12 @@ import uuid
 from . import config, run_fields
 from .backends import backend_class
 from .config import RunConfig
-from .dataset import load, save
+from . import dataset
+from .dataset.checkpoint import Checkpoint
 from .errors import ConfigError, RunError
 from .mpi_env import inside_mpi_job, start_mpi
 from .output_path import check_output
 from .preflight import check_run
-from .dataset.checkpoint import Checkpoint
 from .harness import Sweep
 from .launch.command import launcher
 from .launch.debug import rank_env as debug_env
@@ -23,7 +23,7 @@ from .launch.stable import Rounds, check_target, run_until_stable
 from .launch.job import Job, Part, round_path
 from .launch.mpirun import launch
 
-__all__ = ["load", "run", "run_many", "save", "make_config", "make_configs", "inside_mpi_job", "RunConfig"]
+__all__ = ["run", "run_many", "make_config", "make_configs", "inside_mpi_job", "RunConfig"]
 
 #: `run`'s keywords that say how and where the ranks start, not what they
 #: measure: the place fields of `run_fields` (hosts, slurm, env...)
@@ -264,7 +264,7 @@ def _launched(parts, out, launch_kw):
         raise
     if out and len(parts) > 1:
         return _gather_parts(paths, out)
-    results = {n: load(p) for n, p in paths.items()}
+    results = {n: dataset.load(p) for n, p in paths.items()}
     if not out:
         results = {n: ds.load() for n, ds in results.items()}
         for p in paths.values():
@@ -319,10 +319,10 @@ def _gather_parts(paths, out):
     done = {}
     for name, path in paths.items():
         if os.path.exists(path):
-            with load(path) as ds:
+            with dataset.load(path) as ds:
                 done[name] = ds.load()
     if done:
-        save(done, out)
+        dataset.save(done, out)
         for name in done:
             os.unlink(paths[name])
     return done
@@ -432,7 +432,7 @@ def _in_sequence(parts, out, launch_kw):
             continue
         if out and len(parts) > 1:
             done[name] = ds.load()
-            save(done, out)
+            dataset.save(done, out)
             os.unlink(part)
     return done if all(d is not None for d in done.values()) else None
 
@@ -459,7 +459,7 @@ def _cycles_in_one_job(parts, n, out, launch_kw, on_cycle=None):
             return
         cycle = {}
         for k, nm in enumerate(names):
-            with load(paths[c * len(names) + k]) as ds:
+            with dataset.load(paths[c * len(names) + k]) as ds:
                 cycle[nm] = ds.load()
         done.append(cycle)
         if on_cycle:
@@ -490,11 +490,11 @@ def _stable_in_one_job(parts, out, rounds, launch_kw):
             path = round_path(base, k)
             if not os.path.exists(path):
                 break
-            with load(path) as ds:
+            with dataset.load(path) as ds:
                 rounds.record(name, ds.load())
             files.append(path)
     merged = rounds.merged()
-    save(merged, out)
+    dataset.save(merged, out)
     for path in files:
         os.unlink(path)
     return merged

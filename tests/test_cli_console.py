@@ -44,6 +44,24 @@ def test_a_command_imports_its_own_module_not_every_others():
     assert proc.stdout.strip().splitlines()[-1] == "['ccbench_kit.cli.show']"
 
 
+def test_bad_input_to_run_is_refused_before_xarray_is_imported():
+    # the refusal is all the command does: xarray (and pandas, h5py) is what
+    # a command that reads or writes results imports, 0.4 s of CPU more
+    code = ("import sys\n"
+            "sys.argv = ['ccbench', 'run', 'all_reduce', '-r', '0']\n"
+            "from ccbench_kit.cli import console\n"
+            "try:\n"
+            "    console()\n"
+            "except SystemExit as e:\n"
+            "    print('exit', e.code)\n"
+            "print(sorted(m for m in ('xarray', 'pandas', 'h5py', 'matplotlib') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stderr == ("ccbench: error: argument -r/--nworkers: must be an integer from 1 "
+                           "to 1048576, got 0\n")
+    assert proc.stdout.splitlines() == ["exit 2", "[]"]
+
+
 def test_the_help_and_a_mistyped_command_list_every_command():
     from ccbench_kit.cli import SUBCOMMANDS
     helped = run_cli("--help")

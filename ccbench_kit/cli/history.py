@@ -5,7 +5,6 @@ import sys
 from .. import history
 from ..errors import EXIT_BELOW, CCBenchError, ConfigError
 from ..history.api import facts_near
-from ..history.report import render
 from ..history.index import check_usable
 from ..history.store import check_dir
 from ..markup import terminal
@@ -100,6 +99,9 @@ def main(args):
     if args.action == "rebuild":
         history.rebuild(args.history)
     if args.action == "report":
+        # the report's modules (plots, papermill), for this command only:
+        # lazy: `ccbench run` imports this module for its --history flag
+        from ..history.report import render
         print(f"report: {render(args.history, args.output, timeout=args.timeout)}",
               file=sys.stderr)
         return 0

@@ -9,11 +9,11 @@ from .versions import HISTORY, SCHEMA, SchemaError, upgrade
 from .schema import DIMS, PLACEMENTS, make_dataset
 
 __all__ = ["DIMS", "HISTORY", "PLACEMENTS", "SCHEMA", "SchemaError", "load", "make_dataset",
-           "open_parts", "save", "upgrade"]
+           "open_parts", "save", "save_or_rescue", "upgrade"]
 
 
 def __getattr__(name):
-    if name in ("load", "open_parts", "save"):
+    if name in ("load", "open_parts", "save", "save_or_rescue"):
         from . import io  # lazy: xarray and the netCDF engines, on first use (docstring)
         return getattr(io, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

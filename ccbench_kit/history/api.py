@@ -15,7 +15,7 @@ import pathlib
 import re
 import tempfile
 
-from ..dataset import save
+from .. import dataset
 from ..errors import ConfigError
 from . import changepoints as C
 from . import facts as F
@@ -56,7 +56,7 @@ def add(results, directory):
 def _add_data(data, directory):
     with tempfile.TemporaryDirectory() as tmp:
         path = pathlib.Path(tmp) / "results.nc"
-        save(data, path)
+        dataset.save(data, path)
         return add(path, directory)
 
 

@@ -16,7 +16,7 @@ import os
 import pathlib
 import sqlite3
 
-from ..dataset.io import open_parts
+from .. import dataset
 from ..errors import CCBenchError, ConfigError
 from . import facts as F
 from .store import filing_meta, stored_files, write_lock
@@ -54,7 +54,7 @@ def read_run(path):
     """(facts, summary rows) of one results file; ConfigError naming it when
     it is not a results file this kit can read."""
     try:
-        parts = open_parts(str(path))
+        parts = dataset.open_parts(str(path))
     except CCBenchError as e:
         raise ConfigError(str(e), str(path)) from None
     except (OSError, ValueError, KeyError, TypeError) as e:

@@ -16,9 +16,8 @@ import os
 
 import numpy as np
 
-from ..dataset import save
+from .. import dataset
 from ..errors import ConfigError
-import xarray as xr
 
 
 def check_cycles(n, flag="--cycles"):
@@ -34,6 +33,9 @@ def check_cycles(n, flag="--cycles"):
 def combine(cycles):
     """One Dataset from the per-cycle Datasets of one collective."""
 
+    # xarray where Datasets are joined: `ccbench run` imports this module
+    # lazy: before it reads its arguments, and bad input needs no xarray
+    import xarray as xr
     first = cycles[0]
     iters = [ds.sizes["iteration"] for ds in cycles]
     joined = xr.concat([ds.drop_vars("iteration") for ds in cycles], dim="iteration",
@@ -91,5 +93,5 @@ def save_cycles(done, n, out, error=None):
         for ds in result.values():
             ds.attrs["complete"] = "false"
             ds.attrs["incomplete_reason"] = f"{why}: {first}" if first else why
-    save(result, out)
+    dataset.save(result, out)
     return result

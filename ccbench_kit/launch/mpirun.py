@@ -19,7 +19,7 @@ from .debug import launch_lines
 from .heartbeat import Beats
 from .watchdog import (Monitor, cause_first, dead_ranks, is_death_notice, kill_tree,
                        unanswered_hosts, unanswered_message, describe_stall)
-from ..dataset import io
+from .. import dataset
 from ..dataset.checkpoint import clear_pending, merge_pending, new_run_id, output_lock
 
 
@@ -405,14 +405,14 @@ def _saved_note(out, reason, earlier=None, run_id=None):
     if not out or not os.path.exists(out) or _stamp(out) == earlier:
         return ". No size had completed, so no results were saved"
     try:
-        parts = {k: v.load() for k, v in io.open_parts(out).items()}
+        parts = {k: v.load() for k, v in dataset.open_parts(out).items()}
     except Exception as e:
         return f". The results file {out} could not be read back ({e})"
     for ds in parts.values():
         ds.attrs["complete"] = "false"
         ds.attrs["incomplete_reason"] = reason.splitlines()[0]
     try:
-        io.save_or_rescue(parts, out)
+        dataset.save_or_rescue(parts, out)
     except CCBenchError as e:
         return f". {e}"
     n = next(iter(parts.values())).sizes["size"]

@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from ..dataset import save
+from .. import dataset
 from ..dataset.stats import SEED, bootstrap, interval
 from ..errors import ConfigError
 from .job import round_path
@@ -123,7 +123,7 @@ def run_until_stable(run_sizes, sizes, target, cap, iters, out):
             rounds.record(name, ds.load())
         sizes, k = rounds.again(), k + 1
     merged = rounds.merged()
-    save(merged, out)
+    dataset.save(merged, out)
     for part in glob.glob(f"{glob.escape(str(out))}.round*.part"):
         os.unlink(part)
     return merged
