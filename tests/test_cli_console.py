@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import BIN, run_cli
 
 RESULTS = Path(__file__).parent / "data" / "schema" / "v1_round1_groups.nc"
@@ -44,21 +46,26 @@ def test_a_command_imports_its_own_module_not_every_others():
     assert proc.stdout.strip().splitlines()[-1] == "['ccbench_kit.cli.show']"
 
 
-def test_bad_input_to_run_is_refused_before_xarray_is_imported():
+@pytest.mark.parametrize("argv, message", [
+    (["run", "all_reduce", "-r", "0"],
+     "ccbench: error: argument -r/--nworkers: must be an integer from 1 to 1048576, got 0\n"),
+    (["suite", "/nonexistent/s.yaml"],
+     "ccbench: error: /nonexistent/s.yaml: cannot read suite file: No such file or directory\n"),
+])
+def test_bad_input_is_refused_before_xarray_is_imported(argv, message):
     # the refusal is all the command does: xarray (and pandas, h5py) is what
     # a command that reads or writes results imports, 0.4 s of CPU more
     code = ("import sys\n"
-            "sys.argv = ['ccbench', 'run', 'all_reduce', '-r', '0']\n"
+            "sys.argv = ['ccbench', *sys.argv[1:]]\n"
             "from ccbench_kit.cli import console\n"
             "try:\n"
             "    console()\n"
             "except SystemExit as e:\n"
             "    print('exit', e.code)\n"
             "print(sorted(m for m in ('xarray', 'pandas', 'h5py', 'matplotlib') if m in sys.modules))\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
                           timeout=120)
-    assert proc.stderr == ("ccbench: error: argument -r/--nworkers: must be an integer from 1 "
-                           "to 1048576, got 0\n")
+    assert proc.stderr == message
     assert proc.stdout.splitlines() == ["exit 2", "[]"]
 
 

@@ -16,16 +16,13 @@ import re
 
 from .._files import atomic_write_text
 from ..errors import CCBenchError, ConfigError, RunError
-import pandas as pd
-import xarray as xr
 from .. import api
 from ..api import make_config
-from ..dataset import open_parts, save
+from .. import dataset
 from ..launch import hosts as _hosts, slurm as _slurm
 from ..launch.job import RANK_MODULE, Job
 from ..launch.sweep_task import TABLE_FLAG
 from ..output_path import check_output, check_output_folder
-from ..report.driver import render
 
 MANIFEST = "manifest.json"
 
@@ -224,7 +221,7 @@ def _part_state(entry):
     if not os.path.exists(entry.part):
         return "missing", "no results file"
     try:
-        ds = next(iter(open_parts(entry.part).values()))
+        ds = next(iter(dataset.open_parts(entry.part).values()))
     except CCBenchError as e:
         return "unreadable", str(e)
     if ds.attrs.get("complete", "true") != "true":
@@ -357,7 +354,7 @@ def collect(suite, report=True, progress=None):
         state, detail = _part_state(e)
         detail = _failure(suite, e, jobs.get(e.job_id)) or detail
         if state in ("done", "partial"):
-            ds = next(iter(open_parts(e.part).values())).load()
+            ds = next(iter(dataset.open_parts(e.part).values())).load()
             ds.attrs["suite"] = suite.name
             ds.attrs["suite_axes"] = json.dumps(e.axes)
             parts[e.key] = ds
@@ -366,10 +363,14 @@ def collect(suite, report=True, progress=None):
     result = SuiteResult(entries, failed=failed)
     if not parts:
         return result
+    # xarray where the results are joined: `ccbench suite` imports this
+    # lazy: module before it reads its arguments, and bad input needs none
+    import xarray as xr
     tree = xr.DataTree.from_dict(parts)
-    result.out = save(tree, suite.out)
+    result.out = dataset.save(tree, suite.out)
     _say(progress, f"results: {result.out} ({len(parts)} of {len(entries)} combinations)")
     if report and suite.report:
+        from ..report.driver import render  # lazy: the report's modules, as xarray above
         result.report = render([result.out], suite.report, stats=suite.stats, title=suite.title)
         _say(progress, f"report: {result.report}")
     return result
@@ -380,7 +381,7 @@ def overview(tree_or_path):
     combination and algorithm with busbw at the largest size."""
 
 
-    parts = open_parts(tree_or_path) if isinstance(tree_or_path, (str, os.PathLike)) else \
+    parts = dataset.open_parts(tree_or_path) if isinstance(tree_or_path, (str, os.PathLike)) else \
         {n.path.strip("/"): n.to_dataset(inherit=False) for n in tree_or_path.subtree
          if n.has_data}
     rows = []
@@ -392,4 +393,5 @@ def overview(tree_or_path):
                              "algorithm": str(alg), "placement": str(pl),
                              "size": int(ds["size"].values[-1]),
                              "busbw": float(bw.sel(algorithm=alg, placement=pl))})
+    import pandas as pd  # lazy: as xarray in `run_suite`
     return pd.DataFrame(rows)
