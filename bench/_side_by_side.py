@@ -1,7 +1,9 @@
-"""Two commits measured side by side (bench/one_launch.py, bench/report_kernel.py):
-an older commit's tree in a git-ignored folder, and the order in which the
-trees take turns."""
+"""Two commits measured side by side (bench/one_launch.py, bench/report_kernel.py,
+bench/setup_time.py, bench/cli_start.py): an older commit's tree in a
+git-ignored folder, the order in which the trees take turns, and the CPU
+their processes used."""
 import os
+import resource
 import subprocess
 import sys
 
@@ -20,6 +22,14 @@ def checkout(commit, build=True):
             subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "-j", "2"],
                            cwd=where, check=True, capture_output=True)
     return where
+
+
+def children_cpu():
+    """CPU seconds (user + system) of every child this process has waited
+    for so far: the difference across a `subprocess.run` is that command's
+    whole process tree."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def alternating(names, rounds):

@@ -1,26 +1,23 @@
 """CPU of short `ccbench` commands at two commits, side by side.
 
-Each commit's ``ccbench_kit/`` is exported (git archive) beside this
-checkout's compiled modules, compiled to bytecode, and put first on the
-path; the commands then take turns, commit after commit, round after round.
-What is measured is the CPU (user + system) of the whole process: the
-imports before the command does anything, which every command, rank and
-test pays.
+Each commit's tree is checked out in a git-ignored folder
+(`_side_by_side.checkout`; no engine is built: none of these commands loads
+it), its kit compiled to bytecode, and put first on the path; the commits
+take turns, round after round, the order turned each round.  What is
+measured is the CPU (user + system) of the whole process: the imports
+before the command does anything, which every command, rank and test pays.
 
     python bench/cli_start.py OLD NEW [--rounds 5]
 """
 import argparse
 import compileall
-import glob
 import os
-import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from _side_by_side import ROOT, alternating, checkout, children_cpu
+
 DATA = os.path.join(ROOT, "tests", "data", "schema", "v1_round1_groups.nc")
 COMMANDS = {
     "run --bogus (exit 2)": ["run", "all_reduce", "--bogus"],
@@ -32,21 +29,19 @@ ENTRY = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import ccbench_kit; "
          "from ccbench_kit.cli import console; sys.argv[0] = 'ccbench'; console()")
 
 
-def export(commit, where):
-    os.makedirs(where)
-    archive = subprocess.run(["git", "-C", ROOT, "archive", commit, "ccbench_kit"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", where], input=archive, check=True)
-    for so in glob.glob(os.path.join(ROOT, "ccbench_kit", "*.so")):
-        shutil.copy(so, os.path.join(where, "ccbench_kit"))
+def tree_of(commit):
+    """`commit`'s checkout, its kit compiled to bytecode."""
+    sha = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", commit], check=True,
+                         capture_output=True, text=True).stdout.strip()
+    where = checkout(sha, build=False)
     compileall.compile_dir(os.path.join(where, "ccbench_kit"), quiet=1)
+    return where
 
 
 def cpu(argv):
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    before = children_cpu()
     subprocess.run(argv, capture_output=True, timeout=120)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return children_cpu() - before
 
 
 def main():
@@ -55,23 +50,19 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        trees = {c: os.path.join(tmp, c) for c in (args.old, args.new)}
-        for c, where in trees.items():
-            export(c, where)
-        got = {}
-        print(f"load before: {os.getloadavg()[0]:.2f}")
-        for _ in range(args.rounds):
-            for c, where in trees.items():
-                for name, words in COMMANDS.items():
-                    got.setdefault((name, c), []).append(
-                        cpu([sys.executable, "-c", ENTRY, where, *words]))
-        print(f"load after: {os.getloadavg()[0]:.2f}")
-        print(f"| command | {args.old} CPU s | {args.new} CPU s | new/old |")
-        print("|---|---|---|---|")
-        for name in COMMANDS:
-            old, new = (statistics.median(got[(name, c)]) for c in (args.old, args.new))
-            print(f"| `ccbench {name}` | {old:.3f} | {new:.3f} | {new / old:.2f} |")
+    trees = {c: tree_of(c) for c in (args.old, args.new)}
+    got = {}
+    print(f"load before: {os.getloadavg()[0]:.2f}")
+    for _, c in alternating([args.old, args.new], args.rounds):
+        for name, words in COMMANDS.items():
+            got.setdefault((name, c), []).append(
+                cpu([sys.executable, "-c", ENTRY, trees[c], *words]))
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+    print(f"| command | {args.old} CPU s | {args.new} CPU s | new/old |")
+    print("|---|---|---|---|")
+    for name in COMMANDS:
+        old, new = (statistics.median(got[(name, c)]) for c in (args.old, args.new))
+        print(f"| `ccbench {name}` | {old:.3f} | {new:.3f} | {new / old:.2f} |")
 
 
 if __name__ == "__main__":

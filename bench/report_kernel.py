@@ -13,20 +13,14 @@ the suite and its users pay in CPU.
 """
 import argparse
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 
-from _side_by_side import ROOT, alternating, checkout
+from _side_by_side import ROOT, alternating, checkout, children_cpu
 
 DEFAULT_RESULTS = os.path.join(ROOT, "tests", "data", "history", "base-allreduce-3r.nc")
-
-
-def children_cpu():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def one_report(tree, results, out):

@@ -17,22 +17,17 @@ medians and their ratios.
 import argparse
 import compileall
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from _side_by_side import children_cpu
 from one_launch import ROOT, alternating, checkout, tree_env
 
 COMMAND = ["run", "all_reduce", "-r", "2", "-b", "8", "-e", "64", "-f", "2", "-n", "2", "-w", "0",
            "--non-interactive"]
-
-
-def children_cpu():
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
 
 
 def one_run(tree, out):

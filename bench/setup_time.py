@@ -11,14 +11,13 @@ and uv's, warm after the first round): what differs is the installing.
 """
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import subprocess
 import tempfile
 import time
 
-from _side_by_side import ROOT, alternating
+from _side_by_side import ROOT, alternating, children_cpu
 
 
 def one_setup(commit):
@@ -29,13 +28,12 @@ def one_setup(commit):
         subprocess.run(["git", "clone", "-q", ROOT, where], check=True)
         subprocess.run(["git", "-C", where, "checkout", "-q", "--detach", commit], check=True)
         load = os.getloadavg()[0]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        before = children_cpu()
         t0 = time.monotonic()
         subprocess.run(["make", "setup"], cwd=where, check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
         wall = time.monotonic() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        cpu = children_cpu() - before
         return wall, cpu, load
     finally:
         shutil.rmtree(where, ignore_errors=True)
