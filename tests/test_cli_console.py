@@ -21,6 +21,26 @@ def imported(argv):
     return proc, names
 
 
+# `ccbench ARGV` run by cli.console in a new process, which then says how the
+# command exited (``exit N``) and runs the statements after it
+_CONSOLE = ("import sys\n"
+            "sys.argv = ['ccbench', *sys.argv[1:]]\n"
+            "from ccbench_kit.cli import console\n"
+            "try:\n"
+            "    console()\n"
+            "except SystemExit as e:\n"
+            "    print('exit', e.code)\n")
+
+
+def console_then(argv, after):
+    """The CompletedProcess of ``ccbench ARGV`` in a process of its own,
+    followed there by the statements `after` (what the command left in
+    the process: its modules); stdout ends with ``exit N`` and then
+    whatever `after` prints."""
+    return subprocess.run([sys.executable, "-c", _CONSOLE + after, *map(str, argv)],
+                          capture_output=True, text=True, timeout=120)
+
+
 def test_show_reads_results_without_importing_dask():
     proc, names = imported(["-m", "ccbench_kit", "show", RESULTS])
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -29,21 +49,12 @@ def test_show_reads_results_without_importing_dask():
     assert not {n for n in names if n.split(".")[0] in ("dask", "distributed")}
 
 
-
 def test_a_command_imports_its_own_module_not_every_others():
     # (importlib.import_module escapes -X importtime: sys.modules says it)
-    code = ("import sys\n"
-            "sys.argv = ['ccbench', 'show', sys.argv[1]]\n"
-            "from ccbench_kit.cli import console\n"
-            "try:\n"
-            "    console()\n"
-            "except SystemExit as e:\n"
-            "    assert e.code == 0, e.code\n"
-            "print(sorted(m for m in sys.modules if m.startswith('ccbench_kit.cli.')))\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(RESULTS)], capture_output=True,
-                          text=True, timeout=120)
+    proc = console_then(["show", RESULTS], "print(sorted(m for m in sys.modules "
+                                           "if m.startswith('ccbench_kit.cli.')))\n")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "['ccbench_kit.cli.show']"
+    assert proc.stdout.strip().splitlines()[-2:] == ["exit 0", "['ccbench_kit.cli.show']"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -55,16 +66,8 @@ def test_a_command_imports_its_own_module_not_every_others():
 def test_bad_input_is_refused_before_xarray_is_imported(argv, message):
     # the refusal is all the command does: xarray (and pandas, h5py) is what
     # a command that reads or writes results imports, 0.4 s of CPU more
-    code = ("import sys\n"
-            "sys.argv = ['ccbench', *sys.argv[1:]]\n"
-            "from ccbench_kit.cli import console\n"
-            "try:\n"
-            "    console()\n"
-            "except SystemExit as e:\n"
-            "    print('exit', e.code)\n"
-            "print(sorted(m for m in ('xarray', 'pandas', 'h5py', 'matplotlib') if m in sys.modules))\n")
-    proc = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
-                          timeout=120)
+    proc = console_then(argv, "print(sorted(m for m in ('xarray', 'pandas', 'h5py', "
+                              "'matplotlib') if m in sys.modules))\n")
     assert proc.stderr == message
     assert proc.stdout.splitlines() == ["exit 2", "[]"]
 
@@ -87,20 +90,12 @@ def test_the_help_and_a_mistyped_command_list_every_command():
 def test_the_command_never_builds_jsonschemas_iri_parser():
     # nbformat (under papermill) imports jsonschema, which imports its IRI
     # checker where installed; in the command's process it is left out
-    code = ("import sys\n"
-            "sys.argv = ['ccbench', 'show', sys.argv[1]]\n"
-            "from ccbench_kit.cli import console\n"
-            "try:\n"
-            "    console()\n"
-            "except SystemExit as e:\n"
-            "    assert e.code == 0, e.code\n"
-            "import nbformat, jsonschema\n"
-            "print(sys.modules['rfc3987_syntax'] is None, 'iri' in\n"
-            "      jsonschema.Draft7Validator.FORMAT_CHECKER.checkers)\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(RESULTS)], capture_output=True,
-                          text=True, timeout=120)
+    proc = console_then(["show", RESULTS],
+                        "import nbformat, jsonschema\n"
+                        "print(sys.modules['rfc3987_syntax'] is None, 'iri' in\n"
+                        "      jsonschema.Draft7Validator.FORMAT_CHECKER.checkers)\n")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "True False"
+    assert proc.stdout.strip().splitlines()[-2:] == ["exit 0", "True False"]
 
 
 def test_the_console_script_is_the_console_entry():

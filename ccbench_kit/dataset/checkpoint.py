@@ -36,20 +36,15 @@ import numpy as np
 from .._files import atomic_write
 from ..errors import CCBenchError, ConfigError
 from ..output_path import ResultsRescued
+# the package's save, open_parts and save_or_rescue load dataset/io.py (xarray,
+# the netCDF engines) on first use: the launcher's command imports this
+# module for the run ids, sidecar names and lock before it reads its arguments
+from .. import dataset
 
 PENDING = ".ccb-pending-"
 LOCK = ".ccb-lock"
 # <out>.ccb-pending-<run>-<k>.npz / -template.nc; files of an older kit have no <run>
 _NAME = re.compile(r"^(?:(?P<run>[0-9a-f]{32})-)?(?P<what>\d+\.npz|template\.nc)$")
-
-
-def _io():
-    """`dataset.io`, imported on first use: the launcher's command imports
-    this module for the run ids, sidecar names and lock before it reads its
-    arguments, and only a process that writes or merges results needs
-    xarray and the netCDF engines."""
-    from . import io  # lazy: xarray, where results are written or merged (above)
-    return io
 
 
 def new_run_id():
@@ -150,17 +145,17 @@ class Checkpoint:
         """The run's attrs and coords, before any size is done: `ds` holds
         one placeholder size, dropped when sidecars are merged into it."""
         ds.attrs["run_id"] = self.run_id
-        _io().save(ds, template_path(self.path, self.run_id))
+        dataset.save(ds, template_path(self.path, self.run_id))
 
     def full(self, ds):
         """Rewrite the file with every size so far; see the module doc for
         what happens when it cannot be written."""
         ds.attrs["run_id"] = self.run_id
         if self.rescued_to:
-            _io().save(ds, self.rescued_to)
+            dataset.save(ds, self.rescued_to)
             return
         try:
-            _io().save_or_rescue(ds, self.path)
+            dataset.save_or_rescue(ds, self.path)
         except ResultsRescued as e:
             self.rescued_to = e.where
             raise
@@ -181,7 +176,7 @@ def _run_of(path):
     if not os.path.isfile(path):
         return ""
     try:
-        return str(next(iter(_io().open_parts(path).values())).attrs.get("run_id", ""))
+        return str(next(iter(dataset.open_parts(path).values())).attrs.get("run_id", ""))
     except CCBenchError:
         return ""
 
@@ -235,7 +230,7 @@ def merge_pending(path, into=None, run_id=None):
             f"{run_id or '(unnamed)'} left beside it are not folded into it"
             + ("" if base == path else "; recover them into another file with -o")
             + (" (that run's own file is gone, so they cannot be rebuilt)" if base == path else ""))
-    parts = _io().open_parts(base)
+    parts = dataset.open_parts(base)
     if len(parts) != 1:
         return 0  # several collectives are merged by run_many, one whole file each
     ds = next(iter(parts.values())).load()
@@ -258,12 +253,12 @@ def merge_pending(path, into=None, run_id=None):
             blocks.append(block)
     ds.attrs["run_id"] = run_id
     if blocks:
-        import xarray as xr  # lazy: as `_io`
+        import xarray as xr  # lazy: as `dataset.save` (at the head)
         merged = xr.concat([ds, *blocks], dim="size", data_vars="minimal", coords="minimal",
                            compat="override", combine_attrs="override")
         merged["size"].attrs = ds["size"].attrs
-        _io().save_or_rescue(merged, into or path)
+        dataset.save_or_rescue(merged, into or path)
     elif into:
-        _io().save_or_rescue(ds, into)
+        dataset.save_or_rescue(ds, into)
     clear_pending(path, run_id)
     return len(blocks)

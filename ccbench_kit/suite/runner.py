@@ -393,5 +393,5 @@ def overview(tree_or_path):
                              "algorithm": str(alg), "placement": str(pl),
                              "size": int(ds["size"].values[-1]),
                              "busbw": float(bw.sel(algorithm=alg, placement=pl))})
-    import pandas as pd  # lazy: as xarray in `run_suite`
+    import pandas as pd  # lazy: as xarray in `collect`
     return pd.DataFrame(rows)
