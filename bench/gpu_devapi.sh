@@ -5,16 +5,18 @@
 # against the same libnccl the kit loads.
 #   bench/gpu_devapi.sh NCCL_TESTS_SRC [OUTDIR]       (default $OUT)
 # Environment: GPUS="4 2" (the rank counts timed, in order: each run uses the
-# first N GPUs), CHECKS="tests lsa own1g" (first: tests/test_gpu_kernels.py;
-# lsa and lsa-vec --check for fp32, bf16, fp16 at 6 B-96 MiB, x64; every own
+# first N GPUs), CHECKS="tests lsa ll own1g" (first: tests/test_gpu_kernels.py
+# and test_gpu_phases.py; lsa and lsa-vec --check for fp32, bf16, fp16 at 6 B-
+# 96 MiB, x64; oneshot-ll the same from 6 B to 1 GiB, x8; every own
 # kernel --check in fp16 at 1 GiB), ROUNDS=1 (the timed block
-# repeated, for intervals across runs), SMALL=0 (1: after the rounds, 8 B-
-# 32 KiB of nccl, lsa and oneshot with CUDA events and in a CUDA graph).
+# repeated, for intervals across runs; 0: none), SMALL=0 (1: after the rounds,
+# 8 B-32 KiB of nccl, lsa, oneshot and oneshot-ll with CUDA events and in a
+# CUDA graph).
 # Timed, one after another, nothing else running, every run -b 8 -e 1G -f 2
-# -w 5 -n 20 and batch timing, as nccl-tests times (-a 1: the mean over
+# -w 5 -n 20 (or $SIZES) and batch timing, as nccl-tests times (-a 1: the mean over
 # ranks, its default): all_reduce_perf default, -R 2, -R 2 -D 1, -R 2 -D 2;
 # ccbench --algorithms nccl; ccbench -R 2 --algorithms nccl,lsa,lsa-vec,
-# oneshot,twoshot.  Outputs: OUTDIR/summary.txt, OUTDIR/log.txt,
+# oneshot,oneshot-ll,twoshot.  Outputs: OUTDIR/summary.txt, OUTDIR/log.txt,
 # OUTDIR/runs.tgz (Datasets, logs).
 set -u -o pipefail
 NAME=gpu-devapi
@@ -23,14 +25,14 @@ shift
 . "$(dirname "$0")/gpu_setup.sh"
 NGPU=$(nvidia-smi -L | grep -c "^GPU ")
 GPUS=${GPUS:-"$NGPU 2"}
-CHECKS=${CHECKS-tests lsa own1g}
+CHECKS=${CHECKS-tests lsa ll own1g}
 ROUNDS=${ROUNDS:-1}
 SMALL=${SMALL:-0}
 SUM=$OUTDIR/summary.txt
 RUNS=$WORK/runs
 mkdir -p "$RUNS"
 export CCB_KERNEL_CACHE=$WORK/kernel-cache
-SIZES="-b 8 -e 1G -f 2 -w 5 -n 20"
+SIZES=${SIZES:-"-b 8 -e 1G -f 2 -w 5 -n 20"}  # the timed runs' (both sides)
 { echo "# $(date -u +%FT%TZ) $(hostname)"; nvidia-smi -L
   nvidia-smi --query-gpu=driver_version,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv
   echo "loadavg: $(cat /proc/loadavg)"; echo "nvcc: $(nvcc --version | tail -1)"; } >>"$SUM" 2>&1
@@ -67,17 +69,25 @@ nt() {  # N NAME ARGS...: one all_reduce_perf, one process a GPU
 N=${GPUS%% *}
 case " $CHECKS " in *" tests "*)
     say "GPU tests"
-    timeout 300 $PY -m pytest -q -rs -p no:cacheprovider tests/test_gpu_kernels.py >"$RUNS/pytest.txt" 2>&1
-    echo "tests/test_gpu_kernels.py rc=$? : $(tail -1 "$RUNS/pytest.txt")" | tee -a "$SUM" ;;
+    timeout 300 $PY -m pytest -q -rs -p no:cacheprovider tests/test_gpu_kernels.py \
+        tests/test_gpu_phases.py >"$RUNS/pytest.txt" 2>&1
+    echo "tests/test_gpu_kernels.py, test_gpu_phases.py rc=$? : $(tail -1 "$RUNS/pytest.txt")" \
+        | tee -a "$SUM" ;;
 esac
 case " $CHECKS " in *" lsa "*)
     for dt in fp32 bf16 fp16; do
         ccb "$N" "check_${dt}_n$N" --algorithms lsa,lsa-vec -R 2 -b 6 -e 1G -f 64 -d $dt --check -w 1 -n 2
     done ;;
 esac
+case " $CHECKS " in *" ll "*)
+    for dt in fp32 bf16 fp16; do
+        ccb "$N" "check_ll_${dt}_n$N" --algorithms oneshot-ll -b 6 -e 1G -f 8 -d $dt --check \
+            -w 1 -n 2 --placement both
+    done ;;
+esac
 case " $CHECKS " in *" own1g "*)
-    ccb "$N" "check_fp16_1G_n$N" --algorithms oneshot,twoshot,lsa,lsa-vec -R 2 -b 1G -e 1G -d fp16 \
-        --check -w 1 -n 2 ;;
+    ccb "$N" "check_fp16_1G_n$N" --algorithms oneshot,oneshot-ll,twoshot,lsa,lsa-vec -R 2 -b 1G \
+        -e 1G -d fp16 --check -w 1 -n 2 ;;
 esac
 wait $NT_PID
 echo "nccl-tests build rc=$? $(ls "$WORK/nt/all_reduce_perf" 2>&1)" | tee -a "$SUM"
@@ -90,14 +100,17 @@ for round in $(seq 1 "$ROUNDS"); do
         nt "$n" "nt_R2_D1_$s" -R 2 -D 1
         nt "$n" "nt_R2_D2_$s" -R 2 -D 2
         ccb "$n" "kit_nccl_$s" --algorithms nccl --timing batch -a 1 $SIZES
-        ccb "$n" "kit_R2_$s" --algorithms nccl,lsa,lsa-vec,oneshot,twoshot -R 2 --timing batch -a 1 \
+        ccb "$n" "kit_R2_$s" --algorithms nccl,lsa,lsa-vec,oneshot,oneshot-ll,twoshot -R 2 \
+            --timing batch -a 1 \
             $SIZES --show-algorithm
     done
 done
 if [ "$SMALL" = 1 ]; then
     for n in $GPUS; do
-        ccb "$n" "small_events_n$n" --algorithms nccl,lsa,oneshot -R 2 -a 1 -b 8 -e 32K -f 8 -w 5 -n 20
-        ccb "$n" "small_graph_n$n" --algorithms nccl,lsa,oneshot -R 2 -G 10 -a 1 -b 8 -e 32K -f 8 -w 5 -n 20
+        ccb "$n" "small_events_n$n" --algorithms nccl,lsa,oneshot,oneshot-ll -R 2 -a 1 -b 8 -e 32K \
+            -f 8 -w 5 -n 20
+        ccb "$n" "small_graph_n$n" --algorithms nccl,lsa,oneshot,oneshot-ll -R 2 -G 10 -a 1 -b 8 \
+            -e 32K -f 8 -w 5 -n 20
     done
 fi
 echo "load after: $(cat /proc/loadavg)" >>"$SUM"

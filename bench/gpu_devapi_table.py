@@ -30,7 +30,8 @@ COLUMNS = [("nt default", "nt_default", None), ("kit nccl", "kit_nccl", "nccl"),
            ("nt -R 2", "nt_R2", None), ("kit nccl -R 2", "kit_R2", "nccl"),
            ("nt -D 1", "nt_R2_D1", None), ("kit lsa", "kit_R2", "lsa"),
            ("nt -D 2", "nt_R2_D2", None), ("kit lsa-vec", "kit_R2", "lsa-vec"),
-           ("kit oneshot", "kit_R2", "oneshot"), ("kit twoshot", "kit_R2", "twoshot")]
+           ("kit oneshot", "kit_R2", "oneshot"), ("kit oneshot-ll", "kit_R2", "oneshot-ll"),
+           ("kit twoshot", "kit_R2", "twoshot")]
 
 
 def one_run(path, algorithm):
@@ -43,10 +44,14 @@ def one_run(path, algorithm):
 
 
 def figures(runs, name, algorithm, n):
-    """{size: (median time, median busbw, (min, max) time)} over the rounds."""
+    """{size: (median time, median busbw, (min, max) time)} over the rounds
+    ({} where no round ran `algorithm`: an archive older than it)."""
     suffix = ".nc" if name.startswith("kit") else ".txt"
-    rounds = [one_run(p, algorithm) for p in
-              sorted(glob.glob(os.path.join(runs, f"{name}_n{n}_r*{suffix}")))]
+    try:
+        rounds = [one_run(p, algorithm) for p in
+                  sorted(glob.glob(os.path.join(runs, f"{name}_n{n}_r*{suffix}")))]
+    except KeyError:
+        return {}
     out = {}
     for s in rounds[0]:
         ts = [r[s][0] for r in rounds]
@@ -63,7 +68,7 @@ def cell(fig, size):
 
 
 def report(runs, n):
-    cols = {c: figures(runs, run, a, n) for c, run, a in COLUMNS}
+    cols = {c: f for c, run, a in COLUMNS for f in [figures(runs, run, a, n)] if f}
     k = next(iter(cols.values()))[8][3]
     print(f"\n### {n} GPUs ({k} rounds; µs, and busbw GB/s from 1 MiB; medians over rounds)\n")
     print("| size | " + " | ".join(cols) + " |")
@@ -77,13 +82,21 @@ def report(runs, n):
         a, b = cols[kit], cols[nt]
         big = [a[s][1] / b[s][1] for s in sorted(a) if s >= MiB]
         diff = [a[s][0] - b[s][0] for s in sorted(a) if s < MiB]
-        print(f"- {kit} / {nt}: busbw {min(big):.1%}-{max(big):.1%} (>= 1 MiB, "
-              f"{len(big)} sizes); time {min(diff):+.2f} to {max(diff):+.2f} µs (< 1 MiB)")
-    own_small = {a: max(cols[a][s][0] for s in small) for a in ("kit lsa", "kit lsa-vec", "kit oneshot")}
+        print(f"- {kit} / {nt}: " + (f"busbw {min(big):.1%}-{max(big):.1%} (>= 1 MiB, "
+                                    f"{len(big)} sizes); " if big else "")
+              + f"time {min(diff):+.2f} to {max(diff):+.2f} µs (< 1 MiB)")
+    print("\nper-round range 8 B-32 KiB (min-max of the rounds' means, µs): " + ", ".join(
+        f"{a} {min(cols[a][s][2][0] for s in small):.2f}-{max(cols[a][s][2][1] for s in small):.2f}"
+        for a in ("kit oneshot", "kit oneshot-ll", "nt -D 1", "kit nccl", "nt default") if a in cols))
+    own_small = {a: max(cols[a][s][0] for s in small) for a in
+                 ("kit lsa", "kit lsa-vec", "kit oneshot", "kit oneshot-ll") if a in cols}
     print("\nslowest time 8 B-32 KiB: " + ", ".join(f"{a} {t:.2f} µs" for a, t in own_small.items())
           + f"; nt -D 1 {max(cols['nt -D 1'][s][0] for s in small):.2f}; kit nccl "
           f"{min(cols['kit nccl'][s][0] for s in small):.2f}-{max(cols['kit nccl'][s][0] for s in small):.2f}")
-    own = ("kit lsa", "kit lsa-vec", "kit oneshot", "kit twoshot")
+    if 1024 * MiB not in cols["kit lsa"]:  # a run of small sizes only: no busbw goals
+        return
+    own = [a for a in ("kit lsa", "kit lsa-vec", "kit oneshot", "kit oneshot-ll", "kit twoshot")
+           if a in cols]
     best = {s: max((cols[a][s][1], a) for a in own) for s in cols["kit lsa"]}
     print("best own busbw / kit nccl (NCCL's default), 1-8 MiB: " + ", ".join(
         f"{label(s)} {best[s][0] / cols['kit nccl'][s][1]:.2f}x ({best[s][1][4:]})"

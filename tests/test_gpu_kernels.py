@@ -28,9 +28,10 @@ needs_nvrtc = pytest.mark.skipif(isinstance(NVRTC, str), reason=f"no NVRTC here:
 
 def test_every_algorithm_is_two_files_and_listed_after_ncclS():
     algs = {(c, n): m for c, n, m in gpu_kernels.all_algorithms()}
-    assert set(algs) == {("all_reduce", "oneshot"), ("all_reduce", "twoshot"),
-                         ("all_gather", "direct"), ("reduce_scatter", "direct"),
-                         ("all_reduce", "lsa"), ("all_reduce", "lsa-vec")}
+    assert set(algs) == {("all_reduce", "oneshot"), ("all_reduce", "oneshot-ll"),
+                         ("all_reduce", "twoshot"), ("all_gather", "direct"),
+                         ("reduce_scatter", "direct"), ("all_reduce", "lsa"),
+                         ("all_reduce", "lsa-vec")}
     for (coll, name), m in algs.items():
         source = _registry.read(m.SOURCE)
         stem = _registry.kernel_base(m)
@@ -41,7 +42,8 @@ def test_every_algorithm_is_two_files_and_listed_after_ncclS():
             assert f"CCB_KERNELS({stem})" in source and '#include "common.cuh"' in source
         assert nccl.nccl_algorithms(coll)[-len(gpu_kernels.names_for(coll)):] == \
             gpu_kernels.names_for(coll)
-    assert gpu_kernels.names_for("all_reduce") == ["lsa", "lsa-vec", "oneshot", "twoshot"]
+    assert gpu_kernels.names_for("all_reduce") == ["lsa", "lsa-vec", "oneshot", "oneshot-ll",
+                                                   "twoshot"]
     assert [algs[("all_reduce", n)].DEVICE_IMPLEMENTATION for n in ("lsa", "lsa-vec")] == [1, 2]
     assert gpu_kernels.find("all_reduce", "direct") is None
     # the staging buffer each needs, for 1001 elements on 3 ranks
@@ -81,10 +83,14 @@ def test_every_kernel_compiles_to_ptx_for_sm_90(tmp_path):
         entries = set(re.findall(r"\.entry\s+(\w+)", ptx))
         assert entries == {gpu_kernels.kernel_name(m, dt, wide) for dt in gpu_kernels.ELEMENT_TYPES
                            for wide in (False, True)}
-        # the wide entries move 16 bytes a load and store
-        assert "ld.global.v4.u32" in ptx or "ld.global.nc.v4.u32" in ptx
-        # the barrier's flags: system-scope release and acquire
-        assert "st.release.sys.global.u32" in ptx and "ld.acquire.sys.global.u32" in ptx
+        if getattr(m, "STAGE", "") == "ll":  # LL lines: 16-byte volatile stores and loads
+            assert "st.volatile.global.v4.u32" in ptx and "ld.volatile.global.v4.u32" in ptx
+            assert "st.release.sys" not in ptx and "ld.acquire.sys" not in ptx
+        else:
+            # the wide entries move 16 bytes a load and store
+            assert "ld.global.v4.u32" in ptx or "ld.global.nc.v4.u32" in ptx
+            # the barrier's flags: system-scope release and acquire
+            assert "st.release.sys.global.u32" in ptx and "ld.acquire.sys.global.u32" in ptx
         if coll != "all_gather":  # the sums round back to 16 bits once
             assert "cvt.rn.bf16.f32" in ptx and "cvt.rn.f16.f32" in ptx
         assert os.path.basename(path).startswith(f"{_registry.kernel_base(m)}-")
@@ -182,14 +188,20 @@ def test_each_staging_half_holds_what_its_kernel_writes_there():
                            ("reduce_scatter", "direct"): p * n}
                 for key, words in written.items():
                     assert words * lanes <= mods[key].staging_elems(count, p), (key, p, count)
+            for size in (2, 4):  # LL: p slots of 16-byte lines, 8 data bytes a line
+                lines = -(-count * size // 8)
+                assert p * lines * 16 <= mods["all_reduce", "oneshot-ll"].staging_elems(
+                    count, p) * size, (p, count, size)
 
 
 @needs_nvrtc
 def test_a_one_shot_call_meets_once_and_fences_nothing(tmp_path):
     """The barrier count per call common.cuh's halves allow: one-shot,
-    all_gather and reduce_scatter one release store each, two-shot two; no
-    system fence beside the release (it only cost time)."""
-    stores = {"oneshot": 1, "twoshot": 2, "allgather_direct": 1, "reduce_scatter_direct": 1}
+    all_gather and reduce_scatter one release store each, two-shot two, the
+    LL one-shot none (its flags travel with the data); no system fence
+    beside the release (it only cost time)."""
+    stores = {"oneshot": 1, "twoshot": 2, "allgather_direct": 1, "reduce_scatter_direct": 1,
+              "oneshot_ll": 0}
     for coll, name, m in _nvrtc_algorithms():
         data, _ = _nvrtc.image(NVRTC, m, "compute_90", folder=str(tmp_path))
         ptx = data.rstrip(b"\0").decode()
@@ -268,20 +280,22 @@ from test_nccl_gpu import _N, _mpirun_n  # noqa: E402  (one launcher for the GPU
 NGPU = _N if isinstance(_N, int) and not isinstance(NVRTC, str) else 0
 # 3 ranks where fewer GPUs are lent (they share: a check, not a measurement)
 NRANKS = min(NGPU, 4) if NGPU >= 3 else 3
-# sizes: one element a rank (fp16), a count no rank count divides, 1 MiB + 12 B, 24 MiB
-SIZES = [8, 4 * 3 * 1001 + 4, (1 << 20) + 12, 24 << 20]
+# sizes: one element a rank (fp16), half an LL line past a whole one (12 B), a count
+# no rank count divides, 1 MiB + 12 B, 24 MiB
+SIZES = [8, 12, 4 * 3 * 1001 + 4, (1 << 20) + 12, 24 << 20]
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(NGPU < 1, reason="needs NVRTC, NCCL and a GPU")
 def test_own_kernels_match_numpy_on_the_gpu():
     res = _mpirun_n(NRANKS, f"""
-        algs = {{"all_reduce": ["nccl", "oneshot", "twoshot"], "all_gather": ["nccl", "direct"],
+        algs = {{"all_reduce": ["nccl", "oneshot", "oneshot-ll", "twoshot"], "all_gather": ["nccl", "direct"],
                  "reduce_scatter": ["nccl", "direct"]}}
         for coll, names in algs.items():
             for dt in ("fp32", "bf16", "fp16"):
                 ds = ccbench_kit.run(coll, sizes={SIZES!r}, algorithms=names, dtype=dt,
-                                     check="random", seed=11, backend="nccl", warmup=1, iters=2)
+                                     check="random", seed=11, backend="nccl", warmup=1, iters=2,
+                                     placement="both")
                 if rank == 0:
                     out[f"{{coll}}/{{dt}}"] = {{
                         "wrong": {{a: ds["wrong"].sel(algorithm=a).values.tolist() for a in names}},
@@ -292,7 +306,8 @@ def test_own_kernels_match_numpy_on_the_gpu():
                         "ranks_per_gpu": int(ds.attrs["ranks_per_gpu"]),
                         "sizes": len(ds["size"])}}
         # a CUDA graph of the iterations, replayed: the epochs live on the device
-        ds = ccbench_kit.run("all_reduce", sizes=[4096 + 12], algorithms=["oneshot", "twoshot"],
+        ds = ccbench_kit.run("all_reduce", sizes=[4096 + 12],
+                             algorithms=["oneshot", "oneshot-ll", "twoshot"],
                              check="random", seed=2, backend="nccl", warmup=1, iters=3,
                              timing="graph", backend_options={{"graph_launches": 2}})
         if rank == 0:

@@ -28,6 +28,8 @@ from conftest import run_cli
 def test_every_peer_kernel_has_a_launch_and_a_barrier_phase():
     assert NCCLBackend.phase_algorithms("all_reduce") == {
         "oneshot:launch": ("oneshot", "launch"), "oneshot:barrier": ("oneshot", "barrier"),
+        "oneshot-ll:launch": ("oneshot-ll", "launch"),
+        "oneshot-ll:barrier": ("oneshot-ll", "barrier"),
         "twoshot:launch": ("twoshot", "launch"), "twoshot:barrier": ("twoshot", "barrier")}
     assert set(NCCLBackend.phase_algorithms("all_gather")) == {"direct:launch",
                                                                "direct:barrier"}
@@ -51,8 +53,9 @@ def test_a_run_takes_the_phases_by_name_and_all_leaves_them_out():
         _config("oneshot:copy")
     assert str(e.value).startswith("--algorithms: unknown algorithm 'oneshot:copy' for all_reduce on "
                                    "backend nccl; choose from nccl, ")
-    assert str(e.value).endswith(", oneshot, twoshot, oneshot:launch, oneshot:barrier, "
-                                 "twoshot:launch, twoshot:barrier or all")
+    assert str(e.value).endswith(", oneshot, oneshot-ll, twoshot, oneshot:launch, oneshot:barrier, "
+                                 "oneshot-ll:launch, oneshot-ll:barrier, twoshot:launch, "
+                                 "twoshot:barrier or all")
 
 
 def _ptx(name, phase, folder):
@@ -79,6 +82,12 @@ def test_each_phase_compiles_to_what_it_times(tmp_path):
                 for suffix in ("", "_v"):
                     assert f".entry {name}_{dt}{suffix}(" in text
             assert "atom.global.add.u32" in text
+    # the LL one-shot: its lines (data and flag in one 16-byte volatile store)
+    # in the whole kernel, one empty line a block in its barrier, none in its launch
+    whole, meets, launch = (_ptx("oneshot-ll", p, str(tmp_path)) for p in ("", "barrier", "launch"))
+    for text in (whole, meets):
+        assert "st.volatile.global.v4.u32" in text and "ld.volatile.global.v4.u32" in text
+    assert ".volatile.global.v4" not in launch and "atom.global.add.u32" in launch
     # each phase is its own cached image
     assert len(list(tmp_path.glob("oneshot-*"))) == 3
     assert len(list(tmp_path.glob("oneshot-launch-*"))) == 1

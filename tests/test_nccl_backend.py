@@ -85,8 +85,8 @@ def test_algorithm_names_and_what_they_set():
     assert ar[:6] == ["nccl", "nccl:ring", "nccl:tree", "nccl:pat", "nccl:collnet_direct",
                       "nccl:collnet_chain"]
     assert "nccl:ring/ll" in ar and "nccl:tree/ll128" in ar and "nccl:pat/simple" in ar
-    assert len(ar) == 1 + 5 + 15 + 4  # NCCL's, then the kit's own: lsa, lsa-vec, oneshot, twoshot
-    assert ar[-4:] == ["lsa", "lsa-vec", "oneshot", "twoshot"]
+    assert len(ar) == 1 + 5 + 15 + 5  # NCCL's, then the kit's own
+    assert ar[-5:] == ["lsa", "lsa-vec", "oneshot", "oneshot-ll", "twoshot"]
     assert nccl.algorithm_env("nccl") == {}
     assert nccl.algorithm_env("nccl:ring/ll") == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "LL"}
     assert nccl.algorithm_env("nccl:collnet_direct") == {"NCCL_ALGO": "CollnetDirect"}

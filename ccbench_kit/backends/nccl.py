@@ -10,8 +10,8 @@ communicator, created on first use with NCCL_ALGO/NCCL_PROTO set for it
   ``nccl:collnet_chain``, each optionally ``/ll``, ``/ll128`` or ``/simple``;
 - ``nccl:p2p``: alltoall, gather and scatter as grouped ncclSend/ncclRecv
   where NCCL (2.28+) also has a native call, which ``nccl`` uses;
-- the kit's own kernels on peer memory (`gpu_kernels`): ``oneshot`` and
-  ``twoshot`` (all_reduce), ``direct`` (all_gather, reduce_scatter), timed in
+- the kit's own kernels on peer memory (`gpu_kernels`): ``oneshot``,
+  ``oneshot-ll`` and ``twoshot`` (all_reduce), ``direct`` (all_gather, reduce_scatter), timed in
   the same loops.  Ranks may share a GPU for these only (CUDA IPC works
   between processes of one GPU: a correctness check, not a measurement):
   NCCL's algorithms are then refused, and the ``ranks_per_gpu`` attr says so.

@@ -7,7 +7,8 @@ or 16 bytes a word) and ``NAME.py`` (``COLLECTIVE``, the algorithm's name
 ``NAME`` in ``--algorithms``, ``SOURCE``, and two functions:
 ``staging_elems(count, nranks)``, the elements of each half of a rank's
 staging buffer, and ``parallel_elems(count, nranks)``, the elements the
-blocks stride over).  Nothing else is edited: this package
+blocks stride over; optionally ``STAGE``, a staging buffer of its own, as
+the LL kernels need).  Nothing else is edited: this package
 finds every module here (``_*`` modules aside) and the nccl backend lists
 their names after NCCL's for their collective.  docs/architecture.md shows
 a worked example.

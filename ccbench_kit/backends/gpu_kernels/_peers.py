@@ -18,6 +18,13 @@ FLAG_BYTES = MAX_BLOCKS * MAX_PEERS * 4
 ALIGN = 2 << 20
 
 
+def stage_name(module):
+    """The staging buffer `module`'s kernels use: the one every kernel
+    shares, or its own (``STAGE``: LL lines, common.cuh says why)."""
+    own = getattr(module, "STAGE", "")
+    return f"stage:{own}" if own else "stage"
+
+
 def agree(comm, reason):
     """The first non-empty reason among the ranks of `comm` ("" if none);
     collective: every rank refuses together or none does."""
@@ -45,8 +52,8 @@ class PeerKernels:
         self._setup = None          # "" when peer memory is ready, else why not
         self._modules = {}          # (source, phase) -> loaded module handle, or why not
         self._functions = {}        # (kernel name, phase) -> function handle
-        self._mine = {}             # "flags", "seq", "stage" -> (ptr, bytes)
-        self._peers = {"flags": [], "stage": []}  # every rank's pointer, mapped here
+        self._mine = {}             # "flags", "seq", staging buffers -> (ptr, bytes)
+        self._peers = {"flags": []}  # every rank's pointer of each, mapped here
         self.target = ""
         self.images = {}            # (source, phase) -> the cached image it was loaded from
 
@@ -126,26 +133,27 @@ class PeerKernels:
             return f"peer memory could not be set up: {e}"
         return ""
 
-    def _ensure_stage(self, nbytes):
-        """A staging buffer of two halves of `nbytes` or more on every rank
-        (collective); why not ("" when there is one), agreed: a rank short of
-        memory must not leave the others waiting for its handle.  The halves
-        keep their size while the buffer lives (common.cuh relies on it)."""
+    def _ensure_stage(self, name, nbytes):
+        """Staging buffer `name` of two halves of `nbytes` or more on every
+        rank (collective); why not ("" when there is one), agreed: a rank
+        short of memory must not leave the others waiting for its handle.
+        The halves keep their size while the buffer lives (common.cuh relies
+        on it)."""
         need = 2 * max(self.comm.allgather(-(-max(nbytes, 1) // ALIGN) * ALIGN))
-        if "stage" in self._mine and self._mine["stage"][1] >= need:
+        if name in self._mine and self._mine[name][1] >= need:
             return ""
-        self._unmap("stage")
+        self._unmap(name)
         reason = ""
         try:
-            self._alloc("stage", need)
+            self._alloc(name, need)
         except Exception as e:  # cudaMalloc's out of memory, on this rank
             reason = f"no device memory for its {need} B staging buffer: {e}"
         reason = self._agree(reason)
         if reason:
-            if "stage" in self._mine:
-                self.lib.free(self._mine.pop("stage")[0])
+            if name in self._mine:
+                self.lib.free(self._mine.pop(name)[0])
             return reason
-        self._peers["stage"] = self._exchange("stage")
+        self._peers[name] = self._exchange(name)
         return ""
 
     def _unmap(self, name):
@@ -181,7 +189,8 @@ class PeerKernels:
         and what it launches (text); (None, why not) where the staging
         buffer could not be had."""
         count = max(d["count"] for d in base_calls)
-        short = self._ensure_stage(module.staging_elems(count, self.nranks) * dtype.itemsize)
+        stage = stage_name(module)
+        short = self._ensure_stage(stage, module.staging_elems(count, self.nranks) * dtype.itemsize)
         if short:
             return None, short
         # 16-byte words where every rank's every buffer and count allow them
@@ -198,8 +207,8 @@ class PeerKernels:
         out = []
         for d in base_calls:
             kargs = {"send": d["send"], "recv": d["recv"], "count": d["count"],
-                     "stage": self._peers["stage"], "signal": self._peers["flags"],
-                     "seq": self._mine["seq"][0], "half": self._mine["stage"][1] // 2,
+                     "stage": self._peers[stage], "signal": self._peers["flags"],
+                     "seq": self._mine["seq"][0], "half": self._mine[stage][1] // 2,
                      "rank": self.rank,
                      "nranks": self.nranks}
             out.append(dict(d, kernel=(func, blocks, THREADS, kargs)))
@@ -213,7 +222,7 @@ class PeerKernels:
                 except Exception:  # at exit the context may be gone already
                     pass
         self._modules.clear()
-        for name in ("stage", "flags"):
+        for name in [n for n in self._peers if n != "flags"] + ["flags"]:
             if self._peers.get(name):
                 self._unmap(name)
         if "seq" in self._mine:

@@ -241,6 +241,51 @@ static __device__ __forceinline__ void sum_words(const KArgs &a, u64 n, Src src,
     })
 }
 
+// LL lines (NCCL's LL protocol): 8 bytes of data travel with the call's
+// flag in one 16-byte store, {data, flag, data, flag}, each 8-byte half
+// landing whole (NCCL relies on the same); a reader spins on its own memory
+// until both flags are this call's, then has the data: no barrier, no
+// fence, twice the bytes.  The flag is the call number + 1 (a fresh buffer
+// holds 0).  Only LL lines may ever be stored where LL lines are read (any
+// other data could look like a flag): a kernel using them names its own
+// staging buffer (``STAGE`` in its NAME.py), where the numbers only grow.
+struct LLData { u32 lo, hi; };
+
+static __device__ __forceinline__ u32 ll_flag(u32 number) { return number + 1u; }
+
+static __device__ __forceinline__ void ll_store(void *line, LLData d, u32 flag) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(line), "r"(d.lo), "r"(flag), "r"(d.hi), "r"(flag) : "memory");
+}
+
+static __device__ __forceinline__ LLData ll_load(const void *line, u32 flag) {
+    u32 lo, f1, hi, f2;
+    do {
+        asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(lo), "=r"(f1), "=r"(hi), "=r"(f2) : "l"(line) : "memory");
+    } while (f1 != flag || f2 != flag);
+    return LLData{lo, hi};
+}
+
+// Elements of type T a line carries, and the lines of n elements.
+template <class T>
+static __device__ __forceinline__ u64 ll_lines(u64 n) {
+    return (n * sizeof(T) + 7) / 8;
+}
+
+// Line j of `src` (n elements, any alignment): its elements, zeros past n.
+template <class T>
+static __device__ __forceinline__ LLData ll_pack(const T *src, u64 n, u64 j) {
+    enum { PER = 8 / sizeof(T) };
+    union { LLData d; T t[PER]; } u;
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+        const u64 e = j * PER + k;
+        u.t[k] = e < n ? src[e] : (T)0;
+    }
+    return u.d;
+}
+
 // Two extern "C" entries per element type, NAME_fp32 (an element a word)
 // and NAME_fp32_v (16 bytes a word), and so for fp16 and bf16, around the
 // algorithm's `template <class E, class W> __device__ void NAME(const KArgs &)`.
