@@ -245,13 +245,14 @@ static __device__ __forceinline__ void sum_words(const KArgs &a, u64 n, Src src,
 // flag in one 16-byte store, {data, flag, data, flag}, each 8-byte half
 // landing whole (NCCL relies on the same); a reader spins on its own memory
 // until both flags are this call's, then has the data: no barrier, no
-// fence, twice the bytes.  The flag is the call number + 1 (a fresh buffer
-// holds 0).  Only LL lines may ever be stored where LL lines are read (any
+// fence, twice the bytes.  The flag is the call number + 1, never 0 (a
+// fresh buffer holds 0; where the number wraps, calls 2^32 - 1 and 0 both
+// flag 1, in different halves).  Only LL lines may ever be stored where LL lines are read (any
 // other data could look like a flag): a kernel using them names its own
 // staging buffer (``STAGE`` in its NAME.py), where the numbers only grow.
 struct LLData { u32 lo, hi; };
 
-static __device__ __forceinline__ u32 ll_flag(u32 number) { return number + 1u; }
+static __device__ __forceinline__ u32 ll_flag(u32 number) { return number + 1u ? number + 1u : 1u; }
 
 static __device__ __forceinline__ void ll_store(void *line, LLData d, u32 flag) {
     asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};"
