@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # session 18 experiment: lsa-vec vs a line-for-line port of nccl-tests' -D 2 (lsa-nt, lsa-nt2) vs nt -D 2
+# lsa-nt2 is the port of nccl-tests' kernel, not committed (bench/RESULTS.md says how it was made);
+# lsa-vec2 is beside this script; copy the kernels' .cu/.py pairs into backends/gpu_kernels/ to rerun.
 set -u -o pipefail
 NAME=exp
 SRC=$(cd third_party_build/nccl-tests && pwd)
@@ -21,7 +23,7 @@ build_kit
 SIZES="-b 1M -e 1G -f 2 -w 5 -n 20"
 say "check"
 CUDA_VISIBLE_DEVICES=0,1 timeout 200 $PY -m ccbench_kit run all_reduce --backend nccl -r 2 --non-interactive \
-   --algorithms lsa-vec,lsa-vec2,lsa-nt2  # lsa-nt2: the port (not committed), see RESULTS.md -R 2 --sizes 4,12,1K,4100,1M,1048580,64M --check -w 1 -n 2 --placement both \
+   --algorithms lsa-vec,lsa-vec2,lsa-nt2 -R 2 --sizes 4,12,1K,4100,1M,1048580,64M --check -w 1 -n 2 --placement both \
    --out $RUNS/check.nc > $RUNS/check.txt 2>&1; echo "check rc=$?" | tee -a $SUM
 tail -30 $RUNS/check.txt >> $SUM
 wait $NT_PID; echo "nt build rc=$?" >> $SUM
@@ -30,7 +32,7 @@ for r in 1 2 3; do  # lsa-vec2 round
   CUDA_VISIBLE_DEVICES=0,1 timeout 120 mpirun --allow-run-as-root -np 2 --bind-to none -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH \
      -x CUDA_VISIBLE_DEVICES "$WORK/nt/all_reduce_perf" -g 1 -c 0 $SIZES -R 2 -D 2 > $RUNS/nt_R2_D2_n2_r$r.txt 2>&1
   CUDA_VISIBLE_DEVICES=0,1 timeout 200 $PY -m ccbench_kit run all_reduce --backend nccl -r 2 --non-interactive \
-     --algorithms lsa-vec,lsa-vec2,lsa-nt2  # lsa-nt2: the port (not committed), see RESULTS.md -R 2 --timing batch -a 1 $SIZES --out $RUNS/kit_exp_n2_r$r.nc > $RUNS/kit_exp_n2_r$r.txt 2>&1
+     --algorithms lsa-vec,lsa-vec2,lsa-nt2 -R 2 --timing batch -a 1 $SIZES --out $RUNS/kit_exp_n2_r$r.nc > $RUNS/kit_exp_n2_r$r.txt 2>&1
   echo "round $r rc=$?" >> $SUM
 done
 echo "loadavg after: $(cat /proc/loadavg)" >> $SUM
