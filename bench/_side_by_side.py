@@ -2,12 +2,23 @@
 bench/setup_time.py, bench/cli_start.py): an older commit's tree in a
 git-ignored folder, the order in which the trees take turns, and the CPU
 their processes used."""
+import argparse
 import os
 import resource
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def commit_pair(doc, rounds):
+    """The arguments of a script that measures two commits: OLD, NEW and
+    ``--rounds`` (default `rounds`); `doc`'s first line describes it."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("old")
+    ap.add_argument("new")
+    ap.add_argument("--rounds", type=int, default=rounds)
+    return ap.parse_args()
 
 
 def checkout(commit, build=True):

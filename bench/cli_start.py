@@ -9,14 +9,13 @@ before the command does anything, which every command, rank and test pays.
 
     python bench/cli_start.py OLD NEW [--rounds 5]
 """
-import argparse
 import compileall
 import os
 import statistics
 import subprocess
 import sys
 
-from _side_by_side import ROOT, alternating, checkout, children_cpu
+from _side_by_side import ROOT, alternating, checkout, children_cpu, commit_pair
 
 DATA = os.path.join(ROOT, "tests", "data", "schema", "v1_round1_groups.nc")
 COMMANDS = {
@@ -45,11 +44,7 @@ def cpu(argv):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("old")
-    ap.add_argument("new")
-    ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
+    args = commit_pair(__doc__, rounds=5)
     trees = {c: tree_of(c) for c in (args.old, args.new)}
     got = {}
     print(f"load before: {os.getloadavg()[0]:.2f}")

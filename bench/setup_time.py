@@ -9,7 +9,6 @@ Each round clones each commit afresh into a temporary folder and runs its
 after.  Both sides find this machine's download caches as they are (pip's
 and uv's, warm after the first round): what differs is the installing.
 """
-import argparse
 import os
 import shutil
 import statistics
@@ -17,7 +16,7 @@ import subprocess
 import tempfile
 import time
 
-from _side_by_side import ROOT, alternating, children_cpu
+from _side_by_side import ROOT, alternating, children_cpu, commit_pair
 
 
 def one_setup(commit):
@@ -40,11 +39,7 @@ def one_setup(commit):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("old")
-    ap.add_argument("new")
-    ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
+    args = commit_pair(__doc__, rounds=2)
     seen = {args.old: [], args.new: []}
     for k, commit in alternating([args.old, args.new], args.rounds):
         wall, cpu, load = one_setup(commit)
