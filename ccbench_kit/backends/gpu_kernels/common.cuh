@@ -247,10 +247,19 @@ static __device__ __forceinline__ void sum_words(const KArgs &a, u64 n, Src src,
 // until both flags are this call's, then has the data: no barrier, no
 // fence, twice the bytes.  The flag is the call number + 1, never 0 (a
 // fresh buffer holds 0; where the number wraps, calls 2^32 - 1 and 0 both
-// flag 1, in different halves).  Only LL lines may ever be stored where LL lines are read (any
-// other data could look like a flag): a kernel using them names its own
-// staging buffer (``STAGE`` in its NAME.py), where the numbers only grow.
+// flag 1, in different halves).  Only LL lines may ever be stored where LL
+// lines are read (any other data could look like a flag): a kernel using
+// them names its own staging buffer (``STAGE`` in its NAME.py), where the
+// numbers only grow.
 struct LLData { u32 lo, hi; };
+
+// A line's data as its elements of type T (8 / sizeof(T) of them).
+template <class T>
+union LLElems {
+    enum { PER = 8 / sizeof(T) };
+    LLData d;
+    T t[PER];
+};
 
 static __device__ __forceinline__ u32 ll_flag(u32 number) { return number + 1u ? number + 1u : 1u; }
 
@@ -268,7 +277,7 @@ static __device__ __forceinline__ LLData ll_load(const void *line, u32 flag) {
     return LLData{lo, hi};
 }
 
-// Elements of type T a line carries, and the lines of n elements.
+// The lines n elements of type T take.
 template <class T>
 static __device__ __forceinline__ u64 ll_lines(u64 n) {
     return (n * sizeof(T) + 7) / 8;
@@ -277,11 +286,10 @@ static __device__ __forceinline__ u64 ll_lines(u64 n) {
 // Line j of `src` (n elements, any alignment): its elements, zeros past n.
 template <class T>
 static __device__ __forceinline__ LLData ll_pack(const T *src, u64 n, u64 j) {
-    enum { PER = 8 / sizeof(T) };
-    union { LLData d; T t[PER]; } u;
+    LLElems<T> u;
 #pragma unroll
-    for (int k = 0; k < PER; k++) {
-        const u64 e = j * PER + k;
+    for (int k = 0; k < LLElems<T>::PER; k++) {
+        const u64 e = j * LLElems<T>::PER + k;
         u.t[k] = e < n ? src[e] : (T)0;
     }
     return u.d;

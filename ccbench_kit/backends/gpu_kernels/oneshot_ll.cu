@@ -11,7 +11,7 @@
 template <class E, class W>
 __device__ void oneshot_ll(const KArgs &a) {
     typedef typename E::T T;
-    enum { PER = 8 / sizeof(T) };
+    enum { PER = LLElems<T>::PER };
     const T *in = (const T *)a.send;
     T *out = (T *)a.recv;
     const u64 n = a.count, lines = ll_lines<T>(n), me = a.rank;
@@ -29,7 +29,7 @@ __device__ void oneshot_ll(const KArgs &a) {
 #pragma unroll
             for (int k = 0; k < PER; k++) s[k] = 0.f;
             for (int r = 0; r < a.nranks; r++) {
-                union { LLData d; T t[PER]; } u;
+                LLElems<T> u;
                 u.d = r == a.rank ? ll_pack(in, n, j)
                                   : ll_load(staged<W16>(a, a.rank, num, (u64)r * lines + j), flag);
 #pragma unroll
@@ -43,7 +43,8 @@ __device__ void oneshot_ll(const KArgs &a) {
         // its phase `barrier`: what waiting for the peers costs, one empty
         // line a block (line blockIdx.x: a block never has more lines than that)
         for (int r = 0; r < a.nranks; r++)
-            if (r != a.rank) ll_store(staged<W16>(a, r, num, me * lines + blockIdx.x), LLData{0, 0}, flag);
+            if (r != a.rank)
+                ll_store(staged<W16>(a, r, num, me * lines + blockIdx.x), LLData{0, 0}, flag);
         for (int r = 0; r < a.nranks; r++)
             if (r != a.rank) ll_load(staged<W16>(a, a.rank, num, (u64)r * lines + blockIdx.x), flag);
     }
