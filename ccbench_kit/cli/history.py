@@ -99,9 +99,9 @@ def main(args):
     if args.action == "rebuild":
         history.rebuild(args.history)
     if args.action == "report":
-        # the report's modules (plots, papermill), for this command only:
-        # lazy: `ccbench run` imports this module for its --history flag
-        from ..history.report import render
+        # the report's modules (plots, papermill) for this command only:
+        # `ccbench run` imports this module for its --history flag
+        from ..history.report import render  # lazy: (above)
         print(f"report: {render(args.history, args.output, timeout=args.timeout)}",
               file=sys.stderr)
         return 0

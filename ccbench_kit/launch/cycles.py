@@ -33,9 +33,9 @@ def check_cycles(n, flag="--cycles"):
 def combine(cycles):
     """One Dataset from the per-cycle Datasets of one collective."""
 
-    # xarray where Datasets are joined: `ccbench run` imports this module
-    # lazy: before it reads its arguments, and bad input needs no xarray
-    import xarray as xr
+    # xarray only where Datasets are joined: `ccbench run` imports this module
+    # before it reads its arguments, and bad input needs no xarray
+    import xarray as xr  # lazy: (above)
     first = cycles[0]
     iters = [ds.sizes["iteration"] for ds in cycles]
     joined = xr.concat([ds.drop_vars("iteration") for ds in cycles], dim="iteration",

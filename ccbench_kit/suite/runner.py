@@ -363,9 +363,9 @@ def collect(suite, report=True, progress=None):
     result = SuiteResult(entries, failed=failed)
     if not parts:
         return result
-    # xarray where the results are joined: `ccbench suite` imports this
-    # lazy: module before it reads its arguments, and bad input needs none
-    import xarray as xr
+    # xarray only where the results are joined: `ccbench suite` imports this
+    # module before it reads its arguments, and bad input needs none
+    import xarray as xr  # lazy: (above)
     tree = xr.DataTree.from_dict(parts)
     result.out = dataset.save(tree, suite.out)
     _say(progress, f"results: {result.out} ({len(parts)} of {len(entries)} combinations)")
