@@ -74,10 +74,17 @@ def test_the_kernel_argument_matches_the_c_side():
                                        "seq", "half", "rank", "nranks"]
 
 
+@pytest.fixture(scope="module")
+def ptx_folder(tmp_path_factory):
+    """One image cache for the tests that read every kernel's PTX: each
+    kernel is compiled once, not once a test."""
+    return str(tmp_path_factory.mktemp("ptx"))
+
+
 @needs_nvrtc
-def test_every_kernel_compiles_to_ptx_for_sm_90(tmp_path):
+def test_every_kernel_compiles_to_ptx_for_sm_90(ptx_folder):
     for coll, name, m in _nvrtc_algorithms():
-        data, path = _nvrtc.image(NVRTC, m, "compute_90", folder=str(tmp_path))
+        data, path = _nvrtc.image(NVRTC, m, "compute_90", folder=ptx_folder)
         ptx = data.rstrip(b"\0").decode()
         assert ".target sm_90" in ptx, path
         entries = set(re.findall(r"\.entry\s+(\w+)", ptx))
@@ -195,7 +202,7 @@ def test_each_staging_half_holds_what_its_kernel_writes_there():
 
 
 @needs_nvrtc
-def test_a_one_shot_call_meets_once_and_fences_nothing(tmp_path):
+def test_a_one_shot_call_meets_once_and_fences_nothing(ptx_folder):
     """The barrier count per call common.cuh's halves allow: one-shot,
     all_gather and reduce_scatter one release store each, two-shot two, the
     LL one-shot none (its flags travel with the data); no system fence
@@ -203,7 +210,7 @@ def test_a_one_shot_call_meets_once_and_fences_nothing(tmp_path):
     stores = {"oneshot": 1, "twoshot": 2, "allgather_direct": 1, "reduce_scatter_direct": 1,
               "oneshot_ll": 0}
     for coll, name, m in _nvrtc_algorithms():
-        data, _ = _nvrtc.image(NVRTC, m, "compute_90", folder=str(tmp_path))
+        data, _ = _nvrtc.image(NVRTC, m, "compute_90", folder=ptx_folder)
         ptx = data.rstrip(b"\0").decode()
         assert "fence.sc.sys" not in ptx and "membar.sys" not in ptx
         for entry in re.split(r"\.entry\s+", ptx)[1:]:
