@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ccbench_kit._optional import IRI_CHECKER, without
+from ccbench_kit.blas_threads import one_blas_thread
 
 ROOT = Path(__file__).resolve().parent.parent
 # jsonschema's IRI format check builds a parser when imported: 2.4 s of CPU
@@ -18,6 +19,9 @@ BIN = Path(sys.executable).parent
 os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
 os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# the tests' own processes (mpirun'd scripts, Dask workers) load numpy with
+# one BLAS thread, as the kit's entries give theirs (blas_threads.py)
+one_blas_thread()
 
 
 def run_cli(*args, timeout=180, cwd=None, env=None, check=False):

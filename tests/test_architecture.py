@@ -171,7 +171,7 @@ LAYERS = [
     {"collectives", "inputs"},                     # collectives' facts; their parsed inputs
     {"dataset"},                                   # the schema; imports nothing above it
     {"_version", "errors", "units", "dtypes", "_files", "_optional", "mpi_env", "progress_board",
-     "hostinfo", "joborigin", "output_path", "bounded", "resources", "markup", "argtypes",
+     "blas_threads", "hostinfo", "joborigin", "output_path", "bounded", "resources", "markup", "argtypes",
      "_engine", "_nccl"},                          # foundations and the compiled engine
 ]
 # Modules that are plugins of another library and so face upward on purpose:

@@ -15,6 +15,7 @@ import signal
 import sys
 
 from .._optional import DASK, IRI_CHECKER, again, without
+from ..blas_threads import one_blas_thread
 from .._version import __version__
 from ..errors import (EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_CODES, EXIT_SIGINT,
                       EXIT_SIGTERM, CCBenchError, Interrupted)
@@ -73,7 +74,9 @@ def console():
     about a second of CPU less in every command that reads or writes
     results, 2.4 s more in one that runs a notebook); a command that talks
     to a Dask cluster gets dask back for distributed's client (no command
-    holds a dask array)."""
+    holds a dask array); numpy, its children's too, loads with one BLAS
+    thread (`blas_threads`)."""
+    one_blas_thread()
     without(DASK + IRI_CHECKER)
     args = build_parser(sys.argv[1:]).parse_args()
     uses_dask = getattr(args, "uses_dask", None)

@@ -11,7 +11,9 @@ import os
 import sys
 import traceback
 
-from .._optional import DASK, without
+from ..blas_threads import one_blas_thread
+one_blas_thread()  # before the imports below load numpy (blas_threads says why)
+from .._optional import DASK, without  # noqa: E402  (after the line above)
 from ..errors import CCBenchError
 from ..mpi_env import quiet_barrier, start_mpi
 from . import events
