@@ -75,18 +75,23 @@ $(VENV)/bin/python:
 # editable install then keeps that build (setup.py's BuildExt).
 # torch (the torch backend's tests) at this exact pin: the CPU build that
 # pip's find-links hold (/opt/wheels here), which uv is told of as pip's
-# configuration does not reach it; a range could pull a CUDA build of GBs
+# configuration does not reach it; a range could pull a CUDA build of GBs.
+# Its bytecode is what importing it writes, not all of it: torch, sympy and
+# networkx hold 4,400 modules (21 s of CPU to compile) of which an import
+# loads 700 and sympy's none.
 UV_VERSION := 0.13.9
 BUILD_EXT = $(PY) setup.py -q build_ext --inplace -j 2
-UV_INSTALL = $(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode
+UV_PLAIN = $(VENV)/bin/uv pip install -q --python $(PY)
+UV_INSTALL = $(UV_PLAIN) --compile-bytecode
 $(VENV)/.deps: pyproject.toml | $(VENV)/bin/python $(LIBMPI_SHIM)
 	$(PIP) install -q "uv==$(UV_VERSION)"
 	$(UV_INSTALL) -U pip "setuptools>=77" wheel Cython numpy mpi4py
 	@links=$${PIP_FIND_LINKS:-$$($(PIP) config get global.find-links 2>/dev/null)}; \
 	torch_from=$$(for d in $$links; do printf -- '--find-links %s ' "$$d"; done); \
 	echo "$(BUILD_EXT) &"; $(BUILD_EXT) & build=$$!; \
-	echo "$(UV_INSTALL) -r pyproject.toml --extra all; $(UV_INSTALL) $$torch_from torch==2.13.0"; \
-	$(UV_INSTALL) -r pyproject.toml --extra all && $(UV_INSTALL) $$torch_from torch==2.13.0; \
+	echo "$(UV_INSTALL) -r pyproject.toml --extra all; $(UV_PLAIN) $$torch_from torch==2.13.0"; \
+	$(UV_INSTALL) -r pyproject.toml --extra all && $(UV_PLAIN) $$torch_from torch==2.13.0 && \
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -c "import torch"; \
 	installed=$$?; wait $$build && exit $$installed
 	$(UV_INSTALL) --no-deps --no-build-isolation -e .
 	touch $@
