@@ -1,14 +1,12 @@
 """``ccbench run COLLECTIVE``: nccom-test's flags, nccl-tests' table."""
-import json
 import shlex
 import sys
 
 from .. import api, backends
 from .. import run_fields as F
-from ..dataset.schema import library_name
 from ..dataset.stats import check_average
 from ..errors import EXIT_CHECK_FAILED, ConfigError, print_warning
-from ..formats.nccl_tests.write_table import format_table
+from ..formats.nccl_tests.write_table import run_lines
 from ..inputs.sizes import parse_size_list, read_msglen
 from ..launch.cycles import check_cycles
 from ..launch.stable import check_target
@@ -132,19 +130,25 @@ def main(args):
             raise ConfigError("repeats sizes itself; not with --cycles", "--until-stable")
         check_target(args.until_stable, args.stable_cap, args.iters)
 
+    table = dict(stats=list(args.stats), rank_stat=rank_stat,
+                 show_io=args.show_input_output_size, show_ran=args.show_algorithm)
+    tables = RankTables(progress)
+
     def print_cycle(c, results):
         print(f"# cycle {c + 1} of {cycles}")
-        _print_tables(results, args, rank_stat)
+        _print_tables(results, table)
 
     results = api.run_many(cfgs, out=out, cycles=cycles, job_per_cycle=args.job_per_cycle,
                            until_stable=args.until_stable,
-                           stable_cap=args.stable_cap, on_cycle=print_cycle, progress=progress,
+                           stable_cap=args.stable_cap, on_cycle=print_cycle, progress=tables,
+                           # the tables of one sweep, each part's once, from rank 0
+                           table=table if cycles == 1 and args.until_stable is None else None,
                            **launch_options(args))
-    if results is None or any(ds is None for ds in results.values()):
+    if results is None:
         return 0  # a rank other than 0 of the user's own mpirun: rank 0 prints
     if cycles > 1:
         print(f"# all {cycles} cycles")
-    _print_tables(results, args, rank_stat)
+    _print_tables(results, table, tables.received)
     if args.json_file:
         for path in write_json(results, args.json_file, json_format, stats=args.stats,
                                show_algorithm=args.show_algorithm,
@@ -152,30 +156,30 @@ def main(args):
             print(f"# json ({json_format}): {path}")
     print(f"# results: {out}")
     file_results(args, out)
-    return _check_verdict(results)
+    return _check_verdict(results, tables.received)
 
 
-def _check_verdict(results):
+def _check_verdict(results, received=None):
     """EXIT_CHECK_FAILED, with nccom-test's closing line, when the data check
     found wrong elements in any result; 0 otherwise.  Said after every
     table and file is written (and filed), so a failed check keeps every size."""
-    failed = sum(ds.ccb.failed_checks() for ds in results.values())
+    received = received or {}
+    failed = sum(received[name]["failed"] if name in received else
+                 results[name].ccb.failed_checks() for name in results)
     if not failed:
         return 0
     print(f"{failed} errors found - test failed")
     return EXIT_CHECK_FAILED
 
 
-def _print_tables(results, args, rank_stat):
-    for name, ds in results.items():
-        print(f"# ccbench {name}: {ds.attrs['nranks']} ranks, {ds.attrs['dtype']}, backend "
-              f"{ds.attrs['backend']} ({library_name(ds.attrs)}), {ds.attrs['warmup']} warm-up + "
-              f"{ds.attrs['iters']} iterations" + _groups_note(ds))
-        if args.show_algorithm and "library_algorithm" in ds.attrs:
-            print(f"# algorithm mpi: {ds.attrs['library_algorithm']}")
-        for line in format_table(ds, stats=args.stats, rank_stat=rank_stat,
-                                 show_io=args.show_input_output_size,
-                                 show_ran=args.show_algorithm):
+def _print_tables(results, table, received=None):
+    """Each part's table: as rank 0 sent it (`received`: its ``table``
+    events), else formatted here from the part's Dataset."""
+    received = received or {}
+    for name in results:
+        lines = received[name]["lines"] if name in received else \
+            run_lines(name, results[name], **table)
+        for line in lines:
             print(line)
 
 
@@ -199,12 +203,20 @@ def _prints():
     return start_mpi().COMM_WORLD.Get_rank() == 0
 
 
-def _groups_note(ds):
-    groups = ds.attrs.get("groups")
-    if not groups:
-        return ""
-    g = json.loads(groups)
-    return f", {len(g)} concurrent groups of {len(g[0])} (busbw per group)"
+class RankTables:
+    """`api.run_many`'s `progress`: keeps rank 0's ``table`` events by part
+    name (`received`) and hands every other event to `progress` (the
+    progress lines; None: none)."""
+
+    def __init__(self, progress=None):
+        self.progress = progress
+        self.received = {}
+
+    def __call__(self, ev):
+        if ev.get("event") == "table":
+            self.received[ev["name"]] = ev
+        elif self.progress is not None:
+            self.progress(ev)
 
 
 class Progress:

@@ -9,6 +9,7 @@ faster), ``ratio_lo``/``ratio_hi`` (the CI, NaN for plain ratios),
 import json
 import re
 import warnings
+from collections.abc import Mapping
 
 import numpy as np
 import xarray as xr
@@ -299,7 +300,7 @@ def _one(data, other):
         return data
     if isinstance(data, xr.DataTree):
         parts = {n: node.to_dataset() for n, node in data.children.items()} or {"": data.to_dataset()}
-    elif isinstance(data, dict):
+    elif isinstance(data, Mapping):  # {name: Dataset}, run_many's
         parts = data
     else:
         raise TypeError(f"compare takes ccbench results Datasets, not {type(data).__name__}")

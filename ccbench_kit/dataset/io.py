@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import os
+from collections.abc import Mapping
 
 import xarray as xr
 
@@ -128,7 +129,7 @@ def _as_parts(data):
         if not parts:
             raise ValueError("nothing to save")
         return parts
-    if isinstance(data, dict):
+    if isinstance(data, Mapping):  # {name: Dataset}, run_many's
         if not data:
             raise ValueError("nothing to save")
         return dict(data)

@@ -61,17 +61,23 @@ class Job:
         ``sweep`` with ``--until-stable``: `stable.Rounds`' target, cap and
         iterations; the parts run in rounds, each round's results in
         `stable.round_path` of the part's file.
+    table : dict, optional
+        ``sweep``: rank 0 sends each part's nccl-tests table, formatted with
+        these `formats.nccl_tests.write_table.run_lines` options, in an
+        event ``table`` (`sweep_task`).
     """
 
     task: str
     parts: tuple = ()
     plan: dict = None
     rounds: dict = None
+    table: dict = None
 
     @classmethod
-    def sweep(cls, parts, rounds=None):
+    def sweep(cls, parts, rounds=None, table=None):
         """A sweep job of `parts`: {name: RunConfig} in run order."""
-        return cls("sweep", tuple(Part(n, c) for n, c in parts.items()), rounds=rounds)
+        return cls("sweep", tuple(Part(n, c) for n, c in parts.items()), rounds=rounds,
+                   table=table)
 
     @classmethod
     def doctor(cls, plan):
@@ -87,6 +93,7 @@ class Job:
             body["parts"] = [{"name": p.name, "config": json.loads(p.config.to_json())}
                              for p in self.parts]
             body["rounds"] = self.rounds
+            body["table"] = self.table
         else:
             body["plan"] = self.plan
         return json.dumps(body, sort_keys=True)
@@ -102,7 +109,8 @@ class Job:
                            "(a different ccbench_kit version on this host?)")
         if body["task"] == "sweep":
             return cls("sweep", tuple(Part(p["name"], RunConfig.from_json(json.dumps(p["config"])))
-                                      for p in body["parts"]), rounds=body.get("rounds"))
+                                      for p in body["parts"]), rounds=body.get("rounds"),
+                       table=body.get("table"))
         return cls(body["task"], plan=body.get("plan"))
 
     def word(self):

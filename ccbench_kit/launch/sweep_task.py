@@ -3,7 +3,8 @@ one `session.Session`.
 
 Rank 0 says which part starts (event ``part``, so the launcher's watchdog
 names the right collective) and which is done (``part-done``, its results
-file complete), and keeps every size of the part in its file as it goes
+file complete; before it ``table``, the part's table, when the job asks:
+`job.Job.table`), and keeps every size of the part in its file as it goes
 (`dataset.checkpoint`): a job that fails keeps the parts before and the
 sizes done of the part it was in.
 """
@@ -12,6 +13,7 @@ import itertools
 from . import events
 from .faults import FaultPlan
 from ..formats.nccl_tests.live_table import LiveTable
+from ..formats.nccl_tests.write_table import run_lines
 from ..harness import Sweep
 from ..mpi_env import quiet_barrier
 from ..session import Session
@@ -81,6 +83,10 @@ def _run_part(comm, job, index, name, cfg, reporter, session, flags):
     if rank == 0:
         if table is not None and ds is not None:
             table.close(ds)
+        if job.table and ds is not None:
+            events.emit({"event": "table", "index": index, "name": name,
+                         "lines": run_lines(name, ds, **job.table),
+                         "failed": ds.ccb.failed_checks()})
         events.emit({"event": "part-done", "index": index, "name": name,
                      "out": cfg.output.out})
     return ds

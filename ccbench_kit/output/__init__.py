@@ -11,6 +11,7 @@ writers live with their tool's readers in ``ccbench_kit.formats``.
 import json
 import math
 import os
+from collections.abc import Mapping
 
 from .._files import atomic_write_text
 from ..formats.nccl_tests.write_json import nccl_tests_json
@@ -40,7 +41,7 @@ def write_json(results, path, fmt="nccom-test", **options):
     if fmt not in FORMATS:
         raise ConfigError(f"unknown JSON format {fmt!r}; use {' or '.join(FORMATS)}",
                           "--json-format")
-    if not isinstance(results, dict):
+    if not isinstance(results, Mapping) or hasattr(results, "data_vars"):  # one Dataset
         results = {results.attrs.get("collective", "results"): results}
     paths = json_paths(path, list(results))
     make = FORMATS[fmt]

@@ -1,9 +1,10 @@
 """nccl-tests' table layout, with an algorithm column, from a Dataset."""
+import json
 import math
 
 import numpy as np
 
-from ...dataset.schema import attr_json, not_available
+from ...dataset.schema import attr_json, library_name, not_available
 from ...dataset.stats import describe
 from .write_json import iter_stats
 
@@ -73,6 +74,35 @@ def ran_at(ds):
             return library
         return f"ccbench:{alg}"         # the kit's own implementation
     return ran
+
+
+def run_lines(name, ds, stats=("avg",), rank_stat="max", show_io=False, show_ran=False):
+    """What ``ccbench run`` prints for its part `name`: a line naming the run
+    (ranks, data type, backend and library, iterations, concurrent groups),
+    with `show_ran` the algorithm the library was forced to (where known),
+    then `format_table`.
+
+    Rank 0 of a launched job formats it from the Dataset it just saved and
+    sends it to the launcher (`launch.sweep_task`, event ``table``), so that
+    ``ccbench run`` prints it without reading the file back (importing
+    xarray is most of a launcher's CPU); it is the same text either way.
+    """
+    a = ds.attrs
+    lines = [f"# ccbench {name}: {a['nranks']} ranks, {a['dtype']}, backend {a['backend']} "
+             f"({library_name(a)}), {a['warmup']} warm-up + {a['iters']} iterations"
+             + _groups_note(a)]
+    if show_ran and "library_algorithm" in a:
+        lines.append(f"# algorithm mpi: {a['library_algorithm']}")
+    return lines + format_table(ds, stats=stats, rank_stat=rank_stat, show_io=show_io,
+                                show_ran=show_ran)
+
+
+def _groups_note(attrs):
+    groups = attrs.get("groups")
+    if not groups:
+        return ""
+    g = json.loads(groups)
+    return f", {len(g)} concurrent groups of {len(g[0])} (busbw per group)"
 
 
 def table_parts(ds, stats=("avg",), rank_stat="max", show_io=False, show_ran=False):
