@@ -132,11 +132,11 @@ def main(args):
 
     table = dict(stats=list(args.stats), rank_stat=rank_stat,
                  show_io=args.show_input_output_size, show_ran=args.show_algorithm)
-    tables = RankTables(progress)
+    tables = RankTables(table, progress)
 
     def print_cycle(c, results):
         print(f"# cycle {c + 1} of {cycles}")
-        _print_tables(results, table)
+        _print_tables(results, tables)
 
     results = api.run_many(cfgs, out=out, cycles=cycles, job_per_cycle=args.job_per_cycle,
                            until_stable=args.until_stable,
@@ -148,7 +148,7 @@ def main(args):
         return 0  # a rank other than 0 of the user's own mpirun: rank 0 prints
     if cycles > 1:
         print(f"# all {cycles} cycles")
-    _print_tables(results, table, tables.received)
+    _print_tables(results, tables)
     if args.json_file:
         for path in write_json(results, args.json_file, json_format, stats=args.stats,
                                show_algorithm=args.show_algorithm,
@@ -156,30 +156,23 @@ def main(args):
             print(f"# json ({json_format}): {path}")
     print(f"# results: {out}")
     file_results(args, out)
-    return _check_verdict(results, tables.received)
+    return _check_verdict(results, tables)
 
 
-def _check_verdict(results, received=None):
+def _check_verdict(results, tables):
     """EXIT_CHECK_FAILED, with nccom-test's closing line, when the data check
     found wrong elements in any result; 0 otherwise.  Said after every
     table and file is written (and filed), so a failed check keeps every size."""
-    received = received or {}
-    failed = sum(received[name]["failed"] if name in received else
-                 results[name].ccb.failed_checks() for name in results)
+    failed = sum(tables.failed(name, results) for name in results)
     if not failed:
         return 0
     print(f"{failed} errors found - test failed")
     return EXIT_CHECK_FAILED
 
 
-def _print_tables(results, table, received=None):
-    """Each part's table: as rank 0 sent it (`received`: its ``table``
-    events), else formatted here from the part's Dataset."""
-    received = received or {}
+def _print_tables(results, tables):
     for name in results:
-        lines = received[name]["lines"] if name in received else \
-            run_lines(name, results[name], **table)
-        for line in lines:
+        for line in tables.lines(name, results):
             print(line)
 
 
@@ -205,10 +198,13 @@ def _prints():
 
 class RankTables:
     """`api.run_many`'s `progress`: keeps rank 0's ``table`` events by part
-    name (`received`) and hands every other event to `progress` (the
-    progress lines; None: none)."""
+    name and hands every other event to `progress` (the progress lines;
+    None: none).  A part's table and failed checks are rank 0's where it
+    sent them, else made here from the part's Dataset with `table`
+    (`write_table.run_lines`' keywords), which reads its file."""
 
-    def __init__(self, progress=None):
+    def __init__(self, table, progress=None):
+        self.table = table
         self.progress = progress
         self.received = {}
 
@@ -217,6 +213,16 @@ class RankTables:
             self.received[ev["name"]] = ev
         elif self.progress is not None:
             self.progress(ev)
+
+    def lines(self, name, results):
+        if name in self.received:
+            return self.received[name]["lines"]
+        return run_lines(name, results[name], **self.table)
+
+    def failed(self, name, results):
+        if name in self.received:
+            return self.received[name]["failed"]
+        return results[name].ccb.failed_checks()
 
 
 class Progress:

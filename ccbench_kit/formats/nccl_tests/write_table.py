@@ -1,5 +1,4 @@
 """nccl-tests' table layout, with an algorithm column, from a Dataset."""
-import json
 import math
 
 import numpy as np
@@ -90,19 +89,17 @@ def run_lines(name, ds, stats=("avg",), rank_stat="max", show_io=False, show_ran
     a = ds.attrs
     lines = [f"# ccbench {name}: {a['nranks']} ranks, {a['dtype']}, backend {a['backend']} "
              f"({library_name(a)}), {a['warmup']} warm-up + {a['iters']} iterations"
-             + _groups_note(a)]
+             + _groups_note(attr_json(ds, "groups"))]
     if show_ran and "library_algorithm" in a:
         lines.append(f"# algorithm mpi: {a['library_algorithm']}")
     return lines + format_table(ds, stats=stats, rank_stat=rank_stat, show_io=show_io,
                                 show_ran=show_ran)
 
 
-def _groups_note(attrs):
-    groups = attrs.get("groups")
+def _groups_note(groups):
     if not groups:
         return ""
-    g = json.loads(groups)
-    return f", {len(g)} concurrent groups of {len(g[0])} (busbw per group)"
+    return f", {len(groups)} concurrent groups of {len(groups[0])} (busbw per group)"
 
 
 def table_parts(ds, stats=("avg",), rank_stat="max", show_io=False, show_ran=False):
