@@ -74,10 +74,9 @@ class Job:
     table: dict = None
 
     @classmethod
-    def sweep(cls, parts, rounds=None, table=None):
+    def sweep(cls, parts, rounds=None):
         """A sweep job of `parts`: {name: RunConfig} in run order."""
-        return cls("sweep", tuple(Part(n, c) for n, c in parts.items()), rounds=rounds,
-                   table=table)
+        return cls("sweep", tuple(Part(n, c) for n, c in parts.items()), rounds=rounds)
 
     @classmethod
     def doctor(cls, plan):
