@@ -85,7 +85,7 @@ BAD = [
     (f"report {AR} -o " "{r.html} -t pfoo", "stats: unknown statistic 'pfoo'"),
     (f"report {AR} -o " "{r.pdf}", "-o/--output: {r.pdf}: the report is HTML; name it NAME.html"),
     ("show {garbage.txt}", "{garbage.txt}: not a readable netCDF results file"),
-    ("show {v3.nc}", "{v3.nc}: schema ccbench/3 is newer than this kit reads (newest ccbench/2)"),
+    ("show {v4.nc}", "{v4.nc}: schema ccbench/4 is newer than this kit reads (newest ccbench/3)"),
     ("show {other.nc}", "{other.nc}: not a ccbench results file (schema attr is 'other/1')"),
     ("suite {nosuite.yaml}", "{nosuite.yaml}: cannot read suite file"),
     # issue 17: every flag value checked by the parser
@@ -133,7 +133,7 @@ def files(tmp_path_factory):
 
     import numpy as np
     import xarray as xr
-    xr.Dataset(attrs={"schema": "ccbench/3"}).to_netcdf(d / "v3.nc", engine="h5netcdf")
+    xr.Dataset(attrs={"schema": "ccbench/4"}).to_netcdf(d / "v4.nc", engine="h5netcdf")
     xr.Dataset(attrs={"schema": "other/1"}).to_netcdf(d / "other.nc", engine="h5netcdf")
     xr.Dataset({"latency": ("x", np.ones(3))}, attrs={"schema": "ccbench/1"}).to_netcdf(
         d / "fake.nc", engine="h5netcdf")
@@ -154,7 +154,7 @@ def test_the_table_is_long_enough():
 def test_bad_input(argv, message, files, capsys):
     names = {k: str(files / k) for k in ["missing.json", "nohosts.txt", "nonexistent.txt",
                                           "nonexistent.nc", "r.html", "r.pdf", "nosuite.yaml",
-                                          "v3.nc", "other.nc", "trunc.txt", "trunc.json", "badheader.txt",
+                                          "v4.nc", "other.nc", "trunc.txt", "trunc.json", "badheader.txt",
                                           "fake.nc", "deep.json", "bomb.yaml", "loop.yaml", "fifo",
                                           *FILES, *TEXT]}
     names.update(AR=str(AR), AG=str(AG))

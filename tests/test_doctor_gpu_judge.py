@@ -158,6 +158,73 @@ def test_results_file_round_trip(tmp_path):
     assert str(back["gpu_name"].sel(node="n1", gpu=0).values) == H100
 
 
+def test_the_file_is_the_kits_schema_and_sweep_readers_refuse_it(tmp_path, capsys):
+    from ccbench_kit.cli import main
+    from ccbench_kit.dataset import SchemaError, io, load
+    ds = gpu_run()
+    check.save(ds, tmp_path / "r.nc")
+    assert io.file_kind(tmp_path / "r.nc") == "gpu-check"
+    back = check.load(tmp_path / "r.nc")
+    assert (back.attrs["schema"], back.attrs["kind"]) == ("ccbench/3", "gpu-check")
+    assert "schema_upgraded_from" not in back.attrs
+    message = (f"{tmp_path / 'r.nc'}: a GPU check (`ccbench doctor --local`), not a "
+               "collective's results; read it with `ccbench compare BASELINE RUN` of two GPU "
+               "checks, or the doctor_gpu notebook")
+    with pytest.raises(SchemaError) as err:
+        load(tmp_path / "r.nc")
+    assert str(err.value) == message
+    for argv in (["show", str(tmp_path / "r.nc")],
+                 ["export", str(tmp_path / "r.nc"), "--csv", str(tmp_path / "x.csv")]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err == f"ccbench: error: {message}\n"
+    assert not (tmp_path / "x.csv").exists()
+    # and the GPU check's reader refuses a collective's results the same way
+    sweep = tmp_path / "sweep.nc"
+    io.save(load(os.path.join(ROOT, "tests", "data", "schema", "v1_round1_groups.nc")), sweep)
+    assert io.file_kind(sweep) == "sweep"
+    with pytest.raises(SchemaError) as err:
+        check.load(sweep)
+    assert str(err.value) == (f"{sweep}: a collective's results, not a GPU check (`ccbench "
+                              "doctor --local`); read it with `ccbench show`, `compare`, "
+                              "`report`")
+    # a kind no kit wrote, and a GPU check missing what every one has
+    odd = ds.copy()
+    odd.attrs["kind"] = "gpu-chek\n"
+    check.save(odd, tmp_path / "odd.nc")
+    with pytest.raises(SchemaError) as err:
+        check.load(tmp_path / "odd.nc")
+    assert str(err.value) == (f"{tmp_path / 'odd.nc'}: kind 'gpu-chek\\n' is not one this "
+                              "kit reads (sweep, gpu-check)")
+    check.save(ds.drop_vars("gpu_name"), tmp_path / "bare.nc")
+    with pytest.raises(SchemaError) as err:
+        check.load(tmp_path / "bare.nc")
+    assert str(err.value) == (f"{tmp_path / 'bare.nc'}: claims schema ccbench/3 but lacks "
+                              "coord 'gpu_name'")
+
+
+def test_a_file_of_the_checks_own_schema_of_before_loads_upgraded(tmp_path):
+    """Until schema version 3 the GPU check wrote its own netCDF, schema
+    ``ccbench-doctor-gpu/1``, with xarray directly: such a file is read as
+    a GPU check of today, value by value, and compares against a new one."""
+    old = gpu_run(seed=7)
+    old.attrs["schema"] = "ccbench-doctor-gpu/1"
+    del old.attrs["kind"]
+    old.to_netcdf(tmp_path / "old.nc", engine="h5netcdf")   # the old writer's call
+    back = check.load(tmp_path / "old.nc")
+    assert (back.attrs["schema"], back.attrs["kind"], back.attrs["schema_upgraded_from"]) == \
+        ("ccbench/3", "gpu-check", "ccbench-doctor-gpu/1")
+    for name in ("hbm_gbps", "matmul_tflops", "h2d_gbps", "d2h_gbps", "temperature_c"):
+        np.testing.assert_array_equal(back[name].values, old[name].values)
+    assert set(old.attrs) - {"schema"} <= set(back.attrs)
+    assert all(back.attrs[k] == v for k, v in old.attrs.items() if k != "schema")
+    check.save(gpu_run({(1, "hbm_gbps"): 0.5}, seed=8), tmp_path / "new.nc")
+    p = subprocess.run([sys.executable, "-m", "ccbench_kit", "compare", "old.nc", "new.nc",
+                        "--min-ratio", "0.9"], capture_output=True, text=True, cwd=tmp_path,
+                       timeout=60, env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 1, p.stderr
+    assert "new.nc n1/gpu1 hbm_gbps: ratio 0.50" in p.stdout
+
+
 def _cli(tmp_path, *args):
     p = subprocess.run([sys.executable, "-m", "ccbench_kit", "doctor", *args],
                        capture_output=True, text=True, cwd=tmp_path, timeout=60,

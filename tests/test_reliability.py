@@ -125,9 +125,9 @@ def test_oversize_stops_with_earlier_sizes_saved(tmp_path):
 
 def test_loading_a_newer_schema_version_is_refused(tmp_path):
     from ccbench_kit.dataset import SchemaError, load
-    path = tmp_path / "v3.nc"
-    xr.Dataset(attrs={"schema": "ccbench/3"}).to_netcdf(path, engine="h5netcdf")
-    with pytest.raises(SchemaError, match=r"schema ccbench/3 is newer than this kit reads \(newest ccbench/2\)"):
+    path = tmp_path / "v4.nc"
+    xr.Dataset(attrs={"schema": "ccbench/4"}).to_netcdf(path, engine="h5netcdf")
+    with pytest.raises(SchemaError, match=r"schema ccbench/4 is newer than this kit reads \(newest ccbench/3\)"):
         load(path)
     proc = run_cli("show", path)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1

@@ -70,7 +70,7 @@ def cli_error(argv, capsys):
 
 def test_the_history_is_a_chain_ending_in_what_is_written():
     assert [v.number for v in HISTORY] == list(range(1, len(HISTORY) + 1))
-    assert SCHEMA == HISTORY[-1].schema == "ccbench/2"
+    assert SCHEMA == HISTORY[-1].schema == "ccbench/3"
     assert HISTORY[0].upgrade is None and all(v.upgrade for v in HISTORY[1:])
     names = [a.name for v in HISTORY for a in v.added]
     assert len(names) == len(set(names))          # each addition recorded once
@@ -79,7 +79,8 @@ def test_the_history_is_a_chain_ending_in_what_is_written():
                       wrong=[[[0]]], ranks=range(3), hosts=["h"] * 3, devices=["cpu"] * 3,
                       attrs={"collective": "all_reduce"})
     # every addition with a default is written by every writer of the version
-    assert (ds.attrs["schema"], ds.attrs["complete"], ds.attrs["group_size"]) == (SCHEMA, "true", 3)
+    assert (ds.attrs["schema"], ds.attrs["complete"], ds.attrs["group_size"], ds.attrs["kind"]) \
+        == (SCHEMA, "true", 3, "sweep")
     assert set(REQUIRED_ATTRS) <= set(ds.attrs)
 
 
@@ -87,9 +88,10 @@ def test_a_design_era_file_loads_upgraded_value_by_value(tmp_path):
     old = v1_design()
     path = write_v1(tmp_path / "v1.nc", {"all_reduce": old})
     ds = ccb.load(path)
-    assert ds.attrs["schema"] == "ccbench/2" and ds.attrs["schema_upgraded_from"] == "ccbench/1"
-    # what version 2 added, filled with its defaults
+    assert ds.attrs["schema"] == "ccbench/3" and ds.attrs["schema_upgraded_from"] == "ccbench/1"
+    # what versions 2 and 3 added, filled with their defaults
     assert ds.attrs["complete"] == "true" and ds.attrs["group_size"] == 3
+    assert ds.attrs["kind"] == "sweep"
     # everything the file had, unchanged
     for name in ("latency", "start", "wrong"):
         np.testing.assert_array_equal(ds[name].values, old[name].values)
@@ -98,11 +100,26 @@ def test_a_design_era_file_loads_upgraded_value_by_value(tmp_path):
     for key, value in V1_ATTRS.items():
         if key != "schema":
             assert ds.attrs[key] == value, key
-    assert set(ds.attrs) - set(V1_ATTRS) == {"complete", "group_size", "schema_upgraded_from"}
+    assert set(ds.attrs) - set(V1_ATTRS) == {"complete", "group_size", "kind",
+                                                   "schema_upgraded_from"}
     # the analysis works on the upgraded Dataset: busbw of ring out-of-place at 96 B
     t = old["latency"].sel(algorithm="ring", placement="out_of_place", size=96).max("rank").mean()
     assert float(ds.ccb.busbw().sel(algorithm="ring", placement="out_of_place", size=96)) == \
         pytest.approx(96 / (float(t) * 1e3) * 2 * 2 / 3)
+
+
+def test_a_version_2_file_loads_upgraded_value_by_value(tmp_path):
+    old = v1_design()
+    old.attrs.update(schema="ccbench/2", complete="false", group_size=3,
+                     incomplete_reason="interrupted")
+    path = write_v1(tmp_path / "v2.nc", {"all_reduce": old})
+    ds = ccb.load(path)
+    assert (ds.attrs["schema"], ds.attrs["schema_upgraded_from"], ds.attrs["kind"]) == \
+        ("ccbench/3", "ccbench/2", "sweep")
+    assert set(ds.attrs) - set(old.attrs) == {"kind", "schema_upgraded_from"}
+    assert all(ds.attrs[k] == v for k, v in old.attrs.items() if k != "schema")
+    for name in ("latency", "start", "wrong"):
+        np.testing.assert_array_equal(ds[name].values, old[name].values)
 
 
 def test_every_reader_goes_through_the_upgrade(tmp_path):
@@ -137,9 +154,9 @@ def test_a_round1_file_keeps_what_it_already_had():
 
 def test_a_newer_version_is_one_line_naming_file_and_versions(tmp_path, capsys):
     ds = v1_design()
-    ds.attrs.update(schema="ccbench/3", complete="true", group_size=3)
-    path = write_v1(tmp_path / "v3.nc", {"all_reduce": ds})
-    message = (f"{path}: schema ccbench/3 is newer than this kit reads (newest ccbench/2); "
+    ds.attrs.update(schema="ccbench/4", complete="true", group_size=3, kind="sweep")
+    path = write_v1(tmp_path / "v4.nc", {"all_reduce": ds})
+    message = (f"{path}: schema ccbench/4 is newer than this kit reads (newest ccbench/3); "
                "update ccbench_kit to read it")
     with pytest.raises(SchemaError) as err:
         ccb.load(path)
@@ -163,7 +180,7 @@ def test_a_newer_group_is_named(tmp_path):
     with pytest.raises(SchemaError) as err:
         ccb.load(path)
     assert str(err.value) == (f"{path} (group all_gather): schema ccbench/7 is newer than this "
-                              "kit reads (newest ccbench/2); update ccbench_kit to read it")
+                              "kit reads (newest ccbench/3); update ccbench_kit to read it")
 
 
 def test_missing_required_parts_are_one_line(tmp_path, capsys):

@@ -39,7 +39,8 @@ def test_results_file_schema(cli_run):
     assert set(ds.sizes) == set(DIMS)
     for attr in REQUIRED_ATTRS:
         assert attr in ds.attrs, attr
-    assert ds.attrs["schema"] == SCHEMA == "ccbench/2"
+    assert ds.attrs["schema"] == SCHEMA == "ccbench/3"
+    assert ds.attrs["kind"] == "sweep"
     assert ds.attrs["nranks"] == 3 and ds.attrs["collective"] == "all_reduce"
     assert ds.attrs["complete"] == "true"
     assert list(ds["algorithm"].values) == ["ring", "mpi"]

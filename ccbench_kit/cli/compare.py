@@ -17,7 +17,8 @@ from ..errors import EXIT_BELOW, ConfigError, print_warning
 from .._files import atomic_write_text
 from ..formats.csv.write import csv_text
 from ..markup import terminal
-from ..dataset.schema import results_kind
+from ..dataset.io import file_kind
+from ..dataset.schema import GPU_CHECK, results_kind
 from ..health.gpu import check, report
 from ..importers import ReportedMismatchWarning, open_any
 from ..output_path import check_distinct, check_output
@@ -88,12 +89,12 @@ def _plot_path(path, k, n):
 def _gpu_checks(args):
     """``ccbench compare`` of `ccbench doctor --local` files (exit code), or None
     when the baseline is not one."""
-    if not check.is_results(args.baseline):
+    if file_kind(args.baseline) != GPU_CHECK:
         return None
     failing = []
     base = check.load(args.baseline)
     for path in args.runs:
-        if not check.is_results(path):
+        if file_kind(path) != GPU_CHECK:
             raise ConfigError(f"{path}: not a GPU check file like the baseline "
                               f"{args.baseline} (ccbench doctor --local)", "RUN")
         lines, too_low = report.compare_lines(base, check.load(path), args.baseline, path,

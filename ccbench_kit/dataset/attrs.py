@@ -15,7 +15,7 @@ _INT = re.compile(r"^[+-]?\d+$")
 _FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
 # text that must stay text even when it looks like a number
 _TEXT = frozenset({"library", "kit_version", "nccl_version", "cuda_runtime", "cuda_driver",
-                   "command", "source", "created", "schema", "dtype", "op", "collective"})
+                   "command", "source", "created", "schema", "kind", "dtype", "op", "collective"})
 
 
 def typed_value(name, value):

@@ -22,11 +22,11 @@ from .._files import atomic_write_bytes, atomic_write_bytes as write_bytes, chec
 
 from ..errors import CCBenchError
 from .memory import PER_ITERATION, in_memory_limit
-from .schema import check_required, check_times
+from .schema import SWEEP, check_kind, check_required, check_times, kind_of
 from .versions import SchemaError, upgrade
 from ..output_path import ResultsRescued, WriteFailed, is_no_room, rescue_folders
 
-__all__ = ["SchemaError", "analysis_ready", "load", "open_parts", "save"]
+__all__ = ["SchemaError", "analysis_ready", "file_kind", "load", "open_parts", "save"]
 
 
 def _encoding(ds):
@@ -136,20 +136,41 @@ def _as_parts(data):
     raise TypeError(f"cannot save {type(data).__name__}")
 
 
-def _current(ds, where):
+def _current(ds, where, kind):
     """`ds` upgraded to the newest schema and checked: the one path every
-    results file is read through (load, compare, report, import, show).
+    results file is read through (load, compare, report, import, show, the
+    doctor's GPU check).  A file of another `kind` than the reader's is
+    refused (`schema.check_kind`).
 
     The times are checked too (`check_times`), also in a file opened lazily
     in chunks: there the check streams over the chunks, one pass that keeps
     memory bounded, so that no bad time reaches a lazy statistic either."""
     claimed = ds.attrs.get("schema")
-    ds = check_required(upgrade(ds, where), where, claimed)
+    ds = check_kind(check_required(upgrade(ds, where), where, claimed), where, kind)
     return check_times(ds, where)
 
 
-def open_parts(path, chunks=None):
-    """{collective: Dataset} for every collective in the file (lazy with `chunks`)."""
+def file_kind(path):
+    """The kind of results `path` holds (``"sweep"``, ``"gpu-check"``:
+    `schema.KINDS`), from its attrs alone; None when it is not a file of
+    this kit's schema (any version) or cannot be read."""
+    import h5py  # lazy: only to peek at a file's attrs (xarray opens it otherwise)
+
+    try:
+        with h5py.File(path, "r") as f:
+            attrs = {k: f.attrs[k] for k in ("schema", "kind") if k in f.attrs}
+    except (OSError, ValueError):
+        return None
+    attrs = {k: v.decode() if isinstance(v, bytes) else str(v) for k, v in attrs.items()}
+    try:
+        return kind_of(upgrade(xr.Dataset(attrs=attrs), path).attrs)
+    except SchemaError:
+        return None
+
+
+def open_parts(path, chunks=None, kind=SWEEP):
+    """{collective: Dataset} for every collective in the file (lazy with
+    `chunks`); a file of another `kind` (`schema.KINDS`) is refused."""
     path = os.fspath(path)
     if not os.path.exists(path):
         raise CCBenchError(f"{path}: no such results file")
@@ -160,25 +181,27 @@ def open_parts(path, chunks=None):
         root = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
     except (OSError, ValueError) as e:
         raise SchemaError(f"{path}: not a readable netCDF results file ({e})") from e
-    names = json.loads(root.attrs.get("collectives") or "[]") or [root.attrs.get("collective")]
-    parts = {names[0]: _current(root, path)}
+    names = json.loads(root.attrs.get("collectives") or "[]") or [root.attrs.get("collective") or "results"]
+    parts = {names[0]: _current(root, path, kind)}
     for name in names[1:]:
         parts[name] = _current(xr.open_dataset(path, engine="h5netcdf", group=name,
-                                               chunks=chunks), f"{path} (group {name})")
+                                               chunks=chunks), f"{path} (group {name})", kind)
     for ds in parts.values():
         ds.attrs.pop("collectives", None)
     return parts
 
 
-def load(path, chunks=None):
+def load(path, chunks=None, kind=SWEEP):
     """The results in `path`: a Dataset for one collective, else a DataTree.
+    `kind` is what the caller reads (`schema.KINDS`): a file of another
+    kind is refused in one line.
 
     With `chunks` the data stay on disk as dask arrays: ``chunks={}`` gives
     one dask chunk per file chunk (one (algorithm, placement, size) block),
     ``chunks="auto"`` joins whole file chunks up to ~128 MiB (fewer, larger
     reads: about 3x faster to reduce; see bench/bigdata.py).
     """
-    parts = open_parts(path, chunks=chunks)
+    parts = open_parts(path, chunks=chunks, kind=kind)
     if len(parts) == 1:
         return next(iter(parts.values()))
     return xr.DataTree.from_dict(parts)

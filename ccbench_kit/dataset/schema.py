@@ -1,11 +1,15 @@
-"""The results schema: one Dataset per collective (docs/data-contract.md).
+"""The results schema (docs/data-contract.md).
 
-dims (algorithm, placement, size, rank, iteration); `latency` and optional
-`start` in µs; `wrong` per (algorithm, placement, size); flat attrs with
-nested data as JSON strings, since netCDF takes no dicts, None or bools.
-The version written is `SCHEMA`; `versions` keeps the history.
+A file says what it holds (attr ``kind``, `KINDS`).  A sweep is one Dataset
+per collective: dims (algorithm, placement, size, rank, iteration);
+`latency` and optional `start` in µs; `wrong` per (algorithm, placement,
+size).  A GPU check (the doctor's ``--local``) has dims (node, gpu, repeat).
+Both keep flat attrs with nested data as JSON strings, since netCDF takes no
+dicts, None or bools.  The version written is `SCHEMA`; `versions` keeps
+the history.
 """
 import json
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,12 +17,52 @@ from .versions import SCHEMA, SchemaError
 
 DIMS = ("algorithm", "placement", "size", "rank", "iteration")
 PLACEMENTS = ("out_of_place", "in_place")
-REQUIRED_ATTRS = ("schema", "collective", "dtype", "op", "root", "nranks", "backend",
+REQUIRED_ATTRS = ("schema", "kind", "collective", "dtype", "op", "root", "nranks", "backend",
                   "library", "timing", "warmup", "iters", "kit_version", "created",
                   "command", "hosts", "env", "source", "complete", "group_size")
 REQUIRED_COORDS = ("algorithm", "placement", "size", "count", "in_bytes", "out_bytes",
                    "rank", "host", "device", "iteration")
 REQUIRED_VARIABLES = ("latency", "wrong")
+SWEEP, GPU_CHECK = "sweep", "gpu-check"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What every file of one kind has, and what it is, for messages."""
+
+    dims: tuple
+    coords: tuple
+    variables: tuple
+    attrs: tuple
+    what: str       # "a collective's results ..."
+    read_with: str  # the commands that read it
+
+
+KINDS = {
+    SWEEP: Kind(DIMS, REQUIRED_COORDS, REQUIRED_VARIABLES, REQUIRED_ATTRS,
+                "a collective's results", "`ccbench show`, `compare`, `report`"),
+    GPU_CHECK: Kind(("node", "gpu", "repeat"), ("node", "gpu", "repeat", "gpu_name"), (),
+                    ("schema", "kind", "kit_version", "created"),
+                    "a GPU check (`ccbench doctor --local`)",
+                    "`ccbench compare BASELINE RUN` of two GPU checks, or the doctor_gpu "
+                    "notebook"),
+}
+
+
+def kind_of(attrs):
+    """The kind of the Dataset whose attrs these are (`KINDS`)."""
+    return str(attrs.get("kind") or SWEEP)
+
+
+def check_kind(ds, where, kind):
+    """SchemaError unless `ds` (checked, current) holds `kind`: a reader of
+    one kind refuses another in one line that names what reads it."""
+    found = kind_of(ds.attrs)
+    if found != kind:
+        have, want = KINDS[found], KINDS[kind]
+        raise SchemaError(f"{where}: {have.what}, not {want.what}; read it with "
+                          f"{have.read_with}")
+    return ds
 
 
 def netcdf_safe(value):
@@ -74,7 +118,7 @@ def make_dataset(*, algorithms, placements, sizes, counts, in_bytes, out_bytes,
     full.update(attrs)
     if full.get("group_size") in ("", None):
         full["group_size"] = full["nranks"]  # one group of every rank
-    full["schema"] = SCHEMA
+    full["schema"], full["kind"] = SCHEMA, SWEEP
     # xarray where a Dataset is made: the ranks import this module for its
     # names and, but for rank 0, make none (launch/worker.py)
     import xarray as xr  # lazy: only where a Dataset is made (above)
@@ -85,13 +129,18 @@ def make_dataset(*, algorithms, placements, sizes, counts, in_bytes, out_bytes,
 
 
 def check_required(ds, where, claimed=None):
-    """SchemaError naming what a Dataset that claims our schema lacks.
+    """SchemaError naming what a Dataset that claims our schema lacks, for
+    its kind (`KINDS`).
 
     `claimed` is the version the file said, before any upgrade."""
-    missing = ([f"dim {d!r}" for d in DIMS if d not in ds.dims]
-               + [f"coord {c!r}" for c in REQUIRED_COORDS if c not in ds.coords]
-               + [f"variable {v!r}" for v in REQUIRED_VARIABLES if v not in ds.data_vars]
-               + [f"attr {a!r}" for a in REQUIRED_ATTRS if a not in ds.attrs])
+    kind = KINDS.get(kind_of(ds.attrs))
+    if kind is None:
+        raise SchemaError(f"{where}: kind {kind_of(ds.attrs)!r} is not one this kit reads "
+                          f"({', '.join(KINDS)})")
+    missing = ([f"dim {d!r}" for d in kind.dims if d not in ds.dims]
+               + [f"coord {c!r}" for c in kind.coords if c not in ds.coords]
+               + [f"variable {v!r}" for v in kind.variables if v not in ds.data_vars]
+               + [f"attr {a!r}" for a in kind.attrs if a not in ds.attrs])
     if missing:
         raise SchemaError(f"{where}: claims schema {claimed or ds.attrs.get('schema')} but lacks "
                           + ", ".join(missing))

@@ -75,6 +75,13 @@ def _fill_v2(ds):
     return ds
 
 
+def _fill_v3(ds):
+    """2 -> 3: every file now says what it holds; before, every file of
+    this schema held a collective's results."""
+    ds.attrs.setdefault("kind", "sweep")
+    return ds
+
+
 _RUN = "run attr, written by every run of the kit (not by importers)"
 
 HISTORY = (
@@ -165,7 +172,22 @@ HISTORY = (
                       "said it used"),
             ),
             upgrade=_fill_v2),
+    Version(3, "results kinds: a file says what it holds, a collective's results or the "
+               "doctor's GPU check, which until then had its own schema",
+            added=(
+                Added("kind", "attr", '"sweep" (a collective\'s results: the dims above) or '
+                      '"gpu-check" (`ccbench doctor --local`: dims node, gpu, repeat)',
+                      '"sweep"'),
+            ),
+            upgrade=_fill_v3),
 )
+
+# Files written under a schema of their own before a version took them in:
+# schema -> (the version they are read as, the attrs that version gives them).
+LEGACY = {
+    # the doctor's GPU check, written by its own writer until version 3
+    "ccbench-doctor-gpu/1": (3, {"kind": "gpu-check"}),
+}
 
 CURRENT = HISTORY[-1]
 SCHEMA = CURRENT.schema
@@ -190,17 +212,20 @@ def upgrade(ds, where="<dataset>"):
         `ds` is not a ccbench results Dataset, or is newer than this kit.
     """
     schema = ds.attrs.get("schema")
-    number = version_of(schema)
+    legacy = LEGACY.get(str(schema))
+    number = legacy[0] if legacy else version_of(schema)
     if number is None or number < 1:
         raise SchemaError(f"{where}: not a ccbench results file (schema attr is {schema!r}); "
                           "import baselines with `ccbench import`")
     if number > CURRENT.number:
         raise SchemaError(f"{where}: schema {schema} is newer than this kit reads "
                           f"(newest {SCHEMA}); update ccbench_kit to read it")
-    if number == CURRENT.number:
+    if number == CURRENT.number and not legacy:
         return ds
     ds = ds.copy()
     ds.attrs = dict(ds.attrs)
+    if legacy:
+        ds.attrs.update(legacy[1])
     for version in HISTORY[number:]:
         ds = version.upgrade(ds)
     ds.attrs["schema"] = SCHEMA

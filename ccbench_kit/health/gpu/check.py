@@ -13,17 +13,16 @@ import socket
 import time
 from dataclasses import dataclass
 
-import h5py
 import numpy as np
 import xarray as xr
 
-from ..._files import atomic_write_bytes
 from ..._version import __version__
+from ...dataset import io
+from ...dataset.schema import GPU_CHECK, SCHEMA
 from ...errors import ConfigError
 from . import cuda as _cuda
 from . import nvml as _nvml
 
-SCHEMA = "ccbench-doctor-gpu/1"
 # name: (unit, what, the preset's typical figure)
 FIGURES = {
     "hbm_gbps": ("GB/s", "device-to-device copy (HBM), bytes read + written", "hbm_typical_gbps"),
@@ -158,7 +157,7 @@ def to_dataset(node, indices, names, bus_ids, samples, states, xids, xid_why, in
                           gpu_bus_id=(("node", "gpu"), np.array([list(bus_ids)])))
     missing = {f"gpu{k}": st.missing for k, st in zip(indices, states) if st.missing}
     ds.attrs.update({
-        "schema": SCHEMA, "kit_version": __version__,
+        "schema": SCHEMA, "kind": GPU_CHECK, "kit_version": __version__,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         **info, "nvml_missing": json.dumps(missing),
         "xids": json.dumps({f"gpu{k}": xids.get(b, []) for k, b in zip(indices, bus_ids)}),
@@ -169,23 +168,11 @@ def to_dataset(node, indices, names, bus_ids, samples, states, xids, xid_why, in
 
 
 def save(ds, path):
-    """Write the GPU Dataset to `path` (netCDF, replaced whole)."""
-    return atomic_write_bytes(path, bytes(ds.to_netcdf(None, engine="h5netcdf")))
-
-
-def is_results(path):
-    """Whether `path` is a GPU check results file (read its attrs only)."""
-    try:
-        with h5py.File(path, "r") as f:
-            schema = f.attrs.get("schema")
-    except (OSError, ValueError):
-        return False
-    return (schema.decode() if isinstance(schema, bytes) else schema) == SCHEMA
+    """Write the GPU Dataset to `path` (the kit's results file, replaced whole)."""
+    return io.save(ds, path)
 
 
 def load(path):
-    with xr.open_dataset(path, engine="h5netcdf") as ds:
-        ds = ds.load()
-    if ds.attrs.get("schema") != SCHEMA:
-        raise ConfigError(f"{path}: not a GPU check ({SCHEMA}) results file", "results")
-    return ds
+    """The GPU check in `path` (files of the check's own schema of before,
+    ``ccbench-doctor-gpu/1``, upgraded); any other results refused in one line."""
+    return io.load(path, kind=GPU_CHECK)
