@@ -30,19 +30,7 @@ SIZES="-b 8 -e 1G -f 2 -w 5 -n 20"
   echo "loadavg: $(cat /proc/loadavg)"; } >>"$SUM" 2>&1
 
 nccl_home  # NCCL_LIB, NCCL_DIR, $WORK/ncclhome: the libnccl the kit loads, for nccl-tests
-MPIFLAGS="MPI=0"
-if command -v mpicc >/dev/null; then
-    mkdir -p "$WORK/mpihome"
-    ln -s "$(mpicc --showme:incdirs | awk '{print $1}')" "$WORK/mpihome/include"
-    ln -s "$(mpicc --showme:libdirs | awk '{print $1}')" "$WORK/mpihome/lib"
-    MPIFLAGS="MPI=1 MPI_HOME=$WORK/mpihome"
-fi
-cp -a "$SRC" "$WORK/nccl-tests"
-say "nccl-tests build ($MPIFLAGS)"
-( cd "$WORK/nccl-tests/src" && timeout 400 make -j"$(nproc)" $MPIFLAGS NCCL_HOME="$WORK/ncclhome" \
-    NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" BUILDDIR="$WORK/nt" \
-    "$WORK/nt/all_reduce_perf" ) >"$RUNS/nccltests_build.log" 2>&1 &
-NT_PID=$!
+nccl_tests_build "$SRC" "$RUNS/nccltests_build.log"  # NT_PID
 build_kit
 say "GPU tests"
 timeout 200 $PY -m pytest -q -rs -p no:cacheprovider tests/test_gpu_kernels.py >"$RUNS/pytest.txt" 2>&1
@@ -63,7 +51,7 @@ ccb() {  # NAME ARGS...: one `ccbench run all_reduce --backend nccl -r NG`, tabl
 nt() {  # NAME ARGS...: one all_reduce_perf, one process a GPU
     local name=$1; shift
     say "nccl-tests $name: $*"
-    if [ "${MPIFLAGS%% *}" = MPI=1 ]; then
+    if [ "$NT_MPI" = 1 ]; then
         timeout 180 mpirun --allow-run-as-root -np "$NG" --bind-to none -x NCCL_NVLS_ENABLE \
             -x LD_LIBRARY_PATH "$WORK/nt/all_reduce_perf" -g 1 -c 0 $SIZES "$@" >"$RUNS/$name.txt" 2>&1
     else

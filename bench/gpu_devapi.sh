@@ -39,15 +39,7 @@ SIZES=${SIZES:-"-b 8 -e 1G -f 2 -w 5 -n 20"}  # the timed runs' (both sides)
 
 nccl_home  # NCCL_LIB, NCCL_DIR, $WORK/ncclhome: the libnccl the kit loads, for nccl-tests
 export CCB_NCCL_INCLUDE=$NCCL_DIR/include   # for the CPU-side compile test too
-mkdir -p "$WORK/mpihome"
-ln -s "$(mpicc --showme:incdirs | awk '{print $1}')" "$WORK/mpihome/include"
-ln -s "$(mpicc --showme:libdirs | awk '{print $1}')" "$WORK/mpihome/lib"
-cp -a "$SRC" "$WORK/nccl-tests"
-say "nccl-tests build"
-( cd "$WORK/nccl-tests/src" && timeout 400 make -j"$(nproc)" MPI=1 MPI_HOME="$WORK/mpihome" \
-    NCCL_HOME="$WORK/ncclhome" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \
-    BUILDDIR="$WORK/nt" "$WORK/nt/all_reduce_perf" ) >"$RUNS/nccltests_build.log" 2>&1 &
-NT_PID=$!
+nccl_tests_build "$SRC" "$RUNS/nccltests_build.log"  # NT_PID
 build_kit
 
 visible() { seq -s, 0 $(($1 - 1)); }

@@ -38,3 +38,25 @@ nccl_home() {
     echo "libnccl (kit and nccl-tests): $NCCL_LIB" | tee -a "$SUM"
     export LD_LIBRARY_PATH=$(dirname "$NCCL_LIB"):${LD_LIBRARY_PATH:-}
 }
+# nccl-tests' all_reduce_perf from the source folder $1, built in the
+# background into $WORK/nt against the libnccl the kit loads (call nccl_home
+# first) and the MPI found (none: MPI=0); the build's log is $2.  Sets
+# NT_PID (`wait $NT_PID` before timing, so the build loads no timed run) and
+# NT_MPI (1: one all_reduce_perf process a GPU under mpirun; 0: -g N).
+nccl_tests_build() {
+    local mpiflags="MPI=0"
+    NT_MPI=0
+    if command -v mpicc >/dev/null; then
+        NT_MPI=1
+        mkdir -p "$WORK/mpihome"
+        ln -s "$(mpicc --showme:incdirs | awk '{print $1}')" "$WORK/mpihome/include"
+        ln -s "$(mpicc --showme:libdirs | awk '{print $1}')" "$WORK/mpihome/lib"
+        mpiflags="MPI=1 MPI_HOME=$WORK/mpihome"
+    fi
+    cp -a "$1" "$WORK/nccl-tests"
+    say "nccl-tests build ($mpiflags)"
+    ( cd "$WORK/nccl-tests/src" && timeout 400 make -j"$(nproc)" $mpiflags \
+        NCCL_HOME="$WORK/ncclhome" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \
+        BUILDDIR="$WORK/nt" "$WORK/nt/all_reduce_perf" ) >"$2" 2>&1 &
+    NT_PID=$!
+}

@@ -3,9 +3,12 @@
 // warp takes a run of consecutive words (lane + 32 u), the ranks interleave
 // a warp's run at a time; what is left over (the count's last partial word,
 // or a whole call whose windows' offsets are not 16-byte aligned) goes one
-// element a thread, as in -D 1.  (Splitting the grid's full passes from a
-// bounds-checked last one, as nccl-tests does, measured 6-16 % slower from
-// 8 MiB on 2x H200: bench/RESULTS.md.)
+// element a thread, as in -D 1.  The sums are stored a rank at a time, the
+// warp's run in a row, as nccl-tests stores them: storing each word to every
+// rank in turn measured 4 % below -D 2 from 64 MiB on 2x H200, this order
+// 102-104 % (bench/RESULTS.md).  The bounds are checked on every pass: the
+// kernel is -D 2's, not a faster one (splitting off unchecked full passes
+// measured 114 % of -D 2 there).
 #include "devapi.cuh"
 
 template <class E>
@@ -30,11 +33,14 @@ __device__ void lsa_vec(const DArgs &a) {
             for (int u = 0; u < U; u++)
                 if (base + 32 * u < nw) s[u].add(v[u]);
         }
+        W16 w[U];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            if (base + 32 * u >= nw) continue;
-            const W16 w = s[u].get();
-            for (int r = 0; r < p; r++) lsa_array<W16>(a.recv, a.recv_offset, r)[base + 32 * u] = w;
+        for (int u = 0; u < U; u++) w[u] = s[u].get();
+        for (int r = 0; r < p; r++) {  // a rank's words in a row, as nccl-tests stores
+            W16 *dst = lsa_array<W16>(a.recv, a.recv_offset, r);
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (base + 32 * u < nw) dst[base + 32 * u] = w[u];
         }
     }
     lsa_elements<E>(a, nw * L::N);
