@@ -184,6 +184,19 @@ PLUGINS = {
 }
 
 
+def test_the_xarray_plugins_load_nothing_above_their_layer():
+    """xarray loads every engine's module for any file a user opens: ours
+    (and the accessor, which io registers) must not pull the layers above."""
+    import subprocess
+    import sys
+    code = ("import sys, ccbench_kit.dataset.backend, ccbench_kit.dataset.accessor; "
+            "print(sorted({m.split('.')[1] for m in sys.modules if m.startswith('ccbench_kit.')}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    loaded = set(ast.literal_eval(out))
+    assert all(_level(c) >= _level("dataset") for c in loaded), loaded
+
+
 def _component(module):
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "ccbench_kit"

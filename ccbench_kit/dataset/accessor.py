@@ -1,11 +1,10 @@
 """``ds.ccb``: times, bandwidths and tables of a results Dataset."""
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from . import stats as _stats
 from .attrs import TypedAttrs
-import pandas as pd
-from ..collectives import get
 
 
 @xr.register_dataset_accessor("ccb")
@@ -37,6 +36,8 @@ class CCBAccessor:
         """The collective of attr ``collective``; ConfigError naming the
         file (when the Dataset came from one) and the attr when the kit
         knows no such collective."""
+        from ..collectives import get  # lazy: upward (a plugin of xarray's), used here alone
+
         source = self._ds.encoding.get("source")
         return get(self._ds.attrs["collective"],
                    f"{source}: attr collective" if source else "attr collective")

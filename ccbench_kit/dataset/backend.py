@@ -8,7 +8,6 @@
 import os
 
 from xarray.backends import BackendEntrypoint
-from .. import importers
 
 
 class CCBenchBackendEntrypoint(BackendEntrypoint):
@@ -19,7 +18,9 @@ class CCBenchBackendEntrypoint(BackendEntrypoint):
 
     def open_dataset(self, filename_or_obj, *, drop_variables=None, group=None,
                      collective=None, nranks=None, partial=False):
-        # importers sit above the dataset layer: import them only when used
+        # xarray loads this module with every engine it lists, for any file a
+        # user opens; the importers (a layer above this one) load only here
+        from .. import importers  # lazy: upward, only when the engine opens a file
 
         hints = dict(collective=collective, nranks=nranks, partial=partial)
         if hasattr(filename_or_obj, "read"):
