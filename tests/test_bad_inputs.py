@@ -111,6 +111,10 @@ BAD = [
     ("export {AR} --csv {fifo}", "--csv: {fifo} is a FIFO"),
     ("run all_reduce --out {broken.json}/x.nc", "{broken.json} is a file, not a folder"),
     ("show {fifo}", "{fifo}: not a results file (not a regular file)"),
+    ("compare {fifo} " f"{AR}", "{fifo}: expected a regular file"),
+    ("show {gpu.nc}", "{gpu.nc}: a GPU check (`ccbench doctor --local`), not a collective's results"),
+    ("compare " f"{AR}" " {gpu.nc}", "{gpu.nc}: a GPU check (`ccbench doctor --local`), not a collective's results"),
+    ("compare {gpu.nc} " f"{AR}", f"RUN: {AR}: not a GPU check file like the baseline " "{gpu.nc}"),
     # ... results files, comparisons, recovery
     ("show {fake.nc}", "{fake.nc}: claims schema ccbench/1 but lacks dim 'algorithm'"),
     ("report {AR} {AG} --compare -o {r.html}", "nothing to compare: the run has all_gather fp32, the baseline all_reduce fp32"),
@@ -137,6 +141,11 @@ def files(tmp_path_factory):
     xr.Dataset(attrs={"schema": "other/1"}).to_netcdf(d / "other.nc", engine="h5netcdf")
     xr.Dataset({"latency": ("x", np.ones(3))}, attrs={"schema": "ccbench/1"}).to_netcdf(
         d / "fake.nc", engine="h5netcdf")
+    xr.Dataset({"hbm_gbps": (("node", "gpu", "repeat"), np.ones((1, 2, 3)))},
+               coords={"node": ["n1"], "gpu": [0, 1], "repeat": [0, 1, 2],
+                       "gpu_name": (("node", "gpu"), [["H200", "H200"]])},
+               attrs={"schema": "ccbench/3", "kind": "gpu-check", "kit_version": "x",
+                      "created": "2026-11-29"}).to_netcdf(d / "gpu.nc", engine="h5netcdf")
     (d / "deep.json").write_text("[" * 100 + "]" * 100)
     levels = ["a0: &a0 [x, y]"] + [f"a{k}: &a{k} [{', '.join([f'*a{k - 1}'] * 10)}]"
                                     for k in range(1, 9)]
@@ -155,7 +164,7 @@ def test_bad_input(argv, message, files, capsys):
     names = {k: str(files / k) for k in ["missing.json", "nohosts.txt", "nonexistent.txt",
                                           "nonexistent.nc", "r.html", "r.pdf", "nosuite.yaml",
                                           "v4.nc", "other.nc", "trunc.txt", "trunc.json", "badheader.txt",
-                                          "fake.nc", "deep.json", "bomb.yaml", "loop.yaml", "fifo",
+                                          "fake.nc", "deep.json", "bomb.yaml", "loop.yaml", "fifo", "gpu.nc",
                                           *FILES, *TEXT]}
     names.update(AR=str(AR), AG=str(AG))
     def fill(text):

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from ccbench_kit import markup
 from ccbench_kit.dataset import io, make_dataset
+from ccbench_kit.dataset.schema import KINDS
 import ccbench_kit as ccb
 from ccbench_kit.errors import CCBenchError
 from hypothesis import HealthCheck, settings
@@ -321,10 +322,13 @@ def test_api_load_checks_every_file(place, data):
     elif kind == "no latency":
         ds = _dataset(data) if data.draw(st.booleans()) else None
         try:
+            attrs = {"schema": data.draw(st.sampled_from(
+                ["ccbench/1", "ccbench/2", "ccbench/3", "ccbench/99", "ccbench-doctor-gpu/1",
+                 "", "x"]))}
+            if data.draw(st.booleans()):
+                attrs["kind"] = data.draw(st.sampled_from(["sweep", "gpu-check", "", "x\n"]))
             (ds.drop_vars("latency") if ds is not None else xr.Dataset(
-                {"x": ("a", np.ones(2))}, attrs={"schema": data.draw(st.sampled_from(
-                    ["ccbench/1", "ccbench/2", "ccbench/99", "", "x"]))})).to_netcdf(
-                path, engine="h5netcdf")
+                {"x": ("a", np.ones(2))}, attrs=attrs)).to_netcdf(path, engine="h5netcdf")
         except (ValueError, TypeError):
             return
     elif kind == "garbage":
@@ -332,6 +336,7 @@ def test_api_load_checks_every_file(place, data):
                          + data.draw(st.binary(max_size=200)))
     else:
         path = {"fifo": place / "fifo", "folder": place, "missing": place / "nope.nc"}[kind]
+    assert io.file_kind(path) in (None, *KINDS)  # the sniff never raises nor blocks
     chunks = data.draw(st.sampled_from([None, {}, "auto"]))
     try:
         loaded = ccb.load(path, chunks=chunks)

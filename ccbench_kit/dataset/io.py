@@ -22,7 +22,7 @@ from .._files import atomic_write_bytes, atomic_write_bytes as write_bytes, chec
 
 from ..errors import CCBenchError
 from .memory import PER_ITERATION, in_memory_limit
-from .schema import SWEEP, check_kind, check_required, check_times, kind_of
+from .schema import KINDS, SWEEP, check_kind, check_required, check_times, kind_of
 from .versions import SchemaError, upgrade
 from ..output_path import ResultsRescued, WriteFailed, is_no_room, rescue_folders
 
@@ -153,9 +153,12 @@ def _current(ds, where, kind):
 def file_kind(path):
     """The kind of results `path` holds (``"sweep"``, ``"gpu-check"``:
     `schema.KINDS`), from its attrs alone; None when it is not a file of
-    this kit's schema (any version) or cannot be read."""
+    this kit's schema (any version), holds a kind the kit does not know, or
+    cannot be read (a FIFO is not opened)."""
     import h5py  # lazy: only to peek at a file's attrs (xarray opens it otherwise)
 
+    if not os.path.isfile(path):  # a FIFO would block the reader for ever
+        return None
     try:
         with h5py.File(path, "r") as f:
             attrs = {k: f.attrs[k] for k in ("schema", "kind") if k in f.attrs}
@@ -163,9 +166,10 @@ def file_kind(path):
         return None
     attrs = {k: v.decode() if isinstance(v, bytes) else str(v) for k, v in attrs.items()}
     try:
-        return kind_of(upgrade(xr.Dataset(attrs=attrs), path).attrs)
+        kind = kind_of(upgrade(xr.Dataset(attrs=attrs), path).attrs)
     except SchemaError:
         return None
+    return kind if kind in KINDS else None
 
 
 def open_parts(path, chunks=None, kind=SWEEP):
