@@ -1,11 +1,12 @@
-"""The table of `bench/gpu_lsa_vec_ab.sh`'s runs, from its archive.
+"""The table of `bench/gpu_kernel_ab.sh`'s runs, from its archive.
 
-    python bench/gpu_lsa_vec_ab_table.py RUNS   (RUNS: runs.tgz extracted, its runs/ folder)
+    python bench/gpu_kernel_ab_table.py RUNS   (RUNS: runs.tgz extracted, its runs/ folder)
 
-For nccl-tests' ``-R 2 -D 2`` and each variant of the kit's ``lsa-vec``:
+For nccl-tests (the script's NT_ARGS) and each version of the kit's kernel:
 busbw (GB/s, out of place, nccl-tests' ``-a 1`` reading: each rank's mean
 over iterations, then the mean over ranks) per size, the median over rounds
-with the rounds' range, and the median's ratio to nccl-tests'.
+with the rounds' range, and the median's ratio to nccl-tests'.  (Session
+20's first archive names its nccl-tests runs ``nt_D2_r*``.)
 """
 import glob
 import os
@@ -25,14 +26,14 @@ def busbw(path):
 def main(runs):
     names = sorted({os.path.basename(p).rsplit("_r", 1)[0]
                     for p in glob.glob(os.path.join(runs, "kit_*_r*.nc"))})
-    cols = {"nt -R 2 -D 2": "nt_D2_r*.txt", **{n[4:]: f"{n}_r*.nc" for n in names}}
+    cols = {"nccl-tests": "nt_*r*.txt", **{n[4:]: f"{n}_r*.nc" for n in names}}
     figs = {}
     for col, pattern in cols.items():
         rounds = [busbw(p) for p in sorted(glob.glob(os.path.join(runs, pattern)))]
         figs[col] = {s: [r[s] for r in rounds] for s in rounds[0]}
     print("| size | " + " | ".join(figs) + " |")
     print("|---" * (len(figs) + 1) + "|")
-    ref = figs["nt -R 2 -D 2"]
+    ref = figs["nccl-tests"]
     for s in sorted(ref):
         nt = statistics.median(ref[s])
         cells = [f"{statistics.median(v[s]):.1f} [{min(v[s]):.0f}-{max(v[s]):.0f}] "
