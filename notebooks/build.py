@@ -174,26 +174,13 @@ results = ""  # a results file written by `ccbench doctor --local`
 title = "ccbench doctor --local"  # report title
 """, tags=["parameters"]),
     code("""
-import json
 from ccbench_kit.health.gpu import check, report
 
 ds = check.load(results)
-verdict = json.loads(ds.attrs["doctor_verdict"])
 # plain text, never markup: names and notes come from the machine
 print(title)
-print(verdict["line"])
-for f in verdict["findings"]:
-    where = {"pair": f"<->gpu{f.get('peer')} NVLink", "nvlink": " nvlink"}.get(f.get("kind"), "")
-    print(f"- {f['node']} gpu{f['gpu']}{where}: {'; '.join(f['reasons'])}")
-for note in verdict["notes"]:
-    print(f"- note: {note}")
-for n in ds["node"].values:
-    for g in ds["gpu"].values:
-        print(f"{n}/gpu{int(g)}: {report.state_line(ds, n, g)}")
-if "peer_gbps" in ds:  # the NVLink pair matrix (2 GPUs or more)
-    for line in report.pair_lines(ds, verdict["scores"]):
-        print(line)
-print(f"check took {ds.attrs.get('gpu_check_s')} s; reproduce: {ds.attrs.get('command') or 'ccbench doctor --local'}")
+for line in report.summary_lines(ds):  # what `ccbench show` prints of it
+    print(line)
 """),
     code("""
 import matplotlib.pyplot as plt

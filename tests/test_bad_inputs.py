@@ -112,7 +112,7 @@ BAD = [
     ("run all_reduce --out {broken.json}/x.nc", "{broken.json} is a file, not a folder"),
     ("show {fifo}", "{fifo}: not a results file (not a regular file)"),
     ("compare {fifo} " f"{AR}", "{fifo}: expected a regular file"),
-    ("show {gpu.nc}", "{gpu.nc}: a GPU check (`ccbench doctor --local`), not a collective's results"),
+    ("report {gpu.nc} -o {r.html}", "results: {gpu.nc}: a GPU check (`ccbench doctor --local`), not a collective's results"),
     ("compare " f"{AR}" " {gpu.nc}", "{gpu.nc}: a GPU check (`ccbench doctor --local`), not a collective's results"),
     ("compare {gpu.nc} " f"{AR}", f"RUN: {AR}: not a GPU check file like the baseline " "{gpu.nc}"),
     # ... results files, comparisons, recovery

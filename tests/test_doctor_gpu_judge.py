@@ -158,6 +158,21 @@ def test_results_file_round_trip(tmp_path):
     assert str(back["gpu_name"].sel(node="n1", gpu=0).values) == H100
 
 
+def test_show_prints_the_verdict_findings_and_state(tmp_path, capsys):
+    from ccbench_kit.cli import main
+    ds = gpu_run({(2, "hbm_gbps"): 1192 / 2987, (2, "matmul_tflops"): 269 / 792})
+    ds.attrs.update(doctor_verdict=json.dumps(judge.judge(ds).to_dict(), default=float),
+                    gpu_check_s=12.5, command="ccbench doctor --local")
+    check.save(ds, tmp_path / "r.nc")
+    assert main(["show", str(tmp_path / "r.nc")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "verdict: n1 gpu2"
+    assert out[1].startswith("- n1 gpu2: ") and "HBM copy" in out[1]
+    assert [ln.split(":")[0] for ln in out if ln.startswith("n1/gpu")] == \
+        ["n1/gpu0", "n1/gpu1", "n1/gpu2"]
+    assert out[-1] == "check took 12.5 s; reproduce: ccbench doctor --local"
+
+
 def test_the_file_is_the_kits_schema_and_sweep_readers_refuse_it(tmp_path, capsys):
     from ccbench_kit.cli import main
     from ccbench_kit.dataset import SchemaError, io, load
@@ -168,16 +183,26 @@ def test_the_file_is_the_kits_schema_and_sweep_readers_refuse_it(tmp_path, capsy
     assert (back.attrs["schema"], back.attrs["kind"]) == ("ccbench/3", "gpu-check")
     assert "schema_upgraded_from" not in back.attrs
     message = (f"{tmp_path / 'r.nc'}: a GPU check (`ccbench doctor --local`), not a "
-               "collective's results; read it with `ccbench compare BASELINE RUN` of two GPU "
-               "checks, or the doctor_gpu notebook")
+               "collective's results; read it with `ccbench show`, `ccbench compare BASELINE "
+               "RUN` of two GPU checks, or the doctor_gpu notebook")
     with pytest.raises(SchemaError) as err:
         load(tmp_path / "r.nc")
     assert str(err.value) == message
-    for argv in (["show", str(tmp_path / "r.nc")],
-                 ["export", str(tmp_path / "r.nc"), "--csv", str(tmp_path / "x.csv")]):
+    for argv in (["export", str(tmp_path / "r.nc"), "--csv", str(tmp_path / "x.csv")],
+                 ["compare", str(tmp_path / "x.nc"), str(tmp_path / "r.nc")]):
+        if argv[0] == "compare":  # a collective's results as the baseline
+            io.save(load(os.path.join(ROOT, "tests", "data", "schema", "v1_round1_groups.nc")),
+                    tmp_path / "x.nc")
         assert main(argv) == 2
         assert capsys.readouterr().err == f"ccbench: error: {message}\n"
     assert not (tmp_path / "x.csv").exists()
+    # ccbench show prints it: not judged yet (the file as written before the judging)
+    assert main(["show", str(tmp_path / "r.nc")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "verdict: not judged (the file holds no readable attr doctor_verdict)"
+    assert out[1].startswith(f"n1/gpu0: {H100}: 40 C, 120/700 W, SM 1980/1980 MHz")
+    assert len(out) == 1 + 3 + 1 and out[-1] == ("check took None s; reproduce: ccbench "
+                                                 "doctor --local")
     # and the GPU check's reader refuses a collective's results the same way
     sweep = tmp_path / "sweep.nc"
     io.save(load(os.path.join(ROOT, "tests", "data", "schema", "v1_round1_groups.nc")), sweep)

@@ -1,14 +1,17 @@
-"""``ccbench show FILE``: the table of a results file, as ``run`` printed it."""
+"""``ccbench show FILE``: the table of a results file, as ``run`` printed it;
+for a GPU check (``doctor --local``), its verdict and every GPU's state."""
 from ..dataset import open_parts
-from ..dataset.io import analysis_ready
-from ..dataset.schema import library_name
+from ..dataset.io import analysis_ready, file_kind
+from ..dataset.schema import GPU_CHECK, library_name
 from ..formats.nccl_tests.write_table import format_table
 from ..dataset.stats import check_average
+from ..health.gpu import check as gpu_check, report as gpu_report
 from ..markup import terminal
 
 
 def add_parser(sub):
-    p = sub.add_parser("show", help="print the table of a results file")
+    p = sub.add_parser("show", help="print the table of a results file (a GPU check: its "
+                       "verdict and state)")
     p.add_argument("results", help="a .nc results file")
     p.add_argument("-t", "--stats", nargs="+", default=["avg"], help="avg p50 p99 ...")
     p.add_argument("--rank-stat", default="max", choices=("max", "min", "mean"),
@@ -20,6 +23,10 @@ def add_parser(sub):
 
 
 def main(args):
+    if file_kind(args.results) == GPU_CHECK:
+        for line in gpu_report.summary_lines(gpu_check.load(args.results)):
+            print(terminal(line))
+        return 0
     rank_stat = check_average(args.average) if args.average is not None else args.rank_stat
     for name, ds in open_parts(args.results).items():
         ds = analysis_ready(ds)  # a big run is summarized from disk, chunk by chunk

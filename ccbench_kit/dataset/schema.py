@@ -44,8 +44,8 @@ KINDS = {
     GPU_CHECK: Kind(("node", "gpu", "repeat"), ("node", "gpu", "repeat", "gpu_name"), (),
                     ("schema", "kind", "kit_version", "created"),
                     "a GPU check (`ccbench doctor --local`)",
-                    "`ccbench compare BASELINE RUN` of two GPU checks, or the doctor_gpu "
-                    "notebook"),
+                    "`ccbench show`, `ccbench compare BASELINE RUN` of two GPU checks, or "
+                    "the doctor_gpu notebook"),
 }
 
 

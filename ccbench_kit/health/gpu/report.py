@@ -5,6 +5,7 @@ import json
 import numpy as np
 
 from .. import baseline as _baseline
+from ...dataset.schema import attr_json
 from ..report import html as _html
 from . import nvml as _nvml
 from .check import FIGURES
@@ -71,12 +72,44 @@ def pair_lines(ds, scores):
     return lines
 
 
+def summary_lines(ds):
+    """The check of a results file as plain text: the verdict line, the
+    findings and notes as judged, every GPU's NVML state, the pair matrix,
+    how long it took (``ccbench show``, the report's first cell).  A file
+    whose check stopped before its judgement says so and shows the rest."""
+    verdict = attr_json(ds, "doctor_verdict")
+    lines = []
+    if not isinstance(verdict, dict) or not isinstance(verdict.get("line"), str):
+        lines.append("verdict: not judged (the file holds no readable attr doctor_verdict)")
+        verdict = {}
+    else:
+        lines.append(verdict["line"])
+    for f in verdict.get("findings") or ():
+        if isinstance(f, dict):
+            where = {"pair": f"<->gpu{f.get('peer')} NVLink",
+                     "nvlink": " nvlink"}.get(f.get("kind"), "")
+            lines.append(f"- {f.get('node')} gpu{f.get('gpu')}{where}: "
+                         + "; ".join(map(str, f.get("reasons") or ())))
+    for note in verdict.get("notes") or ():
+        lines.append(f"- note: {note}")
+    for n in ds["node"].values:
+        for g in ds["gpu"].values:
+            lines.append(f"{n}/gpu{int(g)}: {state_line(ds, n, g)}")
+    if "peer_gbps" in ds and isinstance(verdict.get("scores"), dict):
+        lines.extend(pair_lines(ds, verdict["scores"]))
+    lines.append(f"check took {ds.attrs.get('gpu_check_s')} s; reproduce: "
+                 f"{ds.attrs.get('command') or 'ccbench doctor --local'}")
+    return lines
+
+
 def state_line(ds, n, g):
     """The NVML state of one GPU in one line."""
-    get = lambda k: float(ds[k].sel(node=n, gpu=g).values)  # noqa: E731
+    # a field the file lacks reads "?", as one NVML could not give
+    get = lambda k: float(ds[k].sel(node=n, gpu=g).values) if k in ds else np.nan  # noqa: E731
     num = lambda k, f="{:.0f}": "?" if not np.isfinite(get(k)) else f.format(get(k))  # noqa: E731
     reasons = _nvml.reasons_text(get("clock_event_reasons"))
-    missing = json.loads(ds.attrs.get("nvml_missing", "{}")).get(f"gpu{int(g)}", {})
+    missing = attr_json(ds, "nvml_missing", {})
+    missing = missing.get(f"gpu{int(g)}", {}) if isinstance(missing, dict) else {}
     return (f"{ds['gpu_name'].sel(node=n, gpu=g).values}: {num('temperature_c')} C, "
             f"{num('power_w')}/{num('power_limit_w')} W, SM {num('sm_clock_mhz')}/"
             f"{num('sm_clock_max_mhz')} MHz, mem {num('mem_clock_mhz')}/"
