@@ -128,7 +128,9 @@ class Sweep:
         ds = None
         every = cfg.output.checkpoint_every
         saved_at, saved_n = time.monotonic(), 0
-        if self.world_rank == 0 and self.checkpoint is not None and layouts:
+        # the template lets sidecars be folded before the file's first write;
+        # a sweep of one size writes the file itself first, and no sidecar
+        if self.world_rank == 0 and self.checkpoint is not None and len(layouts) > 1:
             A, P = len(cfg.sweep.algorithms), len(cfg.sweep.placements)
             nan = np.full((A, P, self.world_size, cfg.sweep.iters), np.nan)
             self.checkpoint.template(self._dataset(

@@ -6,7 +6,8 @@ latency then read 2-4 µs high (bench/RESULTS.md).  So the file is rewritten
 only every ``--checkpoint-every`` seconds, and each size done in between is
 kept in a small sidecar, ``<out>.ccb-pending-<k>.npz`` (about a millisecond
 to write).  Before the first size rank 0 also writes a template (the run's
-attrs and coords, no data), so that the first rewrite, too, can wait.
+attrs and coords, no data), so that the first rewrite, too, can wait; a
+sweep of one size needs none (its one write is the file).
 After a crash, `merge_pending` folds the sidecars into the file (or into
 the template, when the file was not yet written), so no size that was done
 is lost (``ccbench recover PATH`` does it by hand).
