@@ -28,9 +28,30 @@ def sweep(ns, stopped):
             pass
 
 
+def settle(pids, timeout=10.0):
+    """Wait until every one of `pids` is stopped (or gone): a signal acts
+    when its process next runs, and on a loaded machine a process woken by
+    SIGSTOP still reads as running (R) for a while.  "ready" then means
+    stopped, as the fault promises."""
+    deadline = time.monotonic() + timeout
+    waiting = set(pids)
+    while waiting and time.monotonic() < deadline:
+        for pid in list(waiting):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                state = "gone"
+            if state in ("T", "t", "Z", "X", "gone"):
+                waiting.discard(pid)
+        if waiting:
+            time.sleep(0.01)
+
+
 def main(ns):
     stopped = set()
     sweep(ns, stopped)
+    settle(stopped)
     print("ready", flush=True)
     sys.stdout.close()
     while os.path.exists(f"/run/netns/{ns}"):
