@@ -185,7 +185,8 @@ def open_parts(path, chunks=None, kind=SWEEP):
         root = xr.open_dataset(path, engine="h5netcdf", chunks=chunks)
     except (OSError, ValueError) as e:
         raise SchemaError(f"{path}: not a readable netCDF results file ({e})") from e
-    names = json.loads(root.attrs.get("collectives") or "[]") or [root.attrs.get("collective") or "results"]
+    names = (json.loads(root.attrs.get("collectives") or "[]")
+             or [root.attrs.get("collective") or "results"])
     parts = {names[0]: _current(root, path, kind)}
     for name in names[1:]:
         parts[name] = _current(xr.open_dataset(path, engine="h5netcdf", group=name,

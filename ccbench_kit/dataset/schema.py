@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .versions import SCHEMA, SchemaError
+from .versions import GPU_CHECK, SCHEMA, SWEEP, SchemaError
 
 DIMS = ("algorithm", "placement", "size", "rank", "iteration")
 PLACEMENTS = ("out_of_place", "in_place")
@@ -23,7 +23,6 @@ REQUIRED_ATTRS = ("schema", "kind", "collective", "dtype", "op", "root", "nranks
 REQUIRED_COORDS = ("algorithm", "placement", "size", "count", "in_bytes", "out_bytes",
                    "rank", "host", "device", "iteration")
 REQUIRED_VARIABLES = ("latency", "wrong")
-SWEEP, GPU_CHECK = "sweep", "gpu-check"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from ..errors import CCBenchError
 
 NAME = "ccbench"
+# what a file holds (attr ``kind``, version 3; `schema.KINDS` says what each has)
+SWEEP, GPU_CHECK = "sweep", "gpu-check"
 _SCHEMA = re.compile(r"^ccbench/(\d+)$")
 
 
@@ -78,7 +80,7 @@ def _fill_v2(ds):
 def _fill_v3(ds):
     """2 -> 3: every file now says what it holds; before, every file of
     this schema held a collective's results."""
-    ds.attrs.setdefault("kind", "sweep")
+    ds.attrs.setdefault("kind", SWEEP)
     return ds
 
 
@@ -186,7 +188,7 @@ HISTORY = (
 # schema -> (the version they are read as, the attrs that version gives them).
 LEGACY = {
     # the doctor's GPU check, written by its own writer until version 3
-    "ccbench-doctor-gpu/1": (3, {"kind": "gpu-check"}),
+    "ccbench-doctor-gpu/1": (3, {"kind": GPU_CHECK}),
 }
 
 CURRENT = HISTORY[-1]
