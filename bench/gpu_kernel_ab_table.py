@@ -13,14 +13,14 @@ import os
 import statistics
 import sys
 
-import ccbench_kit.importers as importers
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from gpu_devapi_table import one_run  # noqa: E402  (bench/ on the path)
 
 
 def busbw(path):
-    ds = importers.load(path)
-    alg = str(ds["algorithm"].values[0])
-    bw = ds.ccb.busbw("avg", "ranks-avg").sel(algorithm=alg, placement="out_of_place")
-    return {int(s): float(bw.sel(size=s)) for s in bw["size"].values}
+    """{size: busbw GB/s} of the run's only algorithm (`gpu_devapi_table.one_run`)."""
+    return {size: bw for size, (_, bw) in one_run(path, None).items()}
 
 
 def main(runs):
