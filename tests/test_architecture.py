@@ -197,6 +197,34 @@ def test_the_xarray_plugins_load_nothing_above_their_layer():
     assert all(_level(c) >= _level("dataset") for c in loaded), loaded
 
 
+@pytest.mark.parametrize("first", ["ccbench_kit", "xarray", None])
+def test_ds_ccb_is_on_a_results_file_plain_xarray_opens(tmp_path, first):
+    """``xr.open_dataset(results.nc).ccb`` whichever was imported first, the
+    kit or xarray, and with the kit not imported at all: xarray loads the
+    kit's engine module when it lists its engines, and that registers it."""
+    import subprocess
+    import sys
+    import numpy as np
+    import ccbench_kit as ccb
+    from ccbench_kit.dataset.schema import make_dataset
+    path = tmp_path / "r.nc"
+    lat = np.arange(1.0, 7.0).reshape(1, 1, 1, 2, 3)   # µs: rank 1 is the slower
+    ccb.save(make_dataset(algorithms=["ring"], placements=["out_of_place"], sizes=[64],
+                          counts=[16], in_bytes=[64], out_bytes=[64], latency=lat,
+                          wrong=np.zeros((1, 1, 1), np.int64), ranks=[0, 1],
+                          hosts=["a", "b"], devices=["cpu", "cpu"],
+                          attrs={"collective": "all_reduce", "dtype": "fp32", "nranks": 2}),
+             path)
+    imports = {"ccbench_kit": "import ccbench_kit, xarray as xr",
+               "xarray": "import xarray as xr, ccbench_kit", None: "import xarray as xr"}[first]
+    code = (f"{imports}\nds = xr.open_dataset({str(path)!r})\n"
+            "print(float(ds.ccb.time('median').squeeze()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) == 5.0   # the slowest rank's median of 4, 5, 6
+
+
 def _component(module):
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "ccbench_kit"

@@ -9,6 +9,12 @@ import os
 
 from xarray.backends import BackendEntrypoint
 
+# xarray loads this module whenever it lists its engines, i.e. for any file
+# opened: registering ``ds.ccb`` here puts it on a results file opened with
+# plain ``xr.open_dataset`` also where ccbench_kit was imported before xarray
+# (the package registers it at import only when xarray is already there)
+from . import accessor  # noqa: F401
+
 
 class CCBenchBackendEntrypoint(BackendEntrypoint):
     description = "ccbench_kit results (any schema version) and imported baselines"
