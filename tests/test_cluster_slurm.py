@@ -69,13 +69,30 @@ def _ccbench_under_fault(tb, fault, *args):
         tb.clear(key)
 
 
-def _wait_jobs_done(tb, timeout=240):
+def _wait_jobs_done(tb, jobs=None, timeout=240):
+    """Wait until `jobs` (ids; None: every job) have left the queue.  A
+    test waits for its own jobs: a job another test left queued (one held
+    for --begin, an allocation) would otherwise hold it until that job ran."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not tb.login(["squeue", "-h", "-o", "%i"]).stdout.strip():
+        queued = set(tb.login(["squeue", "-h", "-o", "%i"]).stdout.split())
+        if not (queued if jobs is None else queued & {str(j) for j in jobs}):
             return
         time.sleep(1)
     raise AssertionError("jobs still queued: " + tb.login(["squeue"]).stdout)
+
+
+def _scancel(tb, *jobs):
+    """Cancel `jobs` and wait until they have left the queue; a cancel that
+    slurmctld did not take (a message timeout on a crowded machine) is tried
+    again, and one it refuses fails the test, not a later test that waits."""
+    for attempt in range(3):
+        r = tb.login(["scancel", *map(str, jobs)], timeout=60)
+        if r.returncode == 0:
+            break
+        time.sleep(1)
+    assert r.returncode == 0, r.stderr
+    _wait_jobs_done(tb, jobs, timeout=60)
 
 
 # -- the testbed itself ------------------------------------------------------
@@ -242,7 +259,7 @@ def test_run_in_an_allocation_and_from_outside(tb, tmp_path):
         assert (ds.attrs["slurm_job_id"], ds.attrs["launcher"]) == (job, "srun")
         assert int(ds.wrong.sum()) == 0
     finally:
-        tb.login(["scancel", job])
+        _scancel(tb, job)
     # outside any allocation: salloc makes one
     out = tmp_path / "salloc.nc"
     r = _ccbench(tb, "run", "sendrecv", "-r", "4", "-N", "4", "-S", "-b", "8", "-e", "64",
@@ -299,7 +316,7 @@ def test_bad_slurm_setup(tb, tmp_path):
         assert r.stderr.strip() == (f"ccbench: error: --slurm-job-id: job {job} belongs to "
                                     "nobody, not to root")
     finally:
-        tb.login(["scancel", job])
+        _scancel(tb, job)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["slurm.conf"]
 
 
@@ -337,7 +354,7 @@ def test_suite_of_sbatch_jobs_status_and_collect(tb, tmp_path):
     assert len(ids) == 3
     states = _status(tb, suite)
     assert {s[0] for s in states.values()} <= {"PENDING", "RUNNING", "COMPLETING", "COMPLETED"}
-    _wait_jobs_done(tb)
+    _wait_jobs_done(tb, ids)
     states = _status(tb, suite)
     assert {k: v[:2] for k, v in states.items()} == {
         k: ["COMPLETED", "done"] for k in ("all_reduce", "all_gather", "sendrecv")}
@@ -357,6 +374,7 @@ def test_a_node_dies_mid_suite(tb, tmp_path):
     suite = _suite(tmp_path, "die", "8M")
     r = _ccbench(tb, "suite", suite, "--no-report")
     assert r.returncode == 0, r.stderr
+    ids = re.findall(r"submitted as job (\d+)", r.stderr)
     # the two 2-node jobs run side by side; kill a node of the second
     deadline = time.monotonic() + 120
     while True:
@@ -370,7 +388,7 @@ def test_a_node_dies_mid_suite(tb, tmp_path):
     time.sleep(2)
     tb.kill_node("node4")
     try:
-        _wait_jobs_done(tb)
+        _wait_jobs_done(tb, ids)
         states = _status(tb, suite)
         failed = [k for k, v in states.items() if v[0] != "COMPLETED"]
         assert len(failed) == 1, states
@@ -654,5 +672,4 @@ def test_a_suite_job_that_cannot_start_says_why_and_is_not_queued_twice(tb, tmp_
         queued = tb.login(["squeue", "-h", "-o", "%i"]).stdout.split()
         assert queued.count(ids[0]) == 1 and len(queued) == 1, queued
     finally:
-        tb.login(["scancel", *ids])
-        _wait_jobs_done(tb)
+        _scancel(tb, *ids)

@@ -19,7 +19,7 @@ def test_suite_job_log_shows_the_table_as_sizes_complete(tb, tmp_path):  # noqa:
     r = _ccbench(tb, "suite", suite, "--no-report")
     assert r.returncode == 0, r.stderr
     job = re.search(r"submitted as job (\d+)", r.stderr).group(1)
-    _wait_jobs_done(tb)
+    _wait_jobs_done(tb, [job])
     work = tmp_path / "results" / "live.suite"
     log = (work / "logs").glob(f"*.{job}.out")
     lines = next(log).read_text().splitlines()
