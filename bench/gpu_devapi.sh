@@ -8,7 +8,7 @@
 # first N GPUs), CHECKS="tests lsa ll own1g" (first: tests/test_gpu_kernels.py
 # and test_gpu_phases.py; lsa and lsa-vec --check for fp32, bf16, fp16 at 6 B-
 # 96 MiB, x64; oneshot-ll the same from 6 B to 1 GiB, x8; every own
-# kernel --check in fp16 at 1 GiB), ROUNDS=1 (the timed block
+# kernel --check in fp16, bf16 and fp32 at 1 GiB), ROUNDS=1 (the timed block
 # repeated, for intervals across runs; 0: none), SMALL=0 (1: after the rounds,
 # 8 B-32 KiB of nccl, lsa, oneshot and oneshot-ll with CUDA events and in a
 # CUDA graph).
@@ -78,8 +78,10 @@ case " $CHECKS " in *" ll "*)
     done ;;
 esac
 case " $CHECKS " in *" own1g "*)
-    ccb "$N" "check_fp16_1G_n$N" --algorithms oneshot,oneshot-ll,twoshot,lsa,lsa-vec -R 2 -b 1G \
-        -e 1G -d fp16 --check -w 1 -n 2 ;;
+    for dt in fp16 bf16 fp32; do
+        ccb "$N" "check_${dt}_1G_n$N" --algorithms oneshot,oneshot-ll,twoshot,lsa,lsa-vec -R 2 \
+            -b 1G -e 1G -d $dt --check -w 1 -n 2
+    done ;;
 esac
 wait $NT_PID
 echo "nccl-tests build rc=$? $(ls "$WORK/nt/all_reduce_perf" 2>&1)" | tee -a "$SUM"
