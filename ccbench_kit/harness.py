@@ -335,18 +335,18 @@ class Sweep:
         start = np.full((A, P, I), np.nan)
         wrong = np.full((A, P), -1, dtype=np.int64)
         mode = inp.check or "random"
-        if inp.check:
-            own = checks.make_input(dt, layout.send_elems, self.rank, mode, inp.seed)
+        golden = scale = None
+        if inp.check:  # every rank's input, this rank's among them
+            inputs = [checks.make_input(dt, layout.send_elems, r, mode, inp.seed)
+                      for r in range(self.nranks)]
+            own = inputs[self.rank]
+            golden, scale = checks.expected(coll, inputs, self.rank, self.nranks, sw.op, sw.root,
+                                            dt)
+            del inputs
         else:  # timing only: random values (never zeros) tiled from one block, as
             # drawing GiBs of random numbers took longer than timing them
             own = np.resize(checks.make_input(dt, min(layout.send_elems, INPUT_BLOCK), self.rank,
                                               mode, inp.seed), layout.send_elems)
-        golden = scale = None
-        if inp.check:
-            inputs = [checks.make_input(dt, layout.send_elems, r, mode, inp.seed)
-                      for r in range(self.nranks)]
-            golden, scale = checks.expected(coll, inputs, self.rank, self.nranks, sw.op, sw.root,
-                                            dt)
         kw = self._call_args(layout)
         phases = be.phase_algorithms(coll.name)  # their output is not the collective's
         for ai, alg in enumerate(sw.algorithms):
