@@ -25,8 +25,12 @@ one_blas_thread()
 
 
 def run_cli(*args, timeout=180, cwd=None, env=None, check=False):
-    """`ccbench ARGS`; returns the CompletedProcess (text)."""
-    proc = subprocess.run([str(BIN / "ccbench"), *map(str, args)], capture_output=True,
+    """`ccbench ARGS`; returns the CompletedProcess (text).  The console
+    script beside this Python, or ``python -m ccbench_kit`` where the kit
+    runs from its source tree uninstalled (the GPU machines: PYTHONPATH)."""
+    script = BIN / "ccbench"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "ccbench_kit"]
+    proc = subprocess.run([*command, *map(str, args)], capture_output=True,
                           text=True, timeout=timeout, cwd=cwd, env=env)
     if check and proc.returncode != 0:
         raise AssertionError(f"ccbench {' '.join(map(str, args))} failed ({proc.returncode}):\n"
