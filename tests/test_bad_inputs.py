@@ -53,6 +53,11 @@ BAD = [
     ("run all_gather -r 3 -b 8 -e 8", "-b/--minbytes: all_gather size 8 B is too small to give every rank one element; the smallest is 12 B"),
     ("run all_reduce --placement sideways", "--placement: unknown placement 'sideways'"),
     ("run all_reduce --backend tpu", "--backend: unknown backend 'tpu'"),
+    # a type the backend has in no version: refused before launch, not by every rank
+    ("run all_reduce --backend torch -d fp8_e4m3", "-d/--datatype: torch.distributed has no "
+     "fp8_e4m3 on both gloo and NCCL; use one of uint8, int8, int32, int64, fp16, bf16, fp32, fp64"),
+    ("run all_reduce --backend nccl -d int16", "-d/--datatype: NCCL has no int16 type; use one of "
+     "int8, uint8, int32, uint32, int64, uint64, fp16, fp32, fp64, bf16, fp8_e4m3, fp8_e5m2"),
     ("run all_reduce --timeout -3", "argument --timeout: must be a finite number > 0 and <= 1e+07, got '-3'"),
     ("run all_reduce --seed abc", "argument --seed: expected an integer, got 'abc'"),
     # JSON inputs
@@ -179,3 +184,16 @@ def test_bad_input(argv, message, files, capsys):
     assert len(err) == 1, err
     assert err[0].startswith("ccbench: error: ")
     assert message in err[0]
+
+
+def test_a_type_the_backend_lacks_is_refused_before_launch(tmp_path, capsys):
+    """Exit 2 and the bare reason: the ranks, had they started, would each
+    have refused it (exit 3, 'No size had completed')."""
+    out = tmp_path / "r.nc"
+    rc = main(["run", "all_reduce", "--backend", "torch", "-d", "fp8_e5m2", "-r", "2",
+               "-b", "8", "-e", "8", "--out", str(out)])
+    assert rc == 2
+    assert capsys.readouterr().err.strip() == (
+        "ccbench: error: -d/--datatype: torch.distributed has no fp8_e5m2 on both gloo and "
+        "NCCL; use one of uint8, int8, int32, int64, fp16, bf16, fp32, fp64")
+    assert list(tmp_path.iterdir()) == []

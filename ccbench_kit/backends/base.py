@@ -26,7 +26,8 @@ Class side (asked before any rank starts, by the CLI and the API)
 ``Options`` (a frozen dataclass of the backend's own options),
 ``algorithms_for(collective)``, ``default_algorithms(collective, options)``
 (what runs when none is named), ``data_types()`` and ``reduction_ops()``
-(what ``-d all`` and ``-o all`` run), ``default_preset(ds)``,
+(what ``-d all`` and ``-o all`` run), ``dtype_refusal(name)`` (a ``-d``
+type it has in no version, refused before launch), ``default_preset(ds)``,
 ``check_local_setup()`` (what the ranks load, before they start here),
 ``add_arguments(group)`` (its CLI flags), ``options_from_args(args)`` and
 ``make_options(**values)`` (validated `Options`).
@@ -143,6 +144,13 @@ class Backend(abc.ABC):
     def data_types(cls):
         """The data type names this backend runs (``-d all`` runs each)."""
         return tuple(DTYPES)
+
+    @classmethod
+    def dtype_refusal(cls, name):
+        """Why this backend cannot run data type `name` (one line, as the
+        error says it), or None where it can or only a rank can tell (a
+        library version).  Checked before launch and again on the ranks."""
+        return None
 
     @classmethod
     def reduction_ops(cls):

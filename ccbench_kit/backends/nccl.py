@@ -254,6 +254,13 @@ class NCCLBackend(Backend):
         return tuple(name for name in DTYPES if name in NCCL_DTYPES and name not in FP8)
 
     @classmethod
+    def dtype_refusal(cls, name):
+        """A type NCCL has in no version; fp8's version is a rank's to check."""
+        if name not in NCCL_DTYPES:
+            return f"NCCL has no {name} type; use one of {', '.join(NCCL_DTYPES)}"
+        return None
+
+    @classmethod
     def options_from_args(cls, args):
         timing = args.timing or ("graph" if args.cudagraph else "")
         opts = {"timing": timing} if timing else {}
@@ -535,10 +542,9 @@ class NCCLBackend(Backend):
         a graph replays its iterations -G times, which in place sums again).
         """
         x = self._x
-        if dtype.name not in NCCL_DTYPES:
-            raise ConfigError(f"NCCL has no {dtype.name} type; use one of int8, uint8, int32, "
-                              "uint32, int64, uint64, fp16, bf16, fp32, fp64, fp8_e4m3, "
-                              "fp8_e5m2", "-d/--datatype")
+        refusal = self.dtype_refusal(dtype.name)
+        if refusal:
+            raise ConfigError(refusal, "-d/--datatype")
         if dtype.name in FP8 and self.version < FP8_SINCE_NCCL:
             raise ConfigError(f"NCCL {version_string(self.version)} has no {dtype.name}: fp8 "
                               f"needs NCCL {version_string(FP8_SINCE_NCCL)} or later",

@@ -123,6 +123,13 @@ class TorchBackend(Backend):
         return tuple(TORCH_DTYPES)
 
     @classmethod
+    def dtype_refusal(cls, name):
+        if name not in TORCH_DTYPES:
+            return (f"torch.distributed has no {name} on both gloo and NCCL; "
+                    f"use one of {', '.join(TORCH_DTYPES)}")
+        return None
+
+    @classmethod
     def default_preset(cls, ds):
         """NCCL on one host of H100/H200: their NVLink4 preset (the nccl
         backend's rule); gloo on CPU tensors: ``cpu``."""
@@ -300,11 +307,10 @@ class TorchBackend(Backend):
 
     # -- buffers -------------------------------------------------------------------
     def _tdtype(self, dtype):
-        name = TORCH_DTYPES.get(dtype.name)
-        if name is None:
-            raise ConfigError(f"torch.distributed has no {dtype.name} on both gloo and NCCL; "
-                              f"use one of {', '.join(TORCH_DTYPES)}", "-d/--datatype")
-        return getattr(self.torch, name)
+        refusal = self.dtype_refusal(dtype.name)
+        if refusal:
+            raise ConfigError(refusal, "-d/--datatype")
+        return getattr(self.torch, TORCH_DTYPES[dtype.name])
 
     def alloc(self, nelems, dtype):
         return self.torch.zeros(nelems, dtype=self._tdtype(dtype), device=self.device)
