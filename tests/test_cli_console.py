@@ -57,6 +57,13 @@ def test_a_command_imports_its_own_module_not_every_others():
     assert proc.stdout.strip().splitlines()[-2:] == ["exit 0", "['ccbench_kit.cli.show']"]
 
 
+def test_version_imports_no_command():
+    from ccbench_kit import __version__
+    proc = console_then(["--version"], "print(sorted(m for m in sys.modules "
+                                       "if m.startswith('ccbench_kit.cli.') or m == 'xarray'))\n")
+    assert proc.stdout.strip().splitlines() == [f"ccbench_kit {__version__}", "exit 0", "[]"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["run", "all_reduce", "-r", "0"],
      "ccbench: error: argument -r/--nworkers: must be an integer from 1 to 1048576, got 0\n"),

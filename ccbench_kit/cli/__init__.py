@@ -36,25 +36,30 @@ def build_parser(argv=None):
     """The ``ccbench`` parser.  Given the arguments it will parse (`argv`),
     it holds only the subcommand they name: a command imports its own
     module, not every other one's (the doctor's and compare's GPU modules
-    cost every `ccbench run` 0.1 s of CPU); without a subcommand name
-    (``--help``, a mistyped one) it holds them all, so that the help and
-    the error list every choice."""
+    cost every `ccbench run` 0.1 s of CPU); for ``--version`` none;
+    without a subcommand name (``--help``, a mistyped one) it holds them
+    all, so that the help and the error list every choice
+    (`_parsers_needed`)."""
     epilog = "exit status:\n" + "\n".join(f"  {code:>3}  {what}"
                                           for code, what in EXIT_CODES.items())
     parser = _Parser(prog="ccbench", description="Benchmark and analyse collective communication.",
                      epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"ccbench_kit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in _named(argv) or SUBCOMMANDS:
+    for name in _parsers_needed(argv):
         importlib.import_module(f"{__name__}.{name.replace('-', '_')}{'_' if name == 'import' else ''}").add_parser(sub)
     return parser
 
 
-def _named(argv):
-    """The subcommand `argv` names, in a 1-tuple; () when its first word is
-    none (an option of the top level: ``--help``, ``--version``)."""
+def _parsers_needed(argv):
+    """The subcommands whose parsers `argv` needs: the one its first word
+    names; none for ``--version`` (printed before a subcommand is looked
+    for; their modules cost half a second); all for ``--help`` or a word
+    that names none (the help and the error list every choice)."""
     first = argv[0] if argv else None
-    return (first,) if first in SUBCOMMANDS else ()
+    if first in SUBCOMMANDS:
+        return (first,)
+    return () if first == "--version" else SUBCOMMANDS
 
 
 def _terminate(signum, frame):
