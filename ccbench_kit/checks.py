@@ -97,8 +97,9 @@ def count_wrong(output, golden, dtype, op, nranks, scale=None):
     scale = None if scale is None else np.asarray(scale).reshape(-1)
     tol = tolerance(dtype, op, nranks)
     # block by block: a GiB output made float64 temporaries of 4 GiB each,
-    # every one of them a fresh mapping the kernel had to zero (1 GiB of
-    # bf16 took ~14 s a check, ~10 in one size of 5 algorithms, 2 placements)
+    # every one of them a fresh mapping the kernel had to zero (3.5 s for
+    # 256 MiB of bf16 on 2 cores; a size compares once per algorithm and
+    # placement; bench/check_compare.py)
     wrong = 0
     for at in range(0, output.size, COMPARE_BLOCK):
         cut = slice(at, at + COMPARE_BLOCK)

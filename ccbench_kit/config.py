@@ -258,9 +258,7 @@ def _sweep(coll, nranks, sizes, backend, *, minbytes, maxbytes, stepfactor, step
     if isinstance(algorithms, str):
         algorithms = [a.strip() for a in algorithms.split(",") if a.strip()]
     dtype = get_dtype(dtype).name
-    refusal = cls.dtype_refusal(dtype)
-    if refusal:  # said before launch, not by every rank after it
-        raise ConfigError(refusal, "-d/--datatype")
+    cls.check_dtype(dtype)  # said before launch, not by every rank after it
     op = get_op(op) if coll.reduces else "none"
     if coll.rooted and not (isinstance(root, int) and not isinstance(root, bool)
                             and 0 <= root < nranks):

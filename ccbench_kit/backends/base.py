@@ -149,8 +149,16 @@ class Backend(abc.ABC):
     def dtype_refusal(cls, name):
         """Why this backend cannot run data type `name` (one line, as the
         error says it), or None where it can or only a rank can tell (a
-        library version).  Checked before launch and again on the ranks."""
+        library version).  Checked before launch and again on the ranks
+        (`check_dtype`)."""
         return None
+
+    @classmethod
+    def check_dtype(cls, name):
+        """ConfigError naming -d where `dtype_refusal` says why not."""
+        refusal = cls.dtype_refusal(name)
+        if refusal:
+            raise ConfigError(refusal, "-d/--datatype")
 
     @classmethod
     def reduction_ops(cls):

@@ -542,9 +542,7 @@ class NCCLBackend(Backend):
         a graph replays its iterations -G times, which in place sums again).
         """
         x = self._x
-        refusal = self.dtype_refusal(dtype.name)
-        if refusal:
-            raise ConfigError(refusal, "-d/--datatype")
+        self.check_dtype(dtype.name)
         if dtype.name in FP8 and self.version < FP8_SINCE_NCCL:
             raise ConfigError(f"NCCL {version_string(self.version)} has no {dtype.name}: fp8 "
                               f"needs NCCL {version_string(FP8_SINCE_NCCL)} or later",

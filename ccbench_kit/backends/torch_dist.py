@@ -307,9 +307,7 @@ class TorchBackend(Backend):
 
     # -- buffers -------------------------------------------------------------------
     def _tdtype(self, dtype):
-        refusal = self.dtype_refusal(dtype.name)
-        if refusal:
-            raise ConfigError(refusal, "-d/--datatype")
+        self.check_dtype(dtype.name)
         return getattr(self.torch, TORCH_DTYPES[dtype.name])
 
     def alloc(self, nelems, dtype):
