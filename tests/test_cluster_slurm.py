@@ -86,7 +86,7 @@ def _scancel(tb, *jobs):
     """Cancel `jobs` and wait until they have left the queue; a cancel that
     slurmctld did not take (a message timeout on a crowded machine) is tried
     again, and one it refuses fails the test, not a later test that waits."""
-    for attempt in range(3):
+    for _ in range(3):
         r = tb.login(["scancel", *map(str, jobs)], timeout=60)
         if r.returncode == 0:
             break
