@@ -492,3 +492,59 @@ def test_the_cycle_check_reads_imports_run_at_import_time():
     assert "ccbench_kit.dataset.checkpoint" not in g["ccbench_kit.launch.sweep_task"]  # in a function
     assert _reaches({"a": {"b"}, "b": {"c"}, "c": set()}, "a", "c")
     assert not _reaches({"a": {"b"}, "b": set(), "c": {"a"}}, "a", "c")
+
+
+# the backends built in (backends._REGISTRY), as a name the doctor might test
+BUILT_IN_BACKENDS = {"mpi", "nccl", "torch", "tcp"}
+
+
+def _backend_name_tests(path, imported=None):
+    """(line, name) of every comparison in `path` with a built-in backend's
+    name as a literal (``backend == "tcp"``, ``name in ("mpi", "nccl")``) or
+    as a module constant holding one (``TCP = "tcp"`` here, or in
+    `imported`: {name: value} of the constants other modules define)."""
+    tree = ast.parse(path.read_text())
+    names = dict(imported or {})
+    names.update({t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
+                  and isinstance(node.value, ast.Constant) for t in node.targets
+                  if isinstance(t, ast.Name)})
+
+    def value(c):
+        if isinstance(c, ast.Constant):
+            return c.value
+        return names.get(c.id) if isinstance(c, ast.Name) else None
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in (node.left, *node.comparators):
+            consts = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+            found += [(node.lineno, value(c)) for c in consts if value(c) in BUILT_IN_BACKENDS]
+    return found
+
+
+def _constants(paths):
+    """{name: value} of the module-level string constants of `paths`."""
+    return {t.id: node.value.value for p in paths for node in ast.parse(p.read_text()).body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str) for t in node.targets
+            if isinstance(t, ast.Name)}
+
+
+def test_the_doctor_tests_no_backend_by_name():
+    """A transport is a Backend (issue 34): what the doctor needs to know of
+    one is a class member (`Backend.node_backend`, `ring_algorithm`,
+    `doctor_env`, ...), so health/ never compares a backend's name."""
+    from ccbench_kit.backends import _REGISTRY
+    assert set(_REGISTRY) == BUILT_IN_BACKENDS
+    paths = sorted((PKG / "health").rglob("*.py"))
+    found = {p.name: _backend_name_tests(p, _constants(paths)) for p in paths}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_the_backend_name_check_finds_one(tmp_path):
+    src = tmp_path / "x.py"
+    src.write_text('TCP = "tcp"\ndef f(b):\n    if b == "nccl":\n        return 1\n'
+                   '    return b in ("mpi", "other") or b != TCP or b == OTHER\n')
+    assert _backend_name_tests(src, {"OTHER": "torch"}) == [
+        (3, "nccl"), (5, "mpi"), (5, "tcp"), (5, "torch")]

@@ -101,7 +101,7 @@ def test_doctor_on_dask_workers_across_hosts(net, tmp_path):
     (["--hosts", "a", "b", "c", "-N", "1"],
      "-N/--nnodes: a health check compares nodes: it needs at least 2, got 1 (a)"),
     (["--hosts", "a", "b", "--backend", "gloo"],
-     "--backend: unknown backend 'gloo'; choose one of tcp, mpi, nccl, torch"),
+     "--backend: unknown backend 'gloo'; choose one of mpi, nccl, torch, tcp"),
     (["--hosts", "a", "b", "--baseline", "/nonexistent/base.json"],
      "--baseline: /nonexistent/base.json: no such baseline file"),
 ])

@@ -160,7 +160,7 @@ from ccbench_kit.health.collective import job_placement
 comm = MPI.COMM_WORLD
 plan = api.make_plan(5, ranks_per_node=1, backend="mpi", bisect=False)
 waves = [[tuple(p) for p in w] for w in plan["waves"]]
-placement = job_placement(comm, "mpi")
+placement = job_placement(comm)
 links = probe.pair_links(comm, waves, list(range(5)), "mpi", placement)
 rows = [(comm.Get_rank(), link[2], link[1].backend.placement.local_rank,
          link[1].backend.placement.local_size, host_placement(link[0]).local_rank)
@@ -182,6 +182,3 @@ if comm.Get_rank() == 0:
     assert any(r[4] != r[0] for r in rows)
 
 
-def test_job_placement_is_none_for_the_socket_probe():
-    from ccbench_kit.health.collective import job_placement
-    assert job_placement(None, "tcp") is None

@@ -137,7 +137,7 @@ def test_lossy_link_is_named_from_retransmission_timeouts():
     assert v.line() == "verdict: node4 link"
     f, = v.findings
     assert f.metric == "loss" and f.agree == "3/3"
-    assert "15 of 150 ping-pongs through it" in f.sentence() and "0 of 150 elsewhere" in f.sentence()
+    assert "15 of 150 8-byte trips through it" in f.sentence() and "0 of 150 elsewhere" in f.sentence()
     # one slow round trip in one pair is no lossy link
     raw = fake_raw(n=4)
     raw.pair[0]["lat_s"][0] = 0.2
@@ -216,8 +216,8 @@ def test_backend_choice_and_its_bad_input():
     from ccbench_kit.health.api import choose_backend
     assert choose_backend("tcp") == ("tcp", "asked for")
     assert choose_backend("mpi") == ("mpi", "asked for")
-    with pytest.raises(ConfigError, match=r"unknown backend 'gloo'; choose one of tcp, mpi, "
-                                          r"nccl") as e:
+    with pytest.raises(ConfigError, match=r"unknown backend 'gloo'; choose one of mpi, nccl, "
+                                          r"torch, tcp") as e:
         choose_backend("gloo")
     assert e.value.flag == "--backend"
     # the bisection's ring is an algorithm each backend has (nccl's table needs no GPU)

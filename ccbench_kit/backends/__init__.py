@@ -1,7 +1,8 @@
 """Backends: where buffers live and how a collective is run and timed.
 
 `mpi` runs on host buffers through the engine (ext/); `nccl` on GPUs; `torch`
-through torch.distributed (NCCL on GPUs, gloo on CPUs).  The
+through torch.distributed (NCCL on GPUs, gloo on CPUs); `tcp` sendrecv and
+all_reduce over plain sockets (the management network).  The
 interface every backend implements is `base.Backend`.  Backends are found
 by name in a registry: the built-in ones, those `register`\\ ed in this
 process, and those other packages declare in the ``ccbench_kit.backends``
@@ -21,6 +22,7 @@ _REGISTRY = {
     "mpi": "ccbench_kit.backends.mpi:MPIBackend",
     "nccl": "ccbench_kit.backends.nccl:NCCLBackend",
     "torch": "ccbench_kit.backends.torch_dist:TorchBackend",   # torch imported by a rank only
+    "tcp": "ccbench_kit.backends.tcp:TCPBackend",
 }
 
 

@@ -113,6 +113,11 @@ class Backend(abc.ABC):
     #: The all_reduce algorithm whose busbw is its slowest link's rate (a
     #: ring): the doctor's bisection groups run it.  None: `default_algorithm`.
     ring_algorithm: ClassVar[str] = None
+    #: The backend a health check runs a node's own all_reduce through,
+    #: where it is not this one: a backend for the network between hosts
+    #: names one for the ranks of a host (tcp: mpi, whose ranks poll, so a
+    #: node whose cores are taken shows it).  None: this backend.
+    node_backend: ClassVar[str] = None
     #: (name, value) pairs ``--debug`` puts in the ranks' environment where
     #: the user set no such variable: the library's own log (NCCL's).
     debug_env: ClassVar[tuple] = ()

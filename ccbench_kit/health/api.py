@@ -91,7 +91,7 @@ def make_plan(nnodes, *, leaf_of=None, bisect=None, backend=TCP, per_gpu=False, 
     given and checked by its field.
     `bisect`: True runs the bisection (`health.bisect`) instead of the pair
     matrix, False the matrix, None the bisection from `BISECT_FROM` nodes.
-    `backend`: "tcp" (sockets), "mpi" or "nccl" (the kit's backends).
+    `backend`: a kit backend's name (`collective.transports`).
     `per_gpu`: the nodes are this host's GPUs (``--per-gpu``)."""
     plan = {**_fields.checked_measurement(measure), "backend": backend,
             "per_gpu": bool(per_gpu)}
@@ -123,8 +123,8 @@ def leaves(names, topology):
 
 
 def choose_backend(name, remote=False):
-    """(backend, why): the doctor's transport (`collective.transports`:
-    tcp, or any kit backend, built in or registered).
+    """(backend, why): the doctor's transport (`collective.transports`: any
+    kit backend, built in or registered; tcp is the management network's).
 
     None picks nccl where this host has GPUs, else mpi.  A backend this
     host cannot run is bad input (`Backend.doctor_check`: nccl without a
@@ -134,8 +134,7 @@ def choose_backend(name, remote=False):
         raise ConfigError(f"unknown backend {name!r}; choose one of {', '.join(transports())}",
                           "--backend")
     if name is not None:
-        if name != TCP:
-            backend_class(name).doctor_check(remote)
+        backend_class(name).doctor_check(remote)
         return name, "asked for"
     gpus, why = visible_gpus()
     why = why.split(";")[0]
@@ -280,10 +279,11 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
         names the node it waits for (default 30 s plus 1 s per 50 MB).
     thresholds : dict, optional
         ``{"local": 2.0, "bandwidth": 0.75, "latency": 2.0}`` (`verdict`).
-    backend : {None, "tcp", "mpi", "nccl"}
-        What the pair tests, the local all_reduce and the bisection run
-        through (`choose_backend`; None: nccl where this host has GPUs,
-        else mpi).  nccl runs one rank per GPU.
+    backend : str, optional
+        The kit backend the pair tests, the local all_reduce and the
+        bisection run through: "tcp" (sockets, the management network),
+        "mpi", "nccl", "torch" or a registered one (`choose_backend`; None:
+        nccl where this host has GPUs, else mpi).  nccl runs one rank per GPU.
     baseline : str, optional
         A baseline file saved by an earlier check of these nodes
         (`save_baseline`) through the same backend: every node's link is
@@ -318,8 +318,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
                                                               backend=backend))
     if not per_gpu:
         if ranks_per_node is None:  # a device backend: one rank per device
-            ranks_per_node = _fields.get("ranks_per_node").default if backend == TCP else \
-                backend_class(backend).doctor_ranks_per_node(remote=bool(slurm))
+            ranks_per_node = backend_class(backend).doctor_ranks_per_node(remote=bool(slurm))
         names = resolve_nodes(hosts, hosts_file, nnodes, slurm)
     plan = make_plan(len(names), ranks_per_node=ranks_per_node,
                      leaf_of=leaves(names, topology), bisect=bisect, backend=backend,
@@ -338,7 +337,7 @@ def doctor(hosts=None, *, hosts_file=None, nnodes=None, slurm=None, client=None,
     # other work too: a rank that polls without yielding holds the core its
     # node-mate needs for its whole time slice
     env = {"OMPI_MCA_mpi_yield_when_idle": os.environ.get("OMPI_MCA_mpi_yield_when_idle", "1"),
-           **({} if backend == TCP else backend_class(backend).doctor_env(plan["bw_bytes"])),
+           **backend_class(backend).doctor_env(plan["bw_bytes"]),
            **(env or {})}
     # --per-gpu: plain mpirun on this host, rank k on GPU k
     cmd = launcher(nranks) if per_gpu else launcher(
@@ -397,7 +396,7 @@ def host_bytes(plan):
     `probe.memcpy_bandwidth`); the node's leader also the pair's
     (`probe.PAIR_COPIES`)."""
     backend = plan["backend"]
-    if backend != TCP and not backend_class(backend).host_buffers:
+    if not backend_class(backend).host_buffers:
         return None, None
     local = plan["ranks_per_node"] * 8 * plan["local_bytes"]
     pair = PAIR_COPIES * plan["bw_bytes"]

@@ -1,5 +1,6 @@
-"""The doctor's measurements through a kit backend (``--backend mpi`` or
-``nccl``): the same collective, buffers and timed loop as ``ccbench run``.
+"""The doctor's measurements through a kit backend (``--backend tcp``,
+``mpi``, ``nccl`` or any other registered): the same collective, buffers
+and timed loop as ``ccbench run``.
 
 `Timer` holds one `backends.Backend` on a communicator (a pair of nodes, a
 node's own ranks, a bisection group) and times one collective of one size
@@ -16,22 +17,28 @@ from ..backends import backend_class, get_backend, names as backend_names
 from ..backends.base import host_placement
 from ..dtypes import OPS, get_dtype
 
-# the doctor's transports: "tcp", the socket probe (`probe.connect_pair`:
-# the management network, no backend), and every kit backend (`backends`)
+# the transport of a plan that names none (`api.make_plan`'s default), and
+# of the records of kits that named none: the management network's sockets
+# (`backends.tcp`)
 TCP = "tcp"
 DTYPE = "fp32"  # ``ccbench run``'s default
 
 
-def job_placement(comm, backend_name):
+def job_placement(comm):
     """Every rank's `Placement` on its host among all the ranks of `comm`
-    (the job's), or None for "tcp" (no backend).  A collective: every rank
-    of `comm` calls it, once, before any pair or group is formed."""
-    return None if backend_name == TCP else host_placement(comm)
+    (the job's).  A collective: every rank of `comm` calls it, once, before
+    any pair or group is formed."""
+    return host_placement(comm)
 
 
 def transports():
-    """Every transport name ``doctor --backend`` takes: tcp and the backends."""
-    return (TCP, *backend_names())
+    """Every transport name ``doctor --backend`` takes: the backends'."""
+    return tuple(backend_names())
+
+
+def node_backend(backend_name):
+    """The backend a node's own check runs through (`Backend.node_backend`)."""
+    return backend_class(backend_name).node_backend or backend_name
 
 
 def ring_algorithm(backend_name):

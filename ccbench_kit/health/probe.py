@@ -16,10 +16,12 @@ One MPI job measures everything, so the cost is one job start:
 ``plan["per_gpu"]`` (``--per-gpu``): every rank is a node (a GPU of this
 host), and each repeat ends with the host's all_reduce over all of them.
 
-``plan["backend"]`` says what carries them: "mpi" or "nccl", a kit backend
-driven as ``ccbench run`` drives it (`collective.Timer`: sendrecv for the
-pairs, all_reduce for the local check and the rings); "tcp", plain sockets
-(`connect_pair` says why they suit a shared host; `ring_allreduce`).
+``plan["backend"]`` says what carries them: a kit backend ("tcp", the
+management network's sockets, `backends.tcp` says why they suit a shared
+host; "mpi"; "nccl"; any registered one), driven as ``ccbench run`` drives
+it (`collective.Timer`: sendrecv for the pairs, all_reduce for the local
+check and the rings; a node's own check through the backend's
+`node_backend` where it names one: tcp's is mpi).
 
 Repeats interleave (every node, every wave, then again), so a burst of
 load on the machine hits one repeat, not one node.  Ranks not measuring
@@ -35,15 +37,12 @@ import functools
 import itertools
 import socket
 import time
-import fcntl
-import struct
-import threading
 
 import numpy as np
 
 from ..collectives import get as get_collective
 from . import results
-from .collective import TCP, Timer, job_placement, ring_algorithm
+from .collective import TCP, Timer, job_placement, node_backend, ring_algorithm
 from ..progress_board import ALG, ENTERED, LEFT, OP, PHASE, PHASES, PLACEMENT, SIZE
 from ..errors import CCBenchError, ConfigError, RunError
 from ..mpi_env import quiet_barrier
@@ -154,9 +153,9 @@ def run(comm, plan, progress, out):
     # the GPU each rank drives, decided once on the job's ranks: every
     # backend this rank makes (its node's, each pair's, the host's, a
     # bisection group's) uses it
-    placement = job_placement(comm, backend)
+    placement = job_placement(comm)
     links = pair_links(comm, waves, leaders, backend, placement)
-    local_timer = None if backend == TCP else Timer(backend, local, comm, placement)
+    local_timer = Timer(node_backend(backend), local, comm, placement)
     # --per-gpu: every GPU is a node, so the host's own all_reduce over all
     # its GPUs (NVLink) is a step of its own
     host_timer = Timer(backend, comm, comm, placement) if plan.get("per_gpu") else None
@@ -196,10 +195,9 @@ def run(comm, plan, progress, out):
 
 def pair_links(comm, waves, leaders, backend=TCP, placement=None):
     """One connection per pair of each wave (pairs of a wave are disjoint),
-    made once: [None or (pair communicator, socket or `collective.Timer`,
-    pair, the other end's rank in `comm`)] a wave.  `backend` "tcp": a
-    socket (`connect_pair`); else the kit backend of that name on the
-    pair's communicator, on the device of the rank's `placement`
+    made once: [None or (pair communicator, `collective.Timer`, pair, the
+    other end's rank in `comm`)] a wave: the kit backend named `backend` on
+    the pair's communicator, on the device of the rank's `placement`
     (`collective.job_placement`)."""
     from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     me, links = comm.Get_rank(), []
@@ -212,7 +210,7 @@ def pair_links(comm, waves, leaders, backend=TCP, placement=None):
         # the pair's own communicator is its backend's world (only its two
         # ranks make it); the device is the job's placement, not the rank's
         # index in the pair
-        end = connect_pair(pc) if backend == TCP else Timer(backend, pc, pc, placement)
+        end = Timer(backend, pc, pc, placement)
         a, b = (leaders[n] for n in pairs[mine])
         links.append((pc, end, tuple(pairs[mine]), b if me == a else a))
     return links
@@ -275,27 +273,21 @@ def _ring_step(comm, step, plan, progress, leaders, index, placement=None):
     gc = comm.Split(color=MPI.UNDEFINED if mine is None else mine,
                     key=0 if mine is None else groups[mine].index(node))
     backend = plan.get("backend", TCP)
-    ring = timer = None
+    timer = left = None
     if gc != MPI.COMM_NULL:
-        if backend == TCP:
-            ring = ring_links(gc)
-            at = groups[mine].index(node)   # the rank it receives from: `ring_allreduce`
-            left = leaders[groups[mine][(at - 1) % len(groups[mine])]]
-        else:
-            timer = Timer(backend, gc, gc, placement)
+        timer = Timer(backend, gc, gc, placement)
+        at = groups[mine].index(node)   # the rank the ring receives from
+        left = leaders[groups[mine][(at - 1) % len(groups[mine])]]
     per_rep = []
     for _ in range(plan["repeats"]):
         quiet_wait(comm)
         rec = None
-        if ring or timer:
+        if timer:
             n = gc.Get_size()
             progress.enter("bisect all_reduce", nb, index)
-            if timer:
+            with _connection_to(left):
                 t = timer.times("all_reduce", nb, plan["bw_iters"], 1, progress.counters,
                                 algorithm=ring_algorithm(backend), check=True)
-            else:
-                with _connection_to(left):
-                    t = _tcp_ring_times(ring, gc, nb, plan, progress)
             if gc.Get_rank() == 0:
                 rec = (mine, ALL_REDUCE.bus_factor(n) * nb / float(np.median(t)))
         recs = comm.gather(rec, root=0)
@@ -304,115 +296,10 @@ def _ring_step(comm, step, plan, progress, leaders, index, placement=None):
             if r is not None:
                 row[r[0]] = r[1]
         per_rep.append(row)
-    if ring:
-        for s in ring:
-            s.close()
     if timer:
         timer.close()
-    if ring or timer:
         gc.Free()
     return per_rep
-
-
-def _tcp_ring_times(ring, gc, nb, plan, progress):
-    """Seconds of each ring all_reduce over the group's sockets (the slowest
-    rank's: it ends when the last rank has it)."""
-    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
-    n = gc.Get_size()
-    x, tmp = np.empty(nb // 8), np.empty(nb // 8)
-    t = _timed(lambda: ring_allreduce(ring, x, tmp, gc.Get_rank(), n), plan["bw_iters"],
-               1, progress)
-    if not x[0] == x[-1] == n * (n + 1) / 2:  # each rank put in its rank + 1
-        raise RuntimeError(f"the ring all_reduce of {n} nodes summed to {x[0]}, "
-                           f"{x[-1]}, not {n * (n + 1) / 2}")
-    gc.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)
-    return t
-
-
-def ring_links(gc, timeout=30.0):
-    """(to the right, from the left): TCP connections to the next and
-    previous rank of `gc`, blocking, for the reason `connect_pair` gives."""
-    n, r = gc.Get_size(), gc.Get_rank()
-    srv = socket.create_server(("", 0))
-    srv.settimeout(timeout)
-    ends = gc.allgather((interface_addresses(), srv.getsockname()[1]))
-    right = _connect_any(*ends[(r + 1) % n])  # the peer's backlog holds it until accept
-    left, _ = srv.accept()
-    srv.close()
-    return _blocking(right), _blocking(left)
-
-
-def ring_allreduce(ring, x, tmp, r, n):
-    """Sum of `x` over the ring, in place (reduce-scatter, then all-gather,
-    n - 1 steps each): every link carries 2 (n - 1) / n of `x`, so the ring
-    runs at its slowest link's rate.  `x` starts as r + 1 everywhere."""
-    right, left = ring
-    x.fill(r + 1.0)
-    chunks = np.array_split(x, n)
-
-    def shift(send, into):
-        sender = threading.Thread(target=right.sendall, args=(memoryview(send).cast("B"),))
-        sender.start()
-        _recv_exact(left, memoryview(into).cast("B"))
-        sender.join()
-    for s in range(n - 1):
-        k = (r - s - 1) % n
-        got = tmp[:chunks[k].size]
-        shift(chunks[(r - s) % n], got)
-        chunks[k] += got
-    for s in range(n - 1):
-        shift(chunks[(r + 1 - s) % n], chunks[(r - s) % n])
-
-
-def interface_addresses():
-    """This host's IPv4 addresses, loopback last (for a peer to connect to)."""
-    found = []
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        for _, name in socket.if_nameindex():
-            try:  # SIOCGIFADDR
-                packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name[:15].encode()))
-            except OSError:
-                continue
-            found.append(socket.inet_ntoa(packed[20:24]))
-    return sorted(found, key=lambda a: a.startswith("127."))
-
-
-def connect_pair(pc, timeout=30.0):
-    """A TCP connection between the two ranks of `pc` (blocking, no Nagle).
-
-    The pair tests run on a plain socket, not on MPI: a rank blocked in
-    recv() sleeps in the kernel and is woken when the bytes arrive, where
-    MPI's TCP transport polls; on a host shared with other work (or the
-    emulated nodes of one machine) a polling rank measures the CPU
-    scheduler, a sleeping one measures the link."""
-    if pc.Get_rank() == 0:
-        srv = socket.create_server(("", 0))
-        srv.settimeout(timeout)
-        pc.send((interface_addresses(), srv.getsockname()[1]), dest=1, tag=5)
-        conn, _ = srv.accept()
-        srv.close()
-    else:
-        addrs, port = pc.recv(source=0, tag=5)
-        conn = _connect_any(addrs, port)
-    return _blocking(conn)
-
-
-def _blocking(conn):
-    """`conn` made blocking, without Nagle (a message goes out as it is sent)."""
-    conn.settimeout(None)
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return conn
-
-
-def _connect_any(addrs, port):
-    """A connection to the first of `addrs` that answers on `port`."""
-    errors = []
-    for addr in addrs:
-        try:
-            return socket.create_connection((addr, port), timeout=5)
-        except OSError as e:
-            errors.append(f"{addr}: {e}")
-    raise OSError(f"cannot reach the other end on port {port}: {'; '.join(errors)}")
 
 
 @contextlib.contextmanager
@@ -428,15 +315,6 @@ def _connection_to(peer):
         raise
 
 
-def _recv_exact(conn, view):
-    got = 0
-    while got < len(view):
-        n = conn.recv_into(view[got:])
-        if n == 0:
-            raise OSError("the pair's other end closed the connection")
-        got += n
-
-
 def _collect(comm, raw, kind, rec, rep, out):
     """Everyone arrives (sleeping), rank 0 keeps the records and saves."""
     quiet_wait(comm)
@@ -448,32 +326,25 @@ def _collect(comm, raw, kind, rec, rep, out):
         out(raw)
 
 
-def _local_check(local, plan, progress, node, timer=None):
-    """The node's all_reduce among its own ranks: 8 B and `local_bytes`
-    (through the backend's `timer`; tcp: mpi4py's Allreduce)."""
+def _local_check(local, plan, progress, node, timer):
+    """The node's all_reduce among its own ranks, through the backend's
+    `timer`: 8 B and `local_bytes`."""
     from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
     nb = plan["local_bytes"]
     x, y = np.ones(nb // 8), np.empty(nb // 8)
     progress.enter("local latency", 8, node)
-    if timer:
-        lat = timer.times("all_reduce", 8, plan["lat_iters"], 5, progress.counters)
-        progress.enter("local bandwidth", nb, node)
-        bw_t = timer.times("all_reduce", nb, plan["bw_iters"], 1, progress.counters, check=True)
-    else:
-        small, s_out = np.zeros(1), np.empty(1)
-        lat = _timed(lambda: local.Allreduce(small, s_out, op=MPI.SUM), plan["lat_iters"], 5,
-                     progress)
-        progress.enter("local bandwidth", nb, node)
-        bw_t = _timed(lambda: local.Allreduce(x, y, op=MPI.SUM), plan["bw_iters"], 1, progress)
+    lat = timer.times("all_reduce", 8, plan["lat_iters"], 5, progress.counters)
+    progress.enter("local bandwidth", nb, node)
+    bw_t = timer.times("all_reduce", nb, plan["bw_iters"], 1, progress.counters, check=True)
     progress.enter("local compute", nb, node)
     cpu = _timed(lambda: _compute(x, y), plan["lat_iters"] // 2, 1, progress)
     # the slowest rank of the node sets the time (the timer's are already)
-    for t in (cpu,) if timer else (lat, bw_t, cpu):
-        local.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)
+    local.Allreduce(MPI.IN_PLACE, cpu, op=MPI.MAX)
     if local.Get_rank() != 0:
         return None
     return {"node": node, "ranks": local.Get_size(), "lat_s": lat.tolist(),
-            "bw_s": bw_t.tolist(), "cpu_s": cpu.tolist(), "bw_bytes": nb}
+            "bw_s": bw_t.tolist(), "cpu_s": cpu.tolist(), "bw_bytes": nb,
+            "dtype": timer.dtype.name}
 
 
 def _host_check(comm, timer, plan, progress):
@@ -497,46 +368,24 @@ def _compute(x, y, rounds=4):
 
 
 def _pair_check(link, plan, progress, wave):
-    """Ping-pong 8 B, then exchange `bw_bytes` both ways at once (through a
-    backend: its sendrecv of 8 B and of `bw_bytes`, as ``ccbench run``)."""
-
-    from mpi4py import MPI  # lazy: importing mpi4py.MPI starts MPI; only where a rank runs
-    pc, conn, pair, peer = link
-    if not isinstance(conn, Timer) or conn.backend.host_buffers:
+    """The pair's sendrecv through its backend: 8 B (latency: both ends send
+    at once, so a call is one one-way trip) and `bw_bytes` both ways at once
+    (each direction's rate, the busbw of ``ccbench run sendrecv``)."""
+    pc, timer, pair, peer = link
+    if timer.backend.host_buffers:
         check_pair_room(plan["bw_bytes"])
-    if isinstance(conn, Timer):
-        return _pair_check_backend(link, plan, progress, wave)
-    first = pc.Get_rank() == 0
-    msg, buf = bytes(8), memoryview(bytearray(8))
-
-    def pingpong():
-        if first:
-            conn.sendall(msg)
-            _recv_exact(conn, buf)
-        else:
-            _recv_exact(conn, buf)
-            conn.sendall(msg)
     quiet_wait(pc)
     progress.enter("pair latency", 8, wave)
     with _connection_to(peer):
-        rtt = _timed(pingpong, plan["lat_iters"], 5, progress)
+        lat = timer.times("sendrecv", 8, plan["lat_iters"], 5, progress.counters)
     nb = plan["bw_bytes"]
-
-    def exchange():
-        sender = threading.Thread(target=conn.sendall, args=(out,))
-        sender.start()
-        _recv_exact(conn, into)
-        sender.join()
     quiet_wait(pc)
     progress.enter("pair bandwidth", nb, wave)
-    # made in the step they serve: a stall while making them names it
-    out, into = bytes(nb), memoryview(bytearray(nb))
     with _connection_to(peer):
-        t = _timed(exchange, plan["bw_iters"], 1, progress)
-    pc.Allreduce(MPI.IN_PLACE, t, op=MPI.MAX)  # an exchange ends when both ends are done
-    if not first:
+        t = timer.times("sendrecv", nb, plan["bw_iters"], 1, progress.counters)
+    if pc.Get_rank() != 0:
         return None
-    return {"a": pair[0], "b": pair[1], "lat_s": (rtt / 2).tolist(), "bw_s": t.tolist(),
+    return {"a": pair[0], "b": pair[1], "lat_s": lat.tolist(), "bw_s": t.tolist(),
             "bw_bytes": nb}
 
 
@@ -553,24 +402,6 @@ def check_pair_room(nbytes, available=None):
                           f"pair's buffers on host {socket.gethostname()}, but only "
                           f"{approx_size(have)} of memory is available there; give a smaller "
                           "size", "--bw-size")
-
-
-def _pair_check_backend(link, plan, progress, wave):
-    """The pair's sendrecv through its backend: 8 B (latency: both ends send
-    at once, so a call is one one-way trip) and `bw_bytes` (each
-    direction's rate, the busbw of ``ccbench run sendrecv``)."""
-    pc, timer, pair, _ = link
-    quiet_wait(pc)
-    progress.enter("pair latency", 8, wave)
-    lat = timer.times("sendrecv", 8, plan["lat_iters"], 5, progress.counters)
-    nb = plan["bw_bytes"]
-    quiet_wait(pc)
-    progress.enter("pair bandwidth", nb, wave)
-    t = timer.times("sendrecv", nb, plan["bw_iters"], 1, progress.counters)
-    if pc.Get_rank() != 0:
-        return None
-    return {"a": pair[0], "b": pair[1], "lat_s": lat.tolist(), "bw_s": t.tolist(),
-            "bw_bytes": nb}
 
 
 def rank_task(comm, job, reporter, flags=()):

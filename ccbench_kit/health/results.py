@@ -25,6 +25,7 @@ from .. import collectives
 from .._version import __version__
 from .._files import atomic_write_text
 from ..dataset.schema import make_dataset
+from ..dtypes import DTYPES
 from .collective import TCP
 
 class Raw:
@@ -143,6 +144,10 @@ def to_datasets(raw, attrs):
                       "repeat": repeat})
     lit = max(plan["lat_iters"], plan["bw_iters"])
     lsizes = [8, plan["local_bytes"]]
+    # the type the local all_reduce ran in (records of kits before this one
+    # do not say: "", and counts of 8-byte elements, as they showed)
+    dtype = next((r["dtype"] for r in raw.local if "dtype" in r), "")
+    itemsize = DTYPES[dtype].itemsize if dtype in DTYPES else 8
     llat = np.full((n, 1, 2, 1, reps * lit), np.nan)
     rpn = 1
     for rec in raw.local:
@@ -157,10 +162,10 @@ def to_datasets(raw, attrs):
     peaks = [_node_peak(raw, k) for k in range(n)]
     ds_local = make_dataset(
         algorithms=raw.nodes, placements=["out_of_place"], sizes=lsizes,
-        counts=[s // 8 for s in lsizes], in_bytes=lsizes, out_bytes=lsizes, latency=llat,
+        counts=[s // itemsize for s in lsizes], in_bytes=lsizes, out_bytes=lsizes, latency=llat,
         wrong=np.full((n, 1, 2), -1), ranks=[0], hosts=["slowest rank of the node"],
         devices=["cpu"], attrs={**common, "collective": "all_reduce",
-                                "dtype": "fp64" if backend == TCP else "fp32",
+                                "dtype": dtype,
                                 "op": "sum", "nranks": rpn, "iters": lit},
         extra_coords={"peak_GBps": ("algorithm", peaks),
                       "repeat": ("iteration", np.repeat(np.arange(reps), lit))})

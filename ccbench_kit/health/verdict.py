@@ -15,7 +15,7 @@ on the machine cancels, where absolute numbers would drift with it.
   of the pairs not through it (a node link cut, congested or lossy makes
   every pair through it slow, and at most one pair of any other node);
 - latency: the same with the pairs' one-way latency;
-- loss: ping-pongs whose round trip waited for a TCP retransmission timeout
+- loss: 8-byte trips that waited for a TCP retransmission timeout
   (at least `RTO_S`; Linux never retransmits sooner, and nothing else on a
   loaded machine stalled a round trip that long in our runs): a lossy link
   makes them in most pairs through its node and (nearly) nowhere else, while
@@ -484,10 +484,11 @@ def _bisection(raw, threshold):
 
 
 def _loss(raw):
-    """{node: Finding} of retransmission timeouts in the ping-pongs: `kind`
-    "link" where most of the node's pairs had some, at least 3 in all, and
-    ten times fewer (per ping-pong) elsewhere; "" otherwise (the ratio is
-    kept as the node's score)."""
+    """{node: Finding} of retransmission timeouts in the pairs' 8-byte trips
+    (`lat_s`: one-way times, of a sendrecv or, in records of older kits'
+    tcp transport, half a ping-pong): `kind` "link" where most of the
+    node's pairs had some, at least 3 in all, and ten times fewer (per trip)
+    elsewhere; "" otherwise (the ratio is kept as the node's score)."""
     n = len(raw.nodes)
     events, total = np.zeros((n, n)), np.zeros((n, n))
     for rec in raw.pair:
@@ -508,8 +509,8 @@ def _loss(raw):
         hit = (len(others) >= 2 and rest and ev >= 3 and pairs_with >= need
                and rate >= 10 * max(rate_o, 1 / max(tot_o, 1)))
         ratio = rate / max(rate_o, 1 / max(tot_o, 1)) if tot_o else float("nan")
-        detail = (f"{int(ev)} of {int(tot)} ping-pongs through it waited for a TCP "
-                  f"retransmission timeout (round trip >= {RTO_S * 1e3:.0f} ms), {int(ev_o)} of "
+        detail = (f"{int(ev)} of {int(tot)} 8-byte trips through it waited for a TCP "
+                  f"retransmission timeout (twice the trip >= {RTO_S * 1e3:.0f} ms), {int(ev_o)} of "
                   f"{int(tot_o)} elsewhere; {pairs_with}/{len(others)} of its pairs "
                   "(lost packets)")
         out[x] = Finding(raw.nodes[x], "link" if hit else "", "loss", ratio, rate, rate_o,

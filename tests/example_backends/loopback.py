@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ccbench_kit.backends.base import Backend
+from ccbench_kit.backends.hostloop import HostBuffers, time_on_host
 from ccbench_kit.errors import ConfigError
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall",
@@ -28,7 +29,7 @@ class LoopbackOptions:
     delay_us: float = 0.0   # --loopback-delay-us: added to every call, to see options arrive
 
 
-class LoopbackBackend(Backend):
+class LoopbackBackend(HostBuffers, Backend):
     name = "loopback"
     default_algorithm = "numpy"
     Options = LoopbackOptions
@@ -62,38 +63,17 @@ class LoopbackBackend(Backend):
     def device_name(self):
         return "numpy"
 
-    def alloc(self, nelems, dtype):
-        return np.zeros(max(nelems, 1), dtype=dtype.storage)[:nelems]
-
-    def upload(self, buf, host):
-        buf[...] = host
-
-    def download(self, buf):
-        return np.array(buf, copy=True)
-
     def time(self, collective, algorithm, buffers, *, count, dtype, op, root, warmup, iters,
              agg=1, blocking=0, progress=None, once=False, **vectors):
-        from mpi4py import MPI
         if dtype.is_float != (dtype.storage.kind == "f"):  # bf16, fp8: bit patterns
             raise ConfigError(f"loopback has no {dtype.name}", "-d/--datatype")
-        lat, start = np.empty(iters), np.empty(iters)
-        calls = 1 if once else warmup + iters
-        for i in range(calls):
-            t0 = MPI.Wtime()
-            for k in range(agg):
-                send, recv, _scratch, *n = buffers[(i * agg + k) % len(buffers)]
-                self._call(collective, send, recv, n[0] if n else count, op, root)
-                if blocking == 1:  # nccl-tests -z 1: a barrier after every operation, timed
-                    self.comm.Barrier()
+
+        def call(send, recv, n):
+            self._call(collective, send, recv, n, op, root)
             if self.options.delay_us:
                 time.sleep(self.options.delay_us / 1e6)
-            t1 = MPI.Wtime()
-            if blocking == 3:  # -z 3: a barrier after every iteration, not timed
-                self.comm.Barrier()
-            if i >= calls - iters:
-                lat[i - (calls - iters)] = (t1 - t0) * 1e6 / agg
-                start[i - (calls - iters)] = t0 * 1e6
-        return lat, start
+        return time_on_host(call, buffers, self.comm, count=count, warmup=warmup, iters=iters,
+                            agg=agg, blocking=blocking, progress=progress, once=once)
 
     def _call(self, collective, send, recv, count, op, root):
         """One collective, computed here from every rank's send buffer."""
