@@ -313,3 +313,26 @@ def test_nvidia_ml_py_missing_names_the_extra(tmp_path):
     assert p.returncode == 2
     assert p.stderr.strip() == ("ccbench: error: --local: pynvml is required for this; install "
                                 "it with `pip install ccbench_kit[gpu]`")
+
+
+def test_the_bars_read_the_stored_verdict_and_star_the_named_gpu():
+    """`report.plot` (the doctor_gpu notebook's figure): one bar a figure and
+    reference a GPU, the ratios of the verdict stored with the results, the
+    GPU it names starred; a file with no verdict draws empty bars."""
+    import matplotlib
+    matplotlib.use("Agg")
+    ds = gpu_run({(1, "hbm_gbps"): 0.4})
+    v = judge.judge(ds)
+    ds.attrs["doctor_verdict"] = json.dumps(v.to_dict())
+    ax = report.plot(ds)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["n1/gpu0", "n1/gpu1 *", "n1/gpu2"]
+    assert len(ax.patches) == 3 * 2 * len(check.FIGURES)
+    hbm = [p.get_height() for p in ax.patches[:3]]   # the first bars: hbm / preset
+    assert list(check.FIGURES)[0] == "hbm_gbps"
+    assert hbm == pytest.approx([v.scores["hbm_gbps"][f"n1/gpu{g}"]["preset"] for g in range(3)])
+    assert hbm[1] == pytest.approx(0.4, rel=0.05)
+    del ds.attrs["doctor_verdict"]
+    ax = report.plot(ds)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["n1/gpu0", "n1/gpu1", "n1/gpu2"]
+    assert all(np.isnan(p.get_height()) for p in ax.patches)

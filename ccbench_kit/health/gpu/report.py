@@ -1,6 +1,5 @@
 """The GPU check for people: one table a node (every GPU's figures and
 their ratios to peers, preset and baseline), the NVML state, and bars."""
-import json
 
 import numpy as np
 
@@ -128,7 +127,7 @@ def plot(ds, ax=None):
     """Per-GPU bars: each figure's ratio to the preset and to the baseline
     (from the verdict stored with the results); 1 is healthy."""
     import matplotlib.pyplot as plt  # lazy: optional dependency (report extra)
-    verdict = json.loads(ds.attrs.get("doctor_verdict") or "{}")
+    verdict = attr_json(ds, "doctor_verdict", {})
     scores = verdict.get("scores", {})
     labels = [f"{n}/gpu{int(g)}" for n in ds["node"].values for g in ds["gpu"].values]
     flagged = {f"{f['node']}/gpu{f['gpu']}" for f in verdict.get("findings", [])}
