@@ -15,7 +15,9 @@
 # Timed, one after another, nothing else running, every run -b 8 -e 1G -f 2
 # -w 5 -n 20 (or $SIZES) and batch timing, as nccl-tests times (-a 1: the mean over
 # ranks, its default): all_reduce_perf default, -R 2, -R 2 -D 1, -R 2 -D 2;
-# ccbench --algorithms nccl; ccbench -R 2 --algorithms nccl,lsa,lsa-vec,
+# ccbench --algorithms nccl; ccbench --algorithms nccl -R 2 --unique-buff
+# (nccl-tests' buffers move every iteration: docs/parity.md); ccbench -R 2
+# --algorithms nccl,lsa,lsa-vec,
 # oneshot,oneshot-ll,twoshot.  Outputs: OUTDIR/summary.txt, OUTDIR/log.txt,
 # OUTDIR/runs.tgz (Datasets, logs).
 set -u -o pipefail
@@ -94,6 +96,7 @@ for round in $(seq 1 "$ROUNDS"); do
         nt "$n" "nt_R2_D1_$s" -R 2 -D 1
         nt "$n" "nt_R2_D2_$s" -R 2 -D 2
         ccb "$n" "kit_nccl_$s" --algorithms nccl --timing batch -a 1 $SIZES
+        ccb "$n" "kit_R2u_$s" --algorithms nccl -R 2 --unique-buff --timing batch -a 1 $SIZES
         ccb "$n" "kit_R2_$s" --algorithms nccl,lsa,lsa-vec,oneshot,oneshot-ll,twoshot -R 2 \
             --timing batch -a 1 \
             $SIZES --show-algorithm
