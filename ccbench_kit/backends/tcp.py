@@ -14,7 +14,7 @@ sleeps in the kernel and is woken when the bytes arrive, where an MPI rank
 polls.  On a host shared with other work (or the emulated nodes of one
 machine) a polling rank measures the CPU scheduler, a sleeping one the
 link.  That makes it the doctor's transport for the management network
-(``ccbench doctor --backend tcp``, its default), and ``ccbench run
+(``ccbench doctor --backend tcp``), and ``ccbench run
 --backend tcp`` a measure of what that network gives plain sockets.
 
 MPI stays the control plane (base.py): the ranks exchange their listening
@@ -30,7 +30,8 @@ what makes a lossy link visible: after a lost segment nothing more is
 sent until Linux retransmits it (a timeout of 200 ms or more: the doctor
 counts such calls, `health.verdict`), where two ends sending at once, or a
 connection each way, let the next segments reveal the loss within a round
-trip (measured: 0 of 2 lossy links found, against 8 of 10, issue 34).
+trip (measured on the testbed: 0 of 2 lossy links found that way, 8 of 8
+this way; bench/RESULTS.md, issue 34).
 Larger transfers go both ways at once: a thread sends while the rank
 receives, each direction at its own link's rate.
 
