@@ -504,10 +504,7 @@ def _backend_name_tests(path, imported=None):
     as a module constant holding one (``TCP = "tcp"`` here, or in
     `imported`: {name: value} of the constants other modules define)."""
     tree = ast.parse(path.read_text())
-    names = dict(imported or {})
-    names.update({t.id: node.value.value for node in tree.body if isinstance(node, ast.Assign)
-                  and isinstance(node.value, ast.Constant) for t in node.targets
-                  if isinstance(t, ast.Name)})
+    names = {**(imported or {}), **_string_constants(tree)}
 
     def value(c):
         if isinstance(c, ast.Constant):
@@ -523,9 +520,9 @@ def _backend_name_tests(path, imported=None):
     return found
 
 
-def _constants(paths):
-    """{name: value} of the module-level string constants of `paths`."""
-    return {t.id: node.value.value for p in paths for node in ast.parse(p.read_text()).body
+def _string_constants(tree):
+    """{name: value} of a parsed module's module-level string constants."""
+    return {t.id: node.value.value for node in tree.body
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
             and isinstance(node.value.value, str) for t in node.targets
             if isinstance(t, ast.Name)}
@@ -538,7 +535,10 @@ def test_the_doctor_tests_no_backend_by_name():
     from ccbench_kit.backends import _REGISTRY
     assert set(_REGISTRY) == BUILT_IN_BACKENDS
     paths = sorted((PKG / "health").rglob("*.py"))
-    found = {p.name: _backend_name_tests(p, _constants(paths)) for p in paths}
+    constants = {}   # every health module's, as any of them may import another's
+    for p in paths:
+        constants.update(_string_constants(ast.parse(p.read_text())))
+    found = {p.name: _backend_name_tests(p, constants) for p in paths}
     assert {k: v for k, v in found.items() if v} == {}
 
 

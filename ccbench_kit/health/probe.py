@@ -368,9 +368,10 @@ def _compute(x, y, rounds=4):
 
 
 def _pair_check(link, plan, progress, wave):
-    """The pair's sendrecv through its backend: 8 B (latency: both ends send
-    at once, so a call is one one-way trip) and `bw_bytes` both ways at once
-    (each direction's rate, the busbw of ``ccbench run sendrecv``)."""
+    """The pair's sendrecv through its backend: 8 B (latency: a call is
+    one one-way trip where both ends send at once, a round trip through
+    tcp, whose 8 B go in turn) and `bw_bytes` both ways at once (each
+    direction's rate, the busbw of ``ccbench run sendrecv``)."""
     pc, timer, pair, peer = link
     if timer.backend.host_buffers:
         check_pair_room(plan["bw_bytes"])

@@ -485,8 +485,9 @@ def _bisection(raw, threshold):
 
 def _loss(raw):
     """{node: Finding} of retransmission timeouts in the pairs' 8-byte trips
-    (`lat_s`: one-way times, of a sendrecv or, in records of older kits'
-    tcp transport, half a ping-pong): `kind` "link" where most of the
+    (`lat_s`: a sendrecv's call, one-way where both ends send at once, a
+    round trip through tcp; half a ping-pong in records of older kits' tcp
+    transport): `kind` "link" where most of the
     node's pairs had some, at least 3 in all, and ten times fewer (per trip)
     elsewhere; "" otherwise (the ratio is kept as the node's score)."""
     n = len(raw.nodes)
